@@ -1,0 +1,3 @@
+"""agentc: the Agent Coordinator."""
+
+__version__ = "0.1.0"
