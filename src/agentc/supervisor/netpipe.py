@@ -1,0 +1,155 @@
+"""Byte pumping shared by the launch relay and the egress proxy.
+
+Two streams are spliced both ways with half-close (one side's EOF becomes a `shutdown(SHUT_WR)`
+on the other), and both are always closed when the splice ends, so no descriptor outlives its
+connection. `LoopThread` hosts an asyncio loop in a daemon thread for synchronous callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Opener = Callable[[], Awaitable[Streams]]
+CHUNK = 65536
+
+
+def report_stderr(message: str) -> None:
+    """One diagnostic line on stderr; never raises (stderr may be closed)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(message, file=sys.stderr, flush=True)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy until EOF, then half-close the far side so the peer sees our EOF."""
+    while data := await reader.read(CHUNK):
+        writer.write(data)
+        await writer.drain()
+    if writer.can_write_eof() and not writer.is_closing():
+        writer.write_eof()
+
+
+async def splice(a: Streams, b: Streams) -> None:
+    """Pipe `a` and `b` both ways until both directions end; always closes both."""
+    tasks = [asyncio.create_task(_pipe(a[0], b[1])), asyncio.create_task(_pipe(b[0], a[1]))]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        if pending or any(t.exception() is not None for t in done):
+            # A reset on one side: drop the other too rather than leaving it open forever.
+            for w in (a[1], b[1]):
+                w.transport.abort()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for w in (a[1], b[1]):
+            w.close()
+        for w in (a[1], b[1]):
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+
+
+async def open_tcp(host: str, port: int) -> Streams:
+    """Connect to a numeric address on our own socket: no name resolution can happen here."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        return await asyncio.open_connection(sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
+class Forwarder:
+    """Serves one listening socket: each accepted connection is spliced to `open_peer()`."""
+
+    def __init__(
+        self,
+        label: str,
+        open_peer: Opener,
+        max_connections: int,
+        report: Callable[[str], None] = report_stderr,
+    ) -> None:
+        self.label = label
+        self.open_peer = open_peer
+        self.max_connections = max_connections
+        self.report = report
+        self.active = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.active >= self.max_connections:
+            writer.transport.abort()
+            return
+        self.active += 1
+        try:
+            try:
+                peer = await self.open_peer()
+            except OSError as exc:
+                self.report(f"{self.label}: cannot connect: {exc.strerror or exc}")
+                return
+            await splice((reader, writer), peer)
+        finally:
+            self.active -= 1
+            # No-op after a finished splice; closes the client on a refusal or a cancel.
+            writer.transport.abort()
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread, so a synchronous caller (the launch) can host it."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._servers: list[asyncio.AbstractServer] = []
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+            # Cancel connection handlers so their `finally` blocks close every socket.
+            tasks = asyncio.all_tasks(self.loop)
+            for task in tasks:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        finally:
+            self.loop.close()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def serve(self, sock: socket.socket, forwarder: Forwarder) -> None:
+        """Serve an already bound and listening socket (the server takes ownership)."""
+
+        async def start() -> asyncio.AbstractServer:
+            if sock.family == socket.AF_UNIX:
+                return await asyncio.start_unix_server(forwarder.handle, sock=sock)
+            return await asyncio.start_server(forwarder.handle, sock=sock)
+
+        self._servers.append(self.call(start()))
+
+    def stop(self) -> None:
+        """Close the listeners and every open connection, then end the thread."""
+        if not self._thread.is_alive():
+            if self._thread.ident is None:
+                self.loop.close()
+            return
+
+        async def close_servers() -> None:
+            for server in self._servers:
+                server.close()
+
+        self.call(close_servers())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()

@@ -1,0 +1,269 @@
+"""Relay address rules: what the relay can carry faithfully, and everything it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentc.core.errors import SupervisorError
+from agentc.supervisor import relay
+from agentc.supervisor.relay import (
+    LoopbackAddress,
+    RelayAddressError,
+    endpoint,
+    parse_loopback_address,
+    parse_relay_spec,
+    url_relay_address,
+)
+
+ACCEPTED_ADDRESSES = {
+    "127.0.0.1:3128": LoopbackAddress("127.0.0.1", 3128),
+    "127.0.0.1:1024": LoopbackAddress("127.0.0.1", 1024),
+    "127.0.0.1:65535": LoopbackAddress("127.0.0.1", 65535),
+    "127.10.20.30:18080": LoopbackAddress("127.10.20.30", 18080),
+}
+
+REFUSED_ADDRESSES = {
+    "user@127.0.0.1:3128": "userinfo",
+    "user:pw@127.0.0.1:3128": "userinfo",
+    "[::1]:3128": "IPv6",
+    "::1:3128": "IPv6",
+    "[::ffff:127.0.0.1]:3128": "IPv6",
+    "127.1:3128": "canonical dotted-quad",
+    "127.0.1:3128": "canonical dotted-quad",
+    "2130706433:3128": "canonical dotted-quad",
+    "0x7f.0.0.1:3128": "canonical dotted-quad",
+    "0177.0.0.1:3128": "canonical dotted-quad",
+    "127.000.0.1:3128": "canonical dotted-quad",
+    "127.0.0.256:3128": "canonical dotted-quad",
+    "localhost:3128": "canonical dotted-quad",
+    " 127.0.0.1:3128": "canonical dotted-quad",
+    "10.0.0.1:3128": "not an IPv4 loopback",
+    "0.0.0.0:3128": "not an IPv4 loopback",
+    "192.168.1.1:3128": "not an IPv4 loopback",
+    "127.0.0.0:3128": "not an IPv4 loopback",
+    "127.255.255.255:3128": "not an IPv4 loopback",
+    "127.0.0.1": "no port",
+    "127.0.0.1:": "not a decimal port",
+    "127.0.0.1:0": "not a decimal port",
+    "127.0.0.1:80": "privileged",
+    "127.0.0.1:443": "privileged",
+    "127.0.0.1:1023": "privileged",
+    "127.0.0.1:65536": "not a decimal port",
+    "127.0.0.1:03128": "not a decimal port",
+    "127.0.0.1:+3128": "not a decimal port",
+    "127.0.0.1:3128 ": "not a decimal port",
+    "127.0.0.1:٣١٢٨": "not a decimal port",
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), ACCEPTED_ADDRESSES.items())
+def test_loopback_address_accepted(text: str, expected: LoopbackAddress) -> None:
+    assert parse_loopback_address(text) == expected
+    assert str(expected) == text
+
+
+@pytest.mark.parametrize(("text", "why"), REFUSED_ADDRESSES.items())
+def test_loopback_address_refused(text: str, why: str) -> None:
+    with pytest.raises(RelayAddressError, match=why):
+        parse_loopback_address(text)
+
+
+def test_relay_error_is_a_supervisor_error() -> None:
+    assert issubclass(RelayAddressError, SupervisorError)
+
+
+ACCEPTED_URLS = {
+    "http://127.0.0.1:8080": LoopbackAddress("127.0.0.1", 8080),
+    "https://127.0.0.1:8443/path?q=1#f": LoopbackAddress("127.0.0.1", 8443),
+    "HTTP://LOCALHOST:8080/": LoopbackAddress("127.0.0.1", 8080),
+    "http://localhost.:8080": LoopbackAddress("127.0.0.1", 8080),
+    "http://staging.localhost:18080": LoopbackAddress("127.0.0.1", 18080),
+    "http://127.0.0.1.:8080": LoopbackAddress("127.0.0.1", 8080),
+    "http://127.4.5.6:2000": LoopbackAddress("127.4.5.6", 2000),
+    # Non-loopback hosts get no relay endpoint: they go through the egress proxy.
+    "https://agents.example.com": None,
+    "https://agents.example.com:8443/x": None,
+    "https://10.1.2.3": None,
+    "http://93.184.216.34:80": None,
+}
+
+REFUSED_URLS = {
+    "127.0.0.1:8080": "http:// or https://",
+    "//127.0.0.1:8080": "http:// or https://",
+    "ftp://127.0.0.1:8080": "http:// or https://",
+    "http://user@127.0.0.1:8080": "userinfo",
+    "http://user:pw@localhost:8080": "userinfo",
+    "http://127.0.0.1:80@example.com/": "userinfo",
+    "https://user@example.com": "userinfo",
+    "http://[::1]:8080": "IPv6",
+    "http://[::ffff:127.0.0.1]:8080": "IPv6",
+    "https://[2001:db8::1]/": "IPv6",
+    "http://127.1:8080": "short or non-decimal",
+    "http://127.0.1:8080": "short or non-decimal",
+    "http://2130706433:8080": "short or non-decimal",
+    "http://0x7f.0.0.1:8080": "short or non-decimal",
+    "http://0x7f000001:8080": "short or non-decimal",
+    "http://0177.0.0.1:8080": "short or non-decimal",
+    "http://017700000001:8080": "short or non-decimal",
+    "http://0.0.0.0:8080": "0.0.0.0/8",
+    "http://0:8080": "short or non-decimal",
+    "http://0.1.2.3:8080": "0.0.0.0/8",
+    "http://127.0.0.1": "default port",
+    "https://localhost/": "default port",
+    "http://127.0.0.1:0": "invalid port",
+    "http://127.0.0.1:80": "privileged",
+    "https://127.0.0.1:443": "privileged",
+    "http://localhost:1023": "privileged",
+    "http://127.0.0.1:99999": "not a decimal port",
+    "http://127.0.0.1:8080x": "invalid port",
+    "http://127%2e0.0.1:8080": "malformed host",
+    "http://:8080": "malformed host",
+    "http://lоcalhost:8080": "malformed host",  # Cyrillic o
+    "http://127.0.0.1\\@evil.example:8080": "backslash",
+    "http://127.0.0.1:8080\\x": "backslash",
+    "http://127.0.0.1 :8080": "whitespace",
+    "http://127.0.0.1:8080\n": "control character",
+}
+
+
+@pytest.mark.parametrize(("url", "expected"), ACCEPTED_URLS.items())
+def test_url_relay_address_accepted(url: str, expected: LoopbackAddress | None) -> None:
+    assert url_relay_address(url) == expected
+
+
+@pytest.mark.parametrize(("url", "why"), REFUSED_URLS.items())
+def test_url_relay_address_refused(url: str, why: str) -> None:
+    with pytest.raises(RelayAddressError, match=why):
+        url_relay_address(url, what="verification url")
+
+
+def test_refusal_names_the_setting() -> None:
+    with pytest.raises(RelayAddressError, match="^egress_listen: "):
+        parse_loopback_address("127.1:3128", what="egress_listen")
+
+
+def test_relay_spec() -> None:
+    spec = parse_relay_spec("127.0.0.1:3128=/run/x/net/proxy.sock")
+    assert spec.listen == LoopbackAddress("127.0.0.1", 3128)
+    assert spec.socket == Path("/run/x/net/proxy.sock")
+    assert str(spec) == "127.0.0.1:3128=/run/x/net/proxy.sock"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("127.0.0.1:3128", "expected 127.0.0.1:PORT=/path"),
+        ("127.0.0.1:3128=net/proxy.sock", "not absolute"),
+        ("127.0.0.1:3128=", "not absolute"),
+        ("127.0.0.1:3128=/" + "a" * 107, "longer than 107 bytes"),
+        ("127.0.0.1:3128=/a\0b", "NUL"),
+        ("127.1:3128=/run/p.sock", "canonical dotted-quad"),
+        ("127.0.0.1:443=/run/p.sock", "privileged"),
+    ],
+)
+def test_relay_spec_refused(text: str, why: str) -> None:
+    with pytest.raises(RelayAddressError, match=why):
+        parse_relay_spec(text)
+
+
+def test_endpoint() -> None:
+    e = endpoint("proxy", "127.0.0.1:3128")
+    assert e.listen == e.target == LoopbackAddress("127.0.0.1", 3128)
+    e = endpoint("gateway", "127.0.0.1:4000", "127.0.0.1:41234")
+    assert e.target == LoopbackAddress("127.0.0.1", 41234)
+    for bad in ("", "Proxy", "../x", "a/b", "x" * 40):
+        with pytest.raises(RelayAddressError, match="endpoint name"):
+            endpoint(bad, "127.0.0.1:3128")
+    with pytest.raises(RelayAddressError, match="not an IPv4 loopback"):
+        endpoint("gateway", "127.0.0.1:4000", "10.0.0.1:4000")
+
+
+# Property tests ---------------------------------------------------------------------------
+
+octets = st.integers(0, 255)
+ports = st.integers(1, 65535)
+
+
+@given(b=octets, c=octets, d=octets, port=ports)
+def test_property_canonical_loopback(b: int, c: int, d: int, port: int) -> None:
+    text = f"127.{b}.{c}.{d}:{port}"
+    edge = (b, c, d) in ((0, 0, 0), (255, 255, 255))
+    if port < 1024 or edge:
+        with pytest.raises(RelayAddressError):
+            parse_loopback_address(text)
+    else:
+        assert str(parse_loopback_address(text)) == text
+
+
+@given(a=octets.filter(lambda a: a != 127), b=octets, c=octets, d=octets, port=ports)
+def test_property_non_loopback_refused(a: int, b: int, c: int, d: int, port: int) -> None:
+    with pytest.raises(RelayAddressError):
+        parse_loopback_address(f"{a}.{b}.{c}.{d}:{port}")
+
+
+@given(value=st.integers(0, 2**32 - 1), port=st.integers(1024, 65535))
+def test_property_integer_and_hex_ipv4_refused(value: int, port: int) -> None:
+    for host in (str(value), hex(value)):
+        with pytest.raises(RelayAddressError):
+            parse_loopback_address(f"{host}:{port}")
+        with pytest.raises(RelayAddressError):
+            url_relay_address(f"http://{host}:{port}/")
+
+
+@given(user=st.text(min_size=0, max_size=10), port=st.integers(1024, 65535))
+def test_property_userinfo_always_refused(user: str, port: int) -> None:
+    with pytest.raises(RelayAddressError):
+        parse_loopback_address(f"{user}@127.0.0.1:{port}")
+    with pytest.raises(RelayAddressError):
+        url_relay_address(f"http://{user}@127.0.0.1:{port}/")
+
+
+@given(text=st.text(max_size=40))
+def test_property_never_crashes(text: str) -> None:
+    """Arbitrary input either parses to a loopback address or raises RelayAddressError."""
+    for parse in (parse_loopback_address, url_relay_address, parse_relay_spec):
+        try:
+            result = parse(text)
+        except RelayAddressError:
+            continue
+        if isinstance(result, LoopbackAddress):
+            assert result.host.startswith("127.") and result.port >= 1024
+
+
+# The CLI refuses bad relays with exit 2, a clear message, and no traceback ------------------
+
+
+@pytest.mark.parametrize(
+    ("arg", "why"),
+    [
+        ("user@127.0.0.1:3128=/run/p.sock", "userinfo"),
+        ("[::1]:3128=/run/p.sock", "IPv6"),
+        ("127.1:3128=/run/p.sock", "canonical dotted-quad"),
+        ("127.0.0.1:80=/run/p.sock", "privileged"),
+        ("10.0.0.1:3128=/run/p.sock", "not an IPv4 loopback"),
+        ("127.0.0.1:3128", "expected 127.0.0.1:PORT=/path"),
+        ("127.0.0.1:3128=rel.sock", "not absolute"),
+    ],
+)
+def test_cli_refuses_bad_relay(arg: str, why: str) -> None:
+    result = CliRunner().invoke(relay.command, ["--listen", arg, "--", "/bin/true"])
+    assert result.exit_code == 2, result.output
+    assert why in result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_cli_refuses_duplicate_listen_and_missing_command() -> None:
+    runner = CliRunner()
+    dup = ["--listen", "127.0.0.1:3128=/a.sock", "--relay", "127.0.0.1:3128=/b.sock"]
+    result = runner.invoke(relay.command, [*dup, "--", "/bin/true"])
+    assert result.exit_code == 2
+    assert "same address" in result.output
+    result = runner.invoke(relay.command, ["--listen", "127.0.0.1:3128=/a.sock"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
