@@ -1,0 +1,105 @@
+"""The work model's vocabulary: states, kinds, limits. Pure values, no I/O."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReviewMode(StrEnum):
+    NONE = "none"
+    AGENT = "agent"
+    HUMAN = "human"
+    BOTH = "both"
+    EITHER = "either"
+
+
+class TaskKind(StrEnum):
+    CODE = "code"
+    GENERAL = "general"
+
+
+class Lifecycle(StrEnum):
+    PLANNED = "planned"
+    OPEN = "open"
+    DONE = "done"
+    CANCELED = "canceled"
+
+
+class WorkStatus(StrEnum):
+    """Derived on read from the stored facts; never stored."""
+
+    PLANNED = "planned"
+    READY = "ready"
+    IN_PROGRESS = "in_progress"
+    BLOCKED = "blocked"
+    RECOVERY_REQUIRED = "recovery_required"
+    WAITING_REVIEW = "waiting_review"
+    WAITING_INTEGRATION = "waiting_integration"
+    DONE = "done"
+    CANCELED = "canceled"
+
+
+class AttemptState(StrEnum):
+    ACTIVE = "active"
+    SUBMITTED = "submitted"
+    RELEASED = "released"
+    BLOCKED = "blocked"
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+
+
+class AttemptMode(StrEnum):
+    WORK = "work"
+    RECOVERY = "recovery"
+    REVIEW = "review"
+
+
+class Phase(StrEnum):
+    """Where a task stands in its completion workflow (null before the first submission)."""
+
+    REVIEW = "review"
+    INTEGRATION = "integration"
+    REVISION_NEEDED = "revision_needed"
+    DONE = "done"
+
+
+class ActivityKind(StrEnum):
+    AGENT_REVIEW = "agent_review"
+    HUMAN_REVIEW = "human_review"
+    EITHER_REVIEW = "either_review"
+    INTEGRATION = "integration"
+
+
+class ActivityState(StrEnum):
+    WAITING = "waiting"  # integration before the reviews are satisfied
+    QUEUED = "queued"
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    CANCELED = "canceled"
+
+
+class Decision(StrEnum):
+    APPROVED = "approved"
+    CHANGES_REQUESTED = "changes_requested"
+
+
+class CredentialClass(StrEnum):
+    INTERACTIVE = "interactive"
+    SUPERVISED = "supervised"
+    INTEGRATOR = "integrator"
+
+
+class Access(StrEnum):
+    WRITE = "write"
+    READ = "read"
+
+
+# Limits (inclusive), shared by validation and the API schema.
+LEASE_SECONDS_MIN, LEASE_SECONDS_MAX, LEASE_SECONDS_DEFAULT = 30, 3600, 600
+MAX_ATTEMPT_SECONDS_MIN, MAX_ATTEMPT_SECONDS_MAX = 600, 604800
+CRITERIA_MIN, CRITERIA_MAX = 1, 100
+PRIORITY_URGENT, PRIORITY_LOW, PRIORITY_DEFAULT = 0, 3, 2
+DEPENDENCIES_MAX = 100
+AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
+RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
+CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"

@@ -1,0 +1,134 @@
+"""Validation rules of the work model that need no database. Pure functions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import ActivityKind, ReviewMode, TaskKind
+
+_VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def invalid(field: str, message: str) -> CoordinatorError:
+    return CoordinatorError(
+        "invalid_input", f"{field}: {message}", status=422, details={"field": field}
+    )
+
+
+def check_idempotency_key(key: str | None) -> str:
+    if key is None:
+        raise CoordinatorError(
+            "idempotency_key_required",
+            "every mutation needs an Idempotency-Key header (1-128 visible ASCII characters)",
+            status=400,
+        )
+    if not 1 <= len(key) <= 128 or not _VISIBLE_ASCII.match(key):
+        raise CoordinatorError(
+            "invalid_request",
+            "Idempotency-Key must be 1-128 visible ASCII characters",
+            status=400,
+            details={"field": "Idempotency-Key"},
+        )
+    return key
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str | bytes) -> str:
+    data = text.encode() if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(operation: str, body: Any, session_id: str | None, proof: str | None) -> str:
+    """What a replay must match: the input, the session and the proof (as a digest)."""
+    proof_digest = sha256_hex(proof) if proof else ""
+    return sha256_hex(canonical_json([operation, body, session_id or "", proof_digest]))
+
+
+def find_cycle(edges: Mapping[str, Iterable[str]], start: str) -> list[str] | None:
+    """A path from `start` back to itself through `edges` (task -> prerequisites), if any."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in edges.get(node, ()):
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def check_evidence(criteria: list[str], evidence: list[tuple[str, str]]) -> None:
+    """Each current criterion named exactly once, by exact text, and nothing else."""
+    named = [c for c, _ in evidence]
+    missing = [c for c in criteria if c not in named]
+    unknown = [c for c in named if c not in criteria]
+    dupes = sorted({c for c in named if named.count(c) > 1})
+    if missing or unknown or dupes:
+        raise CoordinatorError(
+            "evidence_mismatch",
+            "acceptance_evidence must name each acceptance criterion exactly once, by its "
+            "exact text",
+            status=422,
+            details={"missing": missing, "unknown": unknown, "duplicated": dupes},
+        )
+
+
+def check_revision_sha(field: str, value: str | None) -> str:
+    if value is None or not _SHA.match(value):
+        raise invalid(field, "must be a full 40- or 64-character lowercase hex revision")
+    return value
+
+
+def check_candidate_ref(ref: str | None, prefix: str) -> str:
+    if ref is None or not ref.startswith(prefix) or len(ref) <= len(prefix):
+        raise invalid("candidate_ref", f"must be a ref under {prefix}")
+    if ".." in ref or ref.endswith("/") or any(c in ref for c in " ~^:?*[\\"):
+        raise invalid("candidate_ref", "is not a valid git ref name")
+    return ref
+
+
+def review_activities(mode: ReviewMode, kind: TaskKind) -> list[ActivityKind]:
+    """The activities a submission opens under a project's review mode."""
+    reviews = {
+        ReviewMode.NONE: [],
+        ReviewMode.AGENT: [ActivityKind.AGENT_REVIEW],
+        ReviewMode.HUMAN: [ActivityKind.HUMAN_REVIEW],
+        ReviewMode.BOTH: [ActivityKind.AGENT_REVIEW, ActivityKind.HUMAN_REVIEW],
+        ReviewMode.EITHER: [ActivityKind.EITHER_REVIEW],
+    }[mode]
+    return [*reviews, ActivityKind.INTEGRATION] if kind == TaskKind.CODE else list(reviews)
+
+
+def may_review(kind: str, actor_is_human: bool) -> bool:
+    """Agents take agent and either reviews; humans take human and either reviews."""
+    if kind == ActivityKind.EITHER_REVIEW:
+        return True
+    return kind == (ActivityKind.HUMAN_REVIEW if actor_is_human else ActivityKind.AGENT_REVIEW)
+
+
+def iso_week_start_ms(now_ms: int) -> int:
+    """Monday 00:00 UTC of the ISO week containing now."""
+    now = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    monday = (now - timedelta(days=now.weekday())).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    return int(monday.timestamp() * 1000)
+
+
+def rfc3339(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

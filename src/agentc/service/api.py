@@ -1,0 +1,303 @@
+"""The request pipeline: envelope, errors, authentication, idempotent mutations.
+
+This is the one place that builds an API error response and the one place that runs a
+mutation: authenticate under the write lock, replay or refuse a used Idempotency-Key, run the
+operation, write its receipt (and the operation's audit events) in the same transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import RECEIPT_RETENTION_MS
+from agentc.core.rules import canonical_json, check_idempotency_key, fingerprint, rfc3339
+from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
+from agentc.service.settings import ServerSettings
+from agentc.store.schema import events, receipts
+from agentc.store.tx import Executor, Tx
+
+log = logging.getLogger("agentc.service")
+
+JSON = "application/json"
+
+
+@dataclass
+class Result:
+    """What an operation returns: its data, status, and fields to keep out of the receipt."""
+
+    data: Any
+    status: int = 200
+    secret_fields: tuple[str, ...] = ()
+
+
+@dataclass
+class Runtime:
+    settings: ServerSettings
+    executor: Executor
+    limiter: LoginLimiter = field(default_factory=LoginLimiter)
+
+
+class Op:
+    """A mutation's context inside its transaction: the actor, the time, the event writer."""
+
+    def __init__(self, tx: Tx, actor: Actor, runtime: Runtime) -> None:
+        self.tx = tx
+        self.conn = tx.conn
+        self.actor = actor
+        self.runtime = runtime
+
+    @property
+    def now(self) -> int:
+        return self.tx.now
+
+    def event(self, kind: str, project_id: str | None, record_id: str | None, **data: Any) -> None:
+        write_event(
+            self.conn,
+            self.tx.now,
+            self.actor.principal_id,
+            self.actor.credential_class,
+            kind,
+            project_id,
+            record_id,
+            data,
+        )
+
+
+def write_event(
+    conn: Any,
+    now: int,
+    actor_id: str | None,
+    credential_class: str | None,
+    kind: str,
+    project_id: str | None,
+    record_id: str | None,
+    data: dict[str, Any],
+) -> None:
+    """Append one audit event (in the caller's transaction)."""
+    conn.execute(
+        insert(events).values(
+            project_id=project_id,
+            actor_id=actor_id,
+            credential_class=credential_class,
+            kind=kind,
+            record_id=record_id,
+            data_json=canonical_json(data),
+            created_at=now,
+        )
+    )
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def envelope(data: Any, request_id: str, now: int) -> dict[str, Any]:
+    return {"data": data, "request_id": request_id, "server_time": rfc3339(now)}
+
+
+def error_response(
+    err: CoordinatorError, request_id: str | None = None, now: int | None = None
+) -> Response:
+    from agentc.store.tx import wall_clock_ms
+
+    body = {
+        "request_id": request_id or new_id(),
+        "server_time": rfc3339(now if now is not None else wall_clock_ms()),
+        "error": {
+            "code": err.code,
+            "message": err.message,
+            "details": err.details,
+            "retryable": err.retryable,
+        },
+    }
+    headers = {"Retry-After": "60"} if err.status == 429 else None
+    return Response(_dumps(body), status_code=err.status, media_type=JSON, headers=headers)
+
+
+def presented(request: Request) -> Presented:
+    h = request.headers
+    auth_values = h.getlist("authorization")
+    bearer = None
+    if auth_values:
+        scheme, _, token = auth_values[0].partition(" ")
+        bearer = token.strip() if scheme.lower() == "bearer" else ""
+    cookie = request.cookies.get("__Host-coordinator") or request.cookies.get("coordinator_local")
+    dup = any(
+        len(h.getlist(n)) > 1
+        for n in ("authorization", "x-coordinator-session", "x-coordinator-session-proof")
+    )
+    return Presented(
+        bearer=bearer if bearer is None else (bearer or "-"),
+        cookie=cookie,
+        session_id=h.get("x-coordinator-session"),
+        proof=h.get("x-coordinator-session-proof"),
+        origin=h.get("origin"),
+        csrf=h.get("x-csrf-token"),
+        duplicated=dup,
+    )
+
+
+def runtime_of(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+async def read(request: Request, fn: Callable[[Tx, Actor], Any]) -> Response:
+    """An authenticated read: the data in the envelope."""
+    rt = runtime_of(request)
+    creds = presented(request)
+    origin = rt.settings.public_origin
+
+    def work(tx: Tx) -> bytes:
+        actor = authenticate(tx.conn, creds, tx.now, write=False, public_origin=origin)
+        return _dumps(envelope(fn(tx, actor), new_id(), tx.now))
+
+    body = await run_in_threadpool(rt.executor.read, work)
+    return Response(body, media_type=JSON)
+
+
+async def mutate(
+    request: Request,
+    body: BaseModel | None,
+    fn: Callable[[Op, Any], Result],
+    *,
+    authenticated: bool = True,
+) -> Response:
+    """Run one idempotent mutation in one transaction and answer with its envelope."""
+    rt = runtime_of(request)
+    key = check_idempotency_key(request.headers.get("idempotency-key"))
+    creds = presented(request)
+    operation = f"{request.method} {request.url.path}"
+    payload = body.model_dump(mode="json") if body is not None else None
+    fp = fingerprint(operation, payload, creds.session_id, creds.proof)
+    request_id = new_id()
+    origin = rt.settings.public_origin
+
+    def work(tx: Tx) -> tuple[int, bytes, bool]:
+        actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
+        if actor.session_closed and not request.url.path.endswith("/close"):
+            raise CoordinatorError("session_closed", "the agent session is closed", status=403)
+        prior = tx.conn.execute(
+            select(receipts).where(
+                receipts.c.principal_id == actor.principal_id,
+                receipts.c.operation == operation,
+                receipts.c.key == key,
+            )
+        ).first()
+        if prior is not None:
+            return _replay(prior, fp, tx.now)
+        result = fn(Op(tx, actor, rt), body)
+        env = envelope(result.data, request_id, tx.now)
+        stored = env
+        if result.secret_fields:
+            data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
+            stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
+        with tx.savepoint():
+            tx.conn.execute(
+                insert(receipts).values(
+                    principal_id=actor.principal_id,
+                    operation=operation,
+                    key=key,
+                    fingerprint=fp,
+                    status=result.status,
+                    body=_dumps(stored).decode(),
+                    created_at=tx.now,
+                )
+            )
+        return result.status, _dumps(env), False
+
+    for _ in range(3):
+        try:
+            status, out, replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
+            break
+        except IntegrityError:
+            # Two requests with one key raced on PostgreSQL: the loser now finds the receipt.
+            continue
+    else:
+        raise CoordinatorError("temporarily_unavailable", "retry", status=503, retryable=True)
+    headers = {"Idempotency-Replayed": "true"} if replayed else None
+    return Response(out, status_code=status, media_type=JSON, headers=headers)
+
+
+def _replay(prior: Any, fp: str, now: int) -> tuple[int, bytes, bool]:
+    if prior.fingerprint != fp:
+        raise CoordinatorError(
+            "idempotency_conflict",
+            "this Idempotency-Key was already used with a different request; use a new key "
+            "for a new request",
+            status=409,
+        )
+    if prior.body is None or now - prior.created_at > RECEIPT_RETENTION_MS:
+        raise CoordinatorError(
+            "idempotency_receipt_expired",
+            "this Idempotency-Key's receipt is older than 30 days; use a new key",
+            status=409,
+        )
+    return prior.status, prior.body.encode(), True
+
+
+def install_error_handlers(app: Any) -> None:
+    async def _coordinator(_request: Request, exc: CoordinatorError) -> Response:
+        return error_response(exc)
+
+    async def _validation(_request: Request, exc: RequestValidationError) -> Response:
+        return error_response(validation_error(exc))
+
+    async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "record_not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "invalid_request"
+        )
+        return error_response(CoordinatorError(code, str(exc.detail), status=exc.status_code))
+
+    async def _internal(_request: Request, exc: Exception) -> Response:
+        log.error("internal error: %s", type(exc).__name__, exc_info=exc)
+        return error_response(CoordinatorError("internal_error", "internal error", status=500))
+
+    app.add_exception_handler(CoordinatorError, _coordinator)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Exception, _internal)
+
+
+def validation_error(exc: RequestValidationError) -> CoordinatorError:
+    problems = []
+    status = 422
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        where = ".".join(loc) or "body"
+        if err.get("type") == "json_invalid":
+            status = 400
+            problems.append({"field": "body", "problem": "malformed JSON: " + err.get("msg", "")})
+            continue
+        if err.get("type") == "extra_forbidden":
+            problems.append({"field": where, "problem": "unknown field"})
+            continue
+        problems.append({"field": where, "problem": str(err.get("msg", "invalid"))})
+    first = problems[0] if problems else {"field": "body", "problem": "invalid"}
+    code = "invalid_request" if status == 400 else "invalid_input"
+    return CoordinatorError(
+        code,
+        f"{first['field']}: {first['problem']}",
+        status=status,
+        details={"problems": problems[:20]},
+    )

@@ -1,0 +1,340 @@
+"""`agent-coordinator-server`: run, migrate and bootstrap the coordinator."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.service.settings import ServerSettings, parse_listen
+from agentc.store.engine import Database, migrate, open_engine
+from agentc.store.tx import Executor
+
+T = TypeVar("T")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"agent-coordinator-server: {message}", err=True)
+    sys.exit(code)
+
+
+def _settings(ctx: click.Context, **overrides: Any) -> ServerSettings:
+    obj = dict(ctx.obj)
+    obj.update(overrides)
+    if obj.get("database") is None:
+        _fail(
+            "--database (or COORDINATOR_DATABASE) is required: a SQLite file path or a "
+            "postgresql:// URL"
+        )
+    try:
+        return ServerSettings(**obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        _fail(f"{where}: {first['msg'].removeprefix('Value error, ')}")
+        raise AssertionError from exc
+
+
+@contextmanager
+def _database(settings: ServerSettings, *, create: bool) -> Iterator[Executor]:
+    """Open (and migrate) the database; a file this command created is removed on failure."""
+    db = Database.parse(settings.database)
+    created = db.is_sqlite and not db.sqlite_path.exists()
+    if not create and created:
+        raise ConfigError(f"--database: {db.sqlite_path} does not exist")
+    executor = None
+    try:
+        engine = open_engine(db, create=create)
+        migrate(engine)
+        executor = Executor(engine)
+        yield executor
+    except BaseException:
+        if executor is not None:
+            executor.close()
+            executor = None
+        if created:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(db.sqlite_path) + suffix).unlink(missing_ok=True)
+        raise
+    finally:
+        if executor is not None:
+            executor.close()
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except CoordinatorError as exc:
+        _fail(exc.message)
+    except AgentcError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc))
+    raise AssertionError
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "COORDINATOR"}
+)
+@click.option(
+    "--database",
+    envvar="COORDINATOR_DATABASE",
+    help="SQLite file path (the default store) or a postgresql:// URL.",
+)
+@click.option(
+    "--public-origin",
+    envvar="COORDINATOR_PUBLIC_ORIGIN",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="The origin users and agents reach (https behind a TLS proxy).",
+)
+@click.option(
+    "--listen",
+    envvar="COORDINATOR_LISTEN",
+    default="127.0.0.1:8080",
+    show_default=True,
+    help="Loopback HOST:PORT to listen on.",
+)
+@click.option(
+    "--allow-insecure-loopback",
+    envvar="COORDINATOR_ALLOW_INSECURE_LOOPBACK",
+    is_flag=True,
+    help="Allow a plain http public origin on loopback (development).",
+)
+@click.option(
+    "--canary-principals",
+    envvar="COORDINATOR_CANARY_PRINCIPALS",
+    default="",
+    help="Comma-separated agent names allowed the canary admission class.",
+)
+@click.option(
+    "--agent-task-weekly-budget",
+    envvar="COORDINATOR_AGENT_TASK_WEEKLY_BUDGET",
+    type=click.IntRange(0, 10000),
+    default=5,
+    show_default=True,
+    help="Agent-created tasks admitted per project per ISO week.",
+)
+@click.pass_context
+def main(
+    ctx: click.Context,
+    database: str | None,
+    public_origin: str,
+    listen: str,
+    allow_insecure_loopback: bool,
+    canary_principals: str,
+    agent_task_weekly_budget: int,
+) -> None:
+    """The agentc coordinator service."""
+    ctx.obj = {
+        "database": database,
+        "public_origin": public_origin,
+        "listen": listen,
+        "allow_insecure_loopback": allow_insecure_loopback,
+        "canary_principals": frozenset(
+            p.strip() for p in canary_principals.split(",") if p.strip()
+        ),
+        "agent_task_weekly_budget": agent_task_weekly_budget,
+    }
+
+
+@main.command("migrate")
+@click.pass_context
+def migrate_cmd(ctx: click.Context) -> None:
+    """Create or upgrade the schema (also done by serve)."""
+    settings = _settings(ctx)
+
+    def run() -> None:
+        with _database(settings, create=True):
+            click.echo(f"database {Database.parse(settings.database).redacted()} is migrated")
+
+    _guard(run)
+
+
+def _read_password(password_stdin: bool) -> str:
+    if password_stdin:
+        line = sys.stdin.readline()
+        password = line.rstrip("\n").rstrip("\r")
+        if not password:
+            raise ConfigError("--password-stdin: no password on standard input")
+        return password
+    if not sys.stdin.isatty():
+        raise ConfigError("no terminal for the hidden password prompt; use --password-stdin")
+    value: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return value
+
+
+@main.command("init-admin")
+@click.option("--username", required=True, help="The first administrator's name.")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@click.pass_context
+def init_admin(ctx: click.Context, username: str, password_stdin: bool) -> None:
+    """Create the first administrator; only on an empty installation."""
+    from agentc.service.auth import check_password_policy
+    from agentc.service.work.accounts import create_admin
+
+    settings = _settings(ctx)
+    if (
+        not 1 <= len(username) <= 100
+        or not username.replace("-", "").replace(".", "").replace("_", "").isalnum()
+    ):
+        _fail("--username: 1-100 letters, digits, '-', '_' or '.'")
+
+    def run() -> None:
+        password = _read_password(password_stdin)
+        check_password_policy(password)
+        with _database(settings, create=True) as ex:
+            ex.write(lambda tx: create_admin(tx.conn, tx.now, username, password))
+        click.echo(f"created admin {username}")
+
+    _guard(run)
+
+
+@main.command("issue-credential")
+@click.option("--agent", "agent", required=True, help="The agent's name (created if new).")
+@click.option(
+    "--class",
+    "credential_class",
+    default="interactive",
+    show_default=True,
+    type=click.Choice(["interactive", "supervised", "integrator"]),
+)
+@click.option("--access", default="write", show_default=True, type=click.Choice(["write", "read"]))
+@click.pass_context
+def issue_credential(ctx: click.Context, agent: str, credential_class: str, access: str) -> None:
+    """Issue an agent token from the host (printed once on standard output)."""
+    from agentc.service.work.accounts import issue_agent_credential
+
+    settings = _settings(ctx)
+    if not 1 <= len(agent) <= 100 or any(c.isspace() for c in agent):
+        _fail("--agent: 1-100 characters without spaces")
+
+    def run() -> None:
+        with _database(settings, create=False) as ex:
+            data = ex.write(
+                lambda tx: _issue(tx, issue_agent_credential, agent, credential_class, access)
+            )
+        click.echo(
+            f"issued {credential_class}/{access} credential {data['credential_id']} "
+            f"for agent {agent}; the token is shown once:",
+            err=True,
+        )
+        click.echo(data["token"])
+
+    _guard(run)
+
+
+def _issue(tx: Any, fn: Any, agent: str, credential_class: str, access: str) -> Any:
+    from agentc.service.api import write_event
+
+    data = fn(tx.conn, tx.now, agent, credential_class, access, None)
+    write_event(
+        tx.conn,
+        tx.now,
+        None,
+        None,
+        "agent_credential_issued",
+        None,
+        data["credential_id"],
+        {"agent": agent, "credential_class": credential_class, "access": access, "via": "host"},
+    )
+    return data
+
+
+def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -> None:
+    import uvicorn
+
+    from agentc.service.app import create_app
+
+    host, port = parse_listen(settings.listen)
+    with _database(settings, create=True) as ex:
+        app = create_app(settings, executor=ex)
+        if banner:
+            banner()
+        click.echo(
+            f"agentc coordinator listening on http://{host}:{port} "
+            f"(public origin {settings.public_origin})",
+            err=True,
+        )
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            date_header=False,
+        )
+
+
+@main.command("serve")
+@click.pass_context
+def serve(ctx: click.Context) -> None:
+    """Migrate, then serve the API on the loopback listen address."""
+    settings = _settings(ctx)
+    _guard(lambda: _serve(settings))
+
+
+@main.command("up")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".agentc"),
+    show_default=True,
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.pass_context
+def up(ctx: click.Context, state_dir: Path, port: int) -> None:
+    """Personal quick start: SQLite in STATE_DIR, loopback http, a first admin, the URL."""
+    from agentc.service.work.accounts import create_admin
+
+    def run() -> None:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        origin = f"http://127.0.0.1:{port}"
+        settings = _settings(
+            ctx,
+            database=str(state_dir / "coordinator.sqlite3"),
+            public_origin=origin,
+            listen=f"127.0.0.1:{port}",
+            allow_insecure_loopback=True,
+        )
+        secret_file = state_dir / "admin-password"
+        with _database(settings, create=True) as ex:
+            empty = (
+                ex.read(
+                    lambda tx: tx.conn.exec_driver_sql(
+                        "SELECT count(*) FROM principals"
+                    ).scalar_one()
+                )
+                == 0
+            )
+            if empty:
+                password = secrets.token_urlsafe(18)
+                ex.write(lambda tx: create_admin(tx.conn, tx.now, "admin", password))
+                fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(password + "\n")
+
+        def banner() -> None:
+            click.echo(f"agentc coordinator: {origin}")
+            click.echo(f"  database: {settings.database}")
+            if secret_file.exists():
+                click.echo(f"  admin user: admin, password in {secret_file} (mode 0600)")
+            click.echo(
+                f"  issue an agent token: agent-coordinator-server --database "
+                f"{settings.database} issue-credential --agent NAME"
+            )
+            sys.stdout.flush()
+
+        _serve(settings, banner)
+
+    _guard(run)

@@ -1,0 +1,251 @@
+"""Project, task, lease, workflow, telemetry and event routes (all under /api/v1/projects)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy import select
+from starlette.responses import Response
+
+from agentc.core.rules import rfc3339
+from agentc.service.api import mutate, read
+from agentc.service.schemas import (
+    ActivityClaimIn,
+    ActivityReleaseIn,
+    CancelIn,
+    CheckpointIn,
+    ClaimIn,
+    GenerationIn,
+    LandingIn,
+    PolicyIn,
+    ProjectIn,
+    ReleaseIn,
+    ReviewIn,
+    SubmissionIn,
+    TaskEditIn,
+    TaskIn,
+    TelemetryIn,
+    UnblockIn,
+)
+from agentc.service.work import leases, projects, tasks, telemetry, workflow
+from agentc.service.work.views import (
+    project_row,
+    project_view,
+    task_detail,
+    task_row,
+    workflow_view,
+)
+from agentc.store import schema
+from agentc.store.tx import Tx
+
+router = APIRouter(prefix="/api/v1/projects")
+P = "/{project_id}"
+Limit = Annotated[int, Query(ge=1, le=200)]
+
+
+@router.get("", tags=["projects"])
+async def list_projects(request: Request) -> Response:
+    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
+        rows = tx.conn.execute(select(schema.projects).order_by(schema.projects.c.name)).all()
+        return {"items": [project_view(r) for r in rows], "next_cursor": None}
+
+    return await read(request, fn)
+
+
+@router.post("", tags=["projects"], status_code=201)
+async def create_project(request: Request, body: ProjectIn) -> Response:
+    return await mutate(request, body, projects.create_project)
+
+
+@router.get(P, tags=["projects"])
+async def get_project(request: Request, project_id: str) -> Response:
+    return await read(request, lambda tx, _a: project_view(project_row(tx.conn, project_id)))
+
+
+@router.patch(P + "/policy", tags=["projects"])
+async def update_policy(request: Request, project_id: str, body: PolicyIn) -> Response:
+    return await mutate(request, body, lambda op, b: projects.update_policy(op, project_id, b))
+
+
+@router.get(P + "/tasks", tags=["tasks"])
+async def list_tasks(
+    request: Request,
+    project_id: str,
+    limit: Limit = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    work_status: Annotated[str | None, Query(max_length=40)] = None,
+) -> Response:
+    return await read(
+        request,
+        lambda tx, _a: tasks.list_tasks(tx.conn, project_id, tx.now, limit, cursor, work_status),
+    )
+
+
+@router.post(P + "/tasks", tags=["tasks"], status_code=201)
+async def create_task(request: Request, project_id: str, body: TaskIn) -> Response:
+    return await mutate(request, body, lambda op, b: tasks.create_task(op, project_id, b))
+
+
+@router.get(P + "/tasks/{task_id}", tags=["tasks"])
+async def get_task(request: Request, project_id: str, task_id: str) -> Response:
+    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
+        project_row(tx.conn, project_id)
+        return task_detail(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
+
+    return await read(request, fn)
+
+
+@router.patch(P + "/tasks/{task_id}", tags=["tasks"])
+async def edit_task(request: Request, project_id: str, task_id: str, body: TaskEditIn) -> Response:
+    return await mutate(request, body, lambda op, b: tasks.edit_task(op, project_id, task_id, b))
+
+
+@router.post(P + "/tasks/{task_id}/cancel", tags=["tasks"])
+async def cancel_task(request: Request, project_id: str, task_id: str, body: CancelIn) -> Response:
+    return await mutate(request, body, lambda op, b: tasks.cancel_task(op, project_id, task_id, b))
+
+
+@router.post(P + "/tasks/{task_id}/unblock", tags=["tasks"])
+async def unblock_task(
+    request: Request, project_id: str, task_id: str, body: UnblockIn
+) -> Response:
+    return await mutate(request, body, lambda op, b: tasks.unblock_task(op, project_id, task_id, b))
+
+
+@router.get(P + "/tasks/{task_id}/workflow", tags=["workflow"])
+async def get_workflow(request: Request, project_id: str, task_id: str) -> Response:
+    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
+        project_row(tx.conn, project_id)
+        return workflow_view(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
+
+    return await read(request, fn)
+
+
+@router.get(P + "/next", tags=["leases"])
+async def next_action(
+    request: Request, project_id: str, role: Literal["implementer", "reviewer"] = "implementer"
+) -> Response:
+    def fn(tx: Tx, actor: Any) -> dict[str, Any]:
+        if role == "reviewer":
+            project_row(tx.conn, project_id)
+            return workflow.review_queue_next(
+                tx.conn, project_id, tx.now, actor.principal_id, actor.session_id, actor.is_human
+            )
+        return leases.next_action(tx.conn, project_id, tx.now, actor)
+
+    return await read(request, fn)
+
+
+@router.post(P + "/claims", tags=["leases"], status_code=201)
+async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
+    return await mutate(request, body, lambda op, b: leases.claim(op, project_id, b))
+
+
+@router.get(P + "/attempts/{attempt_id}", tags=["leases"])
+async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(
+        request, lambda tx, _a: leases.attempt_detail(tx.conn, project_id, attempt_id, tx.now)
+    )
+
+
+@router.post(P + "/attempts/{attempt_id}/renew", tags=["leases"])
+async def renew(request: Request, project_id: str, attempt_id: str, body: GenerationIn) -> Response:
+    return await mutate(request, body, lambda op, b: leases.renew(op, project_id, attempt_id, b))
+
+
+@router.post(P + "/attempts/{attempt_id}/checkpoints", tags=["leases"], status_code=201)
+async def checkpoint(
+    request: Request, project_id: str, attempt_id: str, body: CheckpointIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: leases.checkpoint(op, project_id, attempt_id, b)
+    )
+
+
+@router.post(P + "/attempts/{attempt_id}/release", tags=["leases"])
+async def release(request: Request, project_id: str, attempt_id: str, body: ReleaseIn) -> Response:
+    return await mutate(request, body, lambda op, b: leases.release(op, project_id, attempt_id, b))
+
+
+@router.post(P + "/attempts/{attempt_id}/submissions", tags=["workflow"], status_code=201)
+async def submit(
+    request: Request, project_id: str, attempt_id: str, body: SubmissionIn
+) -> Response:
+    return await mutate(request, body, lambda op, b: workflow.submit(op, project_id, attempt_id, b))
+
+
+A = P + "/workflow-activities/{activity_id}"
+
+
+@router.post(A + "/claim", tags=["workflow"], status_code=201)
+async def claim_activity(
+    request: Request, project_id: str, activity_id: str, body: ActivityClaimIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: workflow.claim_activity(op, project_id, activity_id, b)
+    )
+
+
+@router.post(A + "/review", tags=["workflow"], status_code=201)
+async def review(request: Request, project_id: str, activity_id: str, body: ReviewIn) -> Response:
+    return await mutate(
+        request, body, lambda op, b: workflow.decide(op, project_id, activity_id, b)
+    )
+
+
+@router.post(A + "/release", tags=["workflow"])
+async def release_activity(
+    request: Request, project_id: str, activity_id: str, body: ActivityReleaseIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: workflow.release_activity(op, project_id, activity_id, b)
+    )
+
+
+@router.post(A + "/landing", tags=["workflow"])
+async def landing(request: Request, project_id: str, activity_id: str, body: LandingIn) -> Response:
+    return await mutate(
+        request, body, lambda op, b: workflow.record_landing(op, project_id, activity_id, b)
+    )
+
+
+@router.post(P + "/telemetry/cost-rows", tags=["telemetry"])
+async def cost_rows(request: Request, project_id: str, body: TelemetryIn) -> Response:
+    return await mutate(request, body, lambda op, b: telemetry.record(op, project_id, "cost", b))
+
+
+@router.post(P + "/telemetry/canary-results", tags=["telemetry"])
+async def canary_results(request: Request, project_id: str, body: TelemetryIn) -> Response:
+    return await mutate(request, body, lambda op, b: telemetry.record(op, project_id, "canary", b))
+
+
+@router.get(P + "/events", tags=["events"])
+async def list_events(
+    request: Request, project_id: str, limit: Limit = 100, cursor: Annotated[int, Query(ge=0)] = 0
+) -> Response:
+    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
+        project_row(tx.conn, project_id)
+        ev = schema.events
+        rows = tx.conn.execute(
+            select(ev)
+            .where(ev.c.project_id == project_id, ev.c.seq > cursor)
+            .order_by(ev.c.seq)
+            .limit(limit)
+        ).all()
+        items = [
+            {
+                "seq": r.seq,
+                "kind": r.kind,
+                "actor_id": r.actor_id,
+                "credential_class": r.credential_class,
+                "record_id": r.record_id,
+                "data": json.loads(r.data_json),
+                "created_at": rfc3339(r.created_at),
+            }
+            for r in rows
+        ]
+        return {"items": items, "next_cursor": rows[-1].seq if len(rows) == limit else None}
+
+    return await read(request, fn)

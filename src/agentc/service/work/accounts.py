@@ -1,0 +1,182 @@
+"""Principals, agent credentials and agent sessions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.rules import rfc3339
+from agentc.service.api import Op, Result, new_id
+from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
+from agentc.service.schemas import AgentIn, SessionIn
+from agentc.store.schema import agent_sessions, credentials, principals
+
+
+def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
+    """The first admin; only on an empty installation (host bootstrap)."""
+    if conn.execute(select(principals.c.id).limit(1)).first() is not None:
+        raise CoordinatorError(
+            "installation_not_empty",
+            "init-admin works only on an empty installation; this one already has accounts",
+            status=409,
+        )
+    pid = new_id()
+    conn.execute(
+        insert(principals).values(
+            id=pid,
+            name=username,
+            kind="human",
+            role="admin",
+            password_hash=hash_password(password),
+            created_at=now,
+        )
+    )
+    return pid
+
+
+def issue_agent_credential(
+    conn: Connection,
+    now: int,
+    name: str,
+    credential_class: str,
+    access: str,
+    issued_by: str | None,
+) -> dict[str, Any]:
+    """An agent principal (created on first use) and a new credential; the token is returned
+    once and only its verifier is stored."""
+    agent = conn.execute(select(principals).where(principals.c.name == name)).first()
+    if agent is not None and agent.kind != "agent":
+        raise CoordinatorError(
+            "record_conflict", f"{name} is a human account, not an agent", status=409
+        )
+    if agent is None:
+        pid = new_id()
+        conn.execute(
+            insert(principals).values(id=pid, name=name, kind="agent", role="agent", created_at=now)
+        )
+    else:
+        pid = agent.id
+    token = new_secret()
+    cid = new_id()
+    conn.execute(
+        insert(credentials).values(
+            id=cid,
+            principal_id=pid,
+            token_hash=verifier(token),
+            name="initial",
+            access=access,
+            issued_by=issued_by,
+            created_at=now,
+            **{"class": credential_class},
+        )
+    )
+    return {
+        "agent_id": pid,
+        "agent": name,
+        "credential_id": cid,
+        "credential_class": credential_class,
+        "access": access,
+        "token": token,
+    }
+
+
+def admin_issue(op: Op, body: AgentIn) -> Result:
+    require_admin(op.actor, "issue agent credentials")
+    data = issue_agent_credential(
+        op.conn, op.now, body.name, body.credential_class, body.access, op.actor.principal_id
+    )
+    op.event(
+        "agent_credential_issued",
+        None,
+        data["credential_id"],
+        agent=body.name,
+        credential_class=body.credential_class,
+        access=body.access,
+    )
+    return Result(data, status=201, secret_fields=("token",))
+
+
+def revoke_credential(op: Op, credential_id: str) -> Result:
+    require_admin(op.actor, "revoke credentials")
+    row = op.conn.execute(select(credentials).where(credentials.c.id == credential_id)).first()
+    if row is None:
+        raise CoordinatorError("record_not_found", f"no credential {credential_id}", status=404)
+    if row.revoked_at is None:
+        op.conn.execute(
+            update(credentials).where(credentials.c.id == credential_id).values(revoked_at=op.now)
+        )
+        op.conn.execute(
+            update(agent_sessions)
+            .where(
+                agent_sessions.c.credential_id == credential_id,
+                agent_sessions.c.closed_at.is_(None),
+            )
+            .values(closed_at=op.now)
+        )
+        op.event("agent_credential_revoked", None, credential_id)
+    return Result({"credential_id": credential_id, "revoked": True})
+
+
+def open_session(op: Op, body: SessionIn) -> Result:
+    actor = op.actor
+    if actor.is_human or actor.credential_id is None:
+        raise denied("agent sessions are opened with an agent's bearer token")
+    if actor.credential_class == "integrator":
+        raise denied("integrator credentials do not open agent sessions")
+    session_id = new_id()
+    proof = new_secret()
+    op.conn.execute(
+        insert(agent_sessions).values(
+            id=session_id,
+            principal_id=actor.principal_id,
+            credential_id=actor.credential_id,
+            proof_hash=verifier(proof),
+            harness=body.harness,
+            workstation_id=body.workstation_id,
+            capabilities_json=json.dumps(body.capabilities),
+            created_at=op.now,
+        )
+    )
+    op.event("agent_session_registered", None, session_id, harness=body.harness)
+    return Result(
+        {
+            "session_id": session_id,
+            "proof": proof,
+            "agent": actor.name,
+            "harness": body.harness,
+            "created_at": rfc3339(op.now),
+        },
+        status=201,
+        secret_fields=("proof",),
+    )
+
+
+def session_view(conn: Connection, session_id: str) -> dict[str, Any]:
+    row = conn.execute(select(agent_sessions).where(agent_sessions.c.id == session_id)).first()
+    if row is None:
+        raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
+    return {
+        "session_id": row.id,
+        "principal_id": row.principal_id,
+        "harness": row.harness,
+        "workstation_id": row.workstation_id,
+        "capabilities": json.loads(row.capabilities_json),
+        "created_at": rfc3339(row.created_at),
+        "closed_at": rfc3339(row.closed_at),
+    }
+
+
+def close_session(op: Op, session_id: str) -> Result:
+    if op.actor.session_id != session_id:
+        raise denied("an agent may close only its own session")
+    op.conn.execute(
+        update(agent_sessions)
+        .where(agent_sessions.c.id == session_id, agent_sessions.c.closed_at.is_(None))
+        .values(closed_at=op.now)
+    )
+    op.event("agent_session_closed", None, session_id)
+    return Result(session_view(op.conn, session_id))

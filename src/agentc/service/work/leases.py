@@ -1,0 +1,359 @@
+"""Claims, leases, checkpoints and releases; `next`.
+
+The generation is the fencing token: every attempt-scoped write presents it, and a write from
+an attempt that is no longer the task's current one is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from agentc.core import lease
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import AttemptMode, AttemptState, Lifecycle, Phase, WorkStatus
+from agentc.core.status import work_status
+from agentc.service.api import Op, Result, new_id
+from agentc.service.auth import Actor, require_agent_session
+from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
+from agentc.service.work.views import (
+    attempt_view,
+    project_row,
+    task_facts,
+    task_row,
+    task_view,
+)
+from agentc.store.schema import attempts, checkpoints, task_contributors, tasks
+
+NEXT_SCAN = 50
+
+
+def _candidates(conn: Connection, project_id: str, limit: int) -> list[Row[Any]]:
+    """Open tasks that may be ready or lapsed, in offer order."""
+    return list(
+        conn.execute(
+            select(tasks)
+            .where(
+                tasks.c.project_id == project_id,
+                tasks.c.lifecycle == Lifecycle.OPEN,
+                tasks.c.blocked_reason.is_(None),
+                (tasks.c.phase.is_(None)) | (tasks.c.phase == Phase.REVISION_NEEDED),
+            )
+            .order_by(tasks.c.priority, tasks.c.ready_since, tasks.c.id)
+            .limit(limit)
+        ).all()
+    )
+
+
+def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> dict[str, Any]:
+    """At most one suggested claim: recoverable work first, then ready work. Read only."""
+    project_row(conn, project_id)
+    rows = _candidates(conn, project_id, NEXT_SCAN)
+    statuses = [(r, work_status(task_facts(conn, r), now)) for r in rows]
+    chosen: tuple[Row[Any], WorkStatus] | None = next(
+        ((r, s) for r, s in statuses if s == WorkStatus.RECOVERY_REQUIRED), None
+    ) or next(((r, s) for r, s in statuses if s == WorkStatus.READY), None)
+    if chosen is None:
+        return {
+            "role": "implementer",
+            "action": None,
+            "inspected": len(rows),
+            "retry_after_seconds": 30,
+        }
+    row, status = chosen
+    return {
+        "role": "implementer",
+        "action": {
+            "kind": "recover_task" if status == WorkStatus.RECOVERY_REQUIRED else "claim_task",
+            "task_id": row.id,
+            "task_kind": row.kind,
+            "title": row.title,
+            "priority": row.priority,
+            "task_revision": row.revision,
+            "call": {
+                "method": "POST",
+                "path": f"/api/v1/projects/{project_id}/claims",
+                "body": {"task_id": row.id, "expected_task_revision": row.revision},
+            },
+        },
+        "inspected": len(rows),
+        "retry_after_seconds": 0,
+    }
+
+
+def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
+    session_id = require_agent_session(op.actor)
+    project = project_row(op.conn, project_id)
+    if (body.task_id is None) != (body.expected_task_revision is None):
+        raise CoordinatorError(
+            "invalid_input",
+            "task_id and expected_task_revision go together (or neither, to "
+            "claim the next ready task)",
+            status=422,
+            details={"field": "task_id"},
+        )
+    if body.task_id is None:
+        suggestion = next_action(op.conn, project_id, op.now, op.actor)["action"]
+        if suggestion is None:
+            op.event("claim.empty", project_id, None)
+            return Result({"claim": None, "reasons": ["no ready task"], "retry_after_seconds": 30})
+        task_id, expected = suggestion["task_id"], suggestion["task_revision"]
+    else:
+        task_id, expected = body.task_id, body.expected_task_revision
+    row = op.tx.lock(tasks, task_id)
+    if row is None or row.project_id != project_id:
+        raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
+    if row.revision != expected:
+        raise CoordinatorError(
+            "revision_conflict",
+            f"the task is at revision {row.revision}, not {expected}",
+            status=409,
+            details={"current_revision": row.revision},
+        )
+    status = work_status(task_facts(op.conn, row), op.now)
+    if status not in (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED):
+        raise CoordinatorError(
+            "claim_conflict",
+            f"the task is {status.value}, not ready",
+            status=409,
+            details={"task": {"id": row.id, "work_status": status.value}},
+        )
+    previous = None
+    if status == WorkStatus.RECOVERY_REQUIRED:
+        previous = op.conn.execute(
+            select(attempts).where(attempts.c.id == row.current_attempt_id)
+        ).first()
+        op.conn.execute(
+            update(attempts)
+            .where(attempts.c.id == row.current_attempt_id)
+            .values(
+                state=AttemptState.EXPIRED,
+                ended_at=op.now,
+                outcome="lease lapsed; taken over by a recovery claim",
+            )
+        )
+    attempt_id = new_id()
+    generation = row.generation + 1
+    expires = lease.renewed_expiry(
+        op.now, project.lease_seconds, op.now, project.max_attempt_seconds
+    )
+    mode = AttemptMode.RECOVERY if previous is not None else AttemptMode.WORK
+    try:
+        with op.tx.savepoint():
+            op.conn.execute(
+                insert(attempts).values(
+                    id=attempt_id,
+                    project_id=project_id,
+                    task_id=task_id,
+                    owner_id=op.actor.principal_id,
+                    session_id=session_id,
+                    credential_id=op.actor.credential_id,
+                    generation=generation,
+                    state=AttemptState.ACTIVE,
+                    mode=mode,
+                    task_revision=row.revision,
+                    policy_revision=project.policy_revision,
+                    expires_at=expires,
+                    last_heartbeat_at=op.now,
+                    last_progress_at=op.now,
+                    created_at=op.now,
+                )
+            )
+    except IntegrityError as exc:  # another claim won the race
+        raise CoordinatorError(
+            "claim_conflict", "the task was claimed concurrently", status=409
+        ) from exc
+    op.conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id)
+        .values(generation=generation, current_attempt_id=attempt_id, updated_at=op.now)
+    )
+    contribute(op, task_id, session_id)
+    op.event(
+        "attempt.claimed", project_id, attempt_id, task_id=task_id, generation=generation, mode=mode
+    )
+    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    remaining = expires - op.now
+    return Result(
+        {
+            "claim": {
+                "task": task_view(op.conn, task_row(op.conn, project_id, task_id), op.now),
+                "attempt": attempt_view(att, op.now),
+                "lease_remaining_ms": remaining,
+                "previous_attempt": attempt_view(previous, op.now) if previous else None,
+                "last_checkpoint": last_checkpoint(op.conn, previous.id) if previous else None,
+            },
+            "renew_after_seconds": lease.renew_after_seconds(remaining),
+        },
+        status=201,
+    )
+
+
+def contribute(op: Op, task_id: str, session_id: str) -> None:
+    exists = op.conn.execute(
+        select(task_contributors.c.task_id).where(
+            task_contributors.c.task_id == task_id,
+            task_contributors.c.principal_id == op.actor.principal_id,
+            task_contributors.c.session_id == session_id,
+        )
+    ).first()
+    if exists is None:
+        op.conn.execute(
+            insert(task_contributors).values(
+                task_id=task_id,
+                principal_id=op.actor.principal_id,
+                session_id=session_id,
+                first_contributed_at=op.now,
+            )
+        )
+
+
+def last_checkpoint(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        select(checkpoints)
+        .where(checkpoints.c.attempt_id == attempt_id)
+        .order_by(checkpoints.c.created_at.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    return {
+        "summary": row.summary,
+        "handoff": row.handoff,
+        "current_action": row.current_action,
+        "next_step": row.next_step,
+        "revision": row.revision,
+    }
+
+
+def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> Row[Any]:
+    """The caller's live attempt at exactly this generation, or a refusal that says why."""
+    session_id = require_agent_session(op.actor)
+    row = op.tx.lock(attempts, attempt_id)
+    if row is None or row.project_id != project_id:
+        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+    if row.session_id != session_id or row.owner_id != op.actor.principal_id:
+        raise CoordinatorError(
+            "operation_not_permitted", "this attempt belongs to another session", status=403
+        )
+    if row.generation != generation:
+        raise CoordinatorError(
+            "lease_expired",
+            f"generation {generation} is not this attempt's ({row.generation})",
+            status=409,
+            details={"current_generation": row.generation},
+        )
+    if row.state != AttemptState.ACTIVE or not lease.is_live(op.now, row.expires_at):
+        raise CoordinatorError(
+            "lease_expired",
+            "the attempt no longer holds its lease",
+            status=409,
+            details={"state": row.state},
+        )
+    return row
+
+
+def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Result:
+    row = owned_attempt(op, project_id, attempt_id, body.generation)
+    project = project_row(op.conn, project_id)
+    result = lease.renew(
+        op.now, row.expires_at, project.lease_seconds, row.created_at, project.max_attempt_seconds
+    )
+    op.conn.execute(
+        update(attempts)
+        .where(attempts.c.id == attempt_id)
+        .values(expires_at=result.expires_at, last_heartbeat_at=op.now)
+    )
+    op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)
+    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    return Result(
+        {
+            "attempt": attempt_view(att, op.now),
+            "lease_remaining_ms": result.remaining_ms,
+            "renew_after_seconds": result.renew_after_seconds,
+        }
+    )
+
+
+def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
+    row = owned_attempt(op, project_id, attempt_id, body.generation)
+    cid = new_id()
+    op.conn.execute(
+        insert(checkpoints).values(
+            id=cid,
+            attempt_id=attempt_id,
+            summary=body.summary,
+            handoff=body.handoff,
+            current_action=body.current_action,
+            next_step=body.next_step,
+            revision=body.revision,
+            created_at=op.now,
+        )
+    )
+    values: dict[str, Any] = {"last_progress_at": op.now}
+    if body.handoff is not None:
+        values["handoff"] = body.handoff
+    op.conn.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+    op.event(
+        "attempt.checkpointed", project_id, attempt_id, generation=row.generation, checkpoint_id=cid
+    )
+    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    return Result({"checkpoint_id": cid, "attempt": attempt_view(att, op.now)}, status=201)
+
+
+def release(op: Op, project_id: str, attempt_id: str, body: ReleaseIn) -> Result:
+    row = owned_attempt(op, project_id, attempt_id, body.generation)
+    if row.activity_id is not None:
+        raise CoordinatorError(
+            "activity_release_required",
+            "release a review attempt through its workflow activity",
+            status=409,
+        )
+    state = AttemptState.BLOCKED if body.blocked else AttemptState.RELEASED
+    end_attempt(op, row, state, body.handoff)
+    task_values: dict[str, Any] = {
+        "current_attempt_id": None,
+        "ready_since": op.now,
+        "updated_at": op.now,
+    }
+    if body.blocked:
+        task_values["blocked_reason"] = body.handoff
+    op.conn.execute(update(tasks).where(tasks.c.id == row.task_id).values(**task_values))
+    op.event(
+        "attempt.released", project_id, attempt_id, generation=row.generation, blocked=body.blocked
+    )
+    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    return Result({"attempt": attempt_view(att, op.now)})
+
+
+def end_attempt(op: Op, row: Row[Any], state: str, handoff: str | None) -> None:
+    op.conn.execute(
+        update(attempts)
+        .where(attempts.c.id == row.id)
+        .values(
+            state=state,
+            ended_at=op.now,
+            outcome=state,
+            handoff=handoff if handoff is not None else row.handoff,
+        )
+    )
+
+
+def attempt_detail(conn: Connection, project_id: str, attempt_id: str, now: int) -> dict[str, Any]:
+    row = conn.execute(
+        select(attempts).where(attempts.c.id == attempt_id, attempts.c.project_id == project_id)
+    ).first()
+    if row is None:
+        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+    live = row.state == AttemptState.ACTIVE and lease.is_live(now, row.expires_at)
+    remaining = row.expires_at - now if live else 0
+    return {
+        "attempt": attempt_view(row, now),
+        "authority_valid": live,
+        "lease_remaining_ms": remaining,
+        "renew_after_seconds": lease.renew_after_seconds(remaining),
+        "last_checkpoint": last_checkpoint(conn, attempt_id),
+    }

@@ -1,0 +1,294 @@
+"""The coordinator's tables (SQLAlchemy Core). Times are integer ms since the epoch.
+
+One definition serves SQLite and PostgreSQL; migrations in `agentc/store/migrations` create
+exactly these tables, and a test checks the two never drift apart.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData()
+
+Id = String(64)
+Ms = BigInteger
+
+principals = Table(
+    "principals",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("kind", String(16), nullable=False),  # human | agent
+    Column("role", String(16), nullable=False),  # admin | operator | agent
+    Column("password_hash", Text),
+    Column("disabled_at", Ms),
+    Column("created_at", Ms, nullable=False),
+)
+
+credentials = Table(
+    "credentials",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("principal_id", Id, ForeignKey("principals.id"), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("name", String(100), nullable=False),
+    Column("class", String(16), nullable=False),
+    Column("access", String(8), nullable=False),
+    Column("issued_by", Id),
+    Column("created_at", Ms, nullable=False),
+    Column("revoked_at", Ms),
+)
+
+browser_sessions = Table(
+    "browser_sessions",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("principal_id", Id, ForeignKey("principals.id"), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", Ms, nullable=False),
+    Column("expires_at", Ms, nullable=False),
+    Column("revoked_at", Ms),
+)
+
+agent_sessions = Table(
+    "agent_sessions",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("principal_id", Id, ForeignKey("principals.id"), nullable=False),
+    Column("credential_id", Id, ForeignKey("credentials.id"), nullable=False),
+    Column("proof_hash", String(64), nullable=False),
+    Column("harness", String(200), nullable=False),
+    Column("workstation_id", String(200)),
+    Column("capabilities_json", Text, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("closed_at", Ms),
+)
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("name", String(120), nullable=False, unique=True),
+    Column("repository_url", String(2048), nullable=False),
+    Column("target_branch", String(255), nullable=False),
+    Column("review_mode", String(16), nullable=False),
+    Column("lease_seconds", Integer, nullable=False),
+    Column("max_attempt_seconds", Integer, nullable=False),
+    Column("required_checks_json", Text, nullable=False),
+    Column("policy_revision", Integer, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("updated_at", Ms, nullable=False),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("project_id", Id, ForeignKey("projects.id"), nullable=False),
+    Column("title", String(300), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("acceptance_json", Text, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("lifecycle", String(16), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("current_attempt_id", Id),
+    Column("blocked_reason", Text),
+    Column("ready_since", Ms, nullable=False),
+    Column("origin", String(16), nullable=False),  # human | agent
+    Column("admission_class", String(32)),  # canary | None
+    Column("budget_admitted_at", Ms),
+    Column("budget_held_at", Ms),
+    Column("phase", String(24)),  # None | review | integration | revision_needed | done
+    Column("current_submission_id", Id),
+    Column("created_by", Id, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("updated_at", Ms, nullable=False),
+    Index("ix_tasks_offer", "project_id", "lifecycle", "priority", "ready_since", "id"),
+)
+
+task_dependencies = Table(
+    "task_dependencies",
+    metadata,
+    Column("task_id", Id, ForeignKey("tasks.id"), primary_key=True),
+    Column("prerequisite_id", Id, ForeignKey("tasks.id"), primary_key=True),
+    Index("ix_task_dependencies_prerequisite", "prerequisite_id"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("project_id", Id, ForeignKey("projects.id"), nullable=False),
+    Column("task_id", Id, ForeignKey("tasks.id"), nullable=False),
+    Column("activity_id", Id),  # set for review attempts
+    Column("owner_id", Id, ForeignKey("principals.id"), nullable=False),
+    Column("session_id", Id, nullable=False),
+    Column("credential_id", Id, nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("task_revision", Integer, nullable=False),
+    Column("policy_revision", Integer, nullable=False),
+    Column("expires_at", Ms, nullable=False),
+    Column("last_heartbeat_at", Ms, nullable=False),
+    Column("last_progress_at", Ms, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("ended_at", Ms),
+    Column("outcome", Text),
+    Column("handoff", Text),
+    # The fencing token's uniqueness: one attempt per generation of a task or activity.
+    UniqueConstraint("task_id", "activity_id", "generation", name="uq_attempts_generation"),
+    # At most one active attempt per task (work) and per activity (review), under any
+    # concurrency: the database itself refuses a second.
+    Index(
+        "uq_attempts_active_work",
+        "task_id",
+        unique=True,
+        sqlite_where=text("state = 'active' AND activity_id IS NULL"),
+        postgresql_where=text("state = 'active' AND activity_id IS NULL"),
+    ),
+    Index(
+        "uq_attempts_active_activity",
+        "activity_id",
+        unique=True,
+        sqlite_where=text("state = 'active' AND activity_id IS NOT NULL"),
+        postgresql_where=text("state = 'active' AND activity_id IS NOT NULL"),
+    ),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("attempt_id", Id, ForeignKey("attempts.id"), nullable=False, index=True),
+    Column("summary", Text, nullable=False),
+    Column("handoff", Text),
+    Column("current_action", Text),
+    Column("next_step", Text),
+    Column("revision", String(64)),
+    Column("created_at", Ms, nullable=False),
+)
+
+submissions = Table(
+    "submissions",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("task_id", Id, ForeignKey("tasks.id"), nullable=False, index=True),
+    Column("attempt_id", Id, ForeignKey("attempts.id"), nullable=False, unique=True),
+    Column("kind", String(16), nullable=False),
+    Column("task_revision", Integer, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("evidence_json", Text, nullable=False),
+    Column("handoff", Text, nullable=False),
+    Column("candidate_ref", String(512)),
+    Column("candidate_revision", String(64)),
+    Column("base_revision", String(64)),
+    Column("ac_amendment_json", Text),
+    Column("created_by", Id, nullable=False),
+    Column("session_id", Id, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("superseded_at", Ms),
+)
+
+activities = Table(
+    "activities",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("project_id", Id, ForeignKey("projects.id"), nullable=False),
+    Column("task_id", Id, ForeignKey("tasks.id"), nullable=False, index=True),
+    Column("submission_id", Id, ForeignKey("submissions.id"), nullable=False),
+    Column("kind", String(24), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("current_attempt_id", Id),
+    Column("queued_at", Ms, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    Column("completed_at", Ms),
+    Column("landed_revision", String(64)),
+    Index("ix_activities_queue", "project_id", "state", "kind"),
+)
+
+review_decisions = Table(
+    "review_decisions",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("activity_id", Id, ForeignKey("activities.id"), nullable=False, unique=True),
+    Column("submission_id", Id, ForeignKey("submissions.id"), nullable=False),
+    Column("reviewer_id", Id, ForeignKey("principals.id"), nullable=False),
+    Column("reviewer_kind", String(16), nullable=False),
+    Column("decision", String(24), nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("findings_json", Text, nullable=False),
+    Column("amendment_decision", String(16)),
+    Column("created_at", Ms, nullable=False),
+)
+
+task_contributors = Table(
+    "task_contributors",
+    metadata,
+    Column("task_id", Id, ForeignKey("tasks.id"), primary_key=True),
+    Column("principal_id", Id, primary_key=True),
+    Column("session_id", Id, primary_key=True),
+    Column("first_contributed_at", Ms, nullable=False),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column(
+        "seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("project_id", Id, index=True),
+    Column("actor_id", Id),
+    Column("credential_class", String(16)),
+    Column("kind", String(64), nullable=False),
+    Column("record_id", Id),
+    Column("data_json", Text, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("principal_id", Id, primary_key=True),
+    Column("operation", String(300), primary_key=True),
+    Column("key", String(128), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("body", Text),  # null once compacted after the retention period
+    Column("created_at", Ms, nullable=False, index=True),
+)
+
+telemetry_rows = Table(
+    "telemetry_rows",
+    metadata,
+    Column("project_id", Id, ForeignKey("projects.id"), primary_key=True),
+    Column("stream", String(16), primary_key=True),  # cost | canary
+    Column("host", String(255), primary_key=True),
+    Column("identity", String(64), primary_key=True),
+    Column("row_json", Text, nullable=False),
+    Column("received_at", Ms, nullable=False),
+    Column("principal_id", Id, nullable=False),
+)
+
+service_state = Table(
+    "service_state",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
