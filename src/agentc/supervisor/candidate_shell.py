@@ -1,0 +1,146 @@
+"""``candidate-shell``: each reviewer Bash command in a nested sandbox without secrets.
+
+Claude Code runs every Bash command of a reviewer through ``CLAUDE_CODE_SHELL_PREFIX`` =
+``$RUN/candidate-shell`` (generated, mode 0500, read-only in the launch), which execs this
+module with the whole command as one argument. The command runs in a second Bubblewrap where
+the state root is an empty tmpfs (token, coordinator state, other runs and the run's own
+markers hidden) and only the clone (read-only), the candidate's home and temp, the build and
+Cargo dirs come back; credential variables are unset. Working-directory protocol: the command
+must end with Claude Code's ``pwd -P >| <file>`` naming a plain file directly in the harness's
+``$RUN/tmp`` (else exit 126, nothing run); afterwards the clone's path is written to that file,
+so ``cd`` never persists. A command past 45 minutes is stopped with exit 252; after two stopped
+commands in a row every further command is refused (126).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from agentc.supervisor import reaper
+
+TIMEOUT_SECONDS = 45 * 60
+EXIT_REFUSED = 126
+EXIT_STOPPED = 252
+STUCK_LIMIT = 2
+UNSET = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_SHELL_PREFIX",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "TYPESAFE_API_KEY",
+)
+_CWD_FILE = re.compile(r"'?([^'\s]+)'?\s*")
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def quote(arg: str) -> str:
+    """POSIX single quoting for the generated script."""
+    if "\0" in arg:
+        raise ValueError("NUL in a shell argument")
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def script_text(prefix: list[str], run: Path, clone: Path, bwrap: Path, state: Path) -> str:
+    args = [*prefix, "candidate-shell", "--run", str(run), "--clone", str(clone)]
+    args += ["--bwrap", str(bwrap), "--state-dir", str(state), "--"]
+    return "#!/bin/sh\nexec " + " ".join(quote(a) for a in args) + ' "$@"\n'
+
+
+def cwd_file(command: str, run: Path) -> Path | None:
+    """The file named after the last ``pwd -P >| `` if it lies directly in ``$RUN/tmp``."""
+    marker = "pwd -P >| "
+    at = command.rfind(marker)
+    if at < 0:
+        return None
+    found = _CWD_FILE.fullmatch(command[at + len(marker) :])
+    if not found:
+        return None
+    path = Path(found[1])
+    if path.parent != run / "tmp" or not _PLAIN.fullmatch(path.name) or path.name in {".", ".."}:
+        return None
+    return path
+
+
+def inner_argv(
+    bwrap: Path, state: Path, run: Path, clone: Path, cwd: str, command: str
+) -> list[str]:
+    """The nested sandbox: state root hidden, only the candidate's own dirs back."""
+    argv = [str(bwrap), "--unshare-user", "--disable-userns", "--assert-userns-disabled"]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
+    argv += ["--die-with-parent", "--cap-drop", "ALL", "--bind", "/", "/"]
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
+    argv += ["--tmpfs", str(state), "--ro-bind", str(clone), str(clone)]
+    argv += ["--tmpfs", str(run / "tmp")]
+    for sub in ("candidate-tmp", "target", "state/cargo"):
+        argv += ["--bind", str(run / sub), str(run / sub)]
+    argv += ["--bind", str(run / "candidate-home"), str(run / "state/home")]
+    for name in ("verification.json", "verification-session.json"):
+        argv += ["--ro-bind-try", str(run / name), str(run / name)]
+    for name in UNSET:
+        argv += ["--unsetenv", name]
+    argv += ["--setenv", "TMPDIR", str(run / "candidate-tmp"), "--chdir", cwd]
+    return [*argv, "--", "/bin/bash", "-c", command]
+
+
+def _stuck_count(path: Path) -> int:
+    try:
+        return int(path.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return 0
+
+
+def main(
+    run: Path,
+    clone: Path,
+    bwrap: Path,
+    state: Path,
+    args: list[str],
+    timeout: float = TIMEOUT_SECONDS,
+) -> int:
+    def say(message: str) -> None:
+        print(f"candidate-shell: {message}", file=sys.stderr, flush=True)
+
+    command = args[-1] if args else ""
+    target = cwd_file(command, run)
+    if target is None:
+        say("no harness cwd file in the command; refused")
+        return EXIT_REFUSED
+    stuck_file = run / "tmp/candidate-stuck"
+    if _stuck_count(stuck_file) >= STUCK_LIMIT:
+        say("two commands in a row ran past 45 minutes; refused. Return your verdict now.")
+        return EXIT_REFUSED
+    cwd = os.getcwd()
+    proc = subprocess.Popen(
+        inner_argv(bwrap, state, run, clone, cwd, command),
+        preexec_fn=reaper.child_setup,
+        start_new_session=True,
+        close_fds=True,
+    )
+    try:
+        status = proc.wait(timeout=timeout)
+        stuck_file.write_text("0\n")
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stuck_file.write_text(f"{_stuck_count(stuck_file) + 1}\n")
+        say(f"the command ran past {timeout:.0f} seconds and was stopped")
+        status = EXIT_STOPPED
+    if status < 0:
+        status = 128 - status
+    try:
+        target.write_text(f"{clone}\n")
+    except OSError as exc:
+        say(f"cannot reset the working directory ({exc.strerror}); refused")
+        return EXIT_REFUSED
+    return status

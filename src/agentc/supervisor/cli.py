@@ -1,0 +1,219 @@
+"""``agentc-supervisor``: preflight, launch, launch-root, candidate-shell (and the relays).
+
+Every refusal prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentc.core.errors import AgentcError
+from agentc.supervisor.config import SupervisorConfig, load_config
+
+ROLES = click.Choice(["implementer", "reviewer"])
+HARNESS = click.Choice(["claude", "codex", "pi"])
+
+
+def _fail(message: str) -> None:
+    click.echo(f"agentc-supervisor: {message}", err=True)
+    sys.exit(1)
+
+
+def _config(ctx: click.Context) -> SupervisorConfig:
+    obj: dict[str, Any] = ctx.ensure_object(dict)
+    if "config" not in obj:
+        obj["config"] = load_config(obj.get("config_path"))
+    config: SupervisorConfig = obj["config"]
+    return config
+
+
+def _session(value: str | None) -> str:
+    if value is None:
+        return str(uuid.uuid4())
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a UUID", param_hint="--session-id") from None
+
+
+def launch_options(func: Any) -> Any:
+    """The launch-spec flags shared by preflight, launch and launch-root."""
+    options = [
+        click.option("--role", type=ROLES, required=True),
+        click.option("--harness", type=HARNESS, default="claude", show_default=True),
+        click.option("--run", "run", type=click.Path(path_type=Path), required=True),
+        click.option("--clone", type=click.Path(path_type=Path), required=True),
+        click.option("--model", default="default", show_default=True),
+        click.option("--session-id", default=None, help="UUID; a fresh UUIDv4 if absent"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+class Group(click.Group):
+    """Turns every deliberate agentc error into one line and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AgentcError as exc:
+            _fail(str(exc))
+        except OSError as exc:  # an unexpected host condition: name it, no traceback
+            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+
+
+@click.group(cls=Group)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None) -> None:
+    """Launch agent harnesses in per-launch Bubblewrap sandboxes."""
+    ctx.ensure_object(dict)["config_path"] = config_path
+
+
+def _request(
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    harness_args: tuple[str, ...],
+) -> Any:
+    from agentc.supervisor.launch import LaunchRequest
+
+    return LaunchRequest(
+        role="implementer" if role == "implementer" else "reviewer",
+        harness=harness,
+        run=run,
+        clone=clone,
+        session_id=_session(session_id),
+        model=model,
+        harness_args=harness_args or None,
+    )
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@launch_options
+@click.option("--dry-run", is_flag=True, help="print the argv and environment, run nothing")
+@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def launch(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    dry_run: bool,
+    harness_args: tuple[str, ...],
+) -> None:
+    """Run one harness in its sandbox; arguments after -- replace the harness flags."""
+    from agentc.supervisor import launch as launch_mod
+    from agentc.supervisor import preflight
+
+    config = _config(ctx)
+    request = _request(role, harness, run, clone, model, session_id, harness_args)
+    plan = launch_mod.plan(config, request)
+    if dry_run:
+        click.echo(json.dumps(launch_mod.describe(plan), indent=2))
+        return
+    problems = preflight.launch_problems(config, plan)
+    if problems:
+        _fail("preflight: " + "; ".join(problems))
+    outcome = launch_mod.execute(plan)
+    result = {
+        "session_id": request.session_id,
+        "reason": outcome.reason,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+    }
+    click.echo(json.dumps(result))
+    sys.exit(outcome.shell_status)
+
+
+@main.command(name="preflight")
+@launch_options
+@click.pass_context
+def preflight_command(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+) -> None:
+    """Check the host and this launch; print {"ok": bool, "problems": [...]}."""
+    from agentc.supervisor import preflight
+
+    config = _config(ctx)
+    request = _request(role, harness, run, clone, model, session_id, ())
+    problems = preflight.full_problems(config, request)
+    click.echo(json.dumps({"ok": not problems, "problems": problems}))
+    sys.exit(0 if not problems else 1)
+
+
+@main.command(name="launch-root", context_settings={"ignore_unknown_options": True})
+@launch_options
+@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def launch_root_command(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    harness_args: tuple[str, ...],
+) -> None:
+    """As root: check the host, then run ``launch`` as the role account."""
+    from agentc.supervisor import launch_root
+
+    config = _config(ctx)
+    obj: dict[str, Any] = ctx.ensure_object(dict)
+    request = _request(role, harness, run, clone, model, session_id, harness_args)
+    sys.exit(launch_root.run_as_role(config, obj.get("config_path"), request))
+
+
+@main.command(name="candidate-shell", context_settings={"ignore_unknown_options": True})
+@click.option("--run", "run", type=click.Path(path_type=Path), required=True)
+@click.option("--clone", type=click.Path(path_type=Path), required=True)
+@click.option("--bwrap", type=click.Path(path_type=Path), required=True)
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def candidate_shell_command(
+    run: Path, clone: Path, bwrap: Path, state_dir: Path, args: tuple[str, ...]
+) -> None:
+    """Run one reviewer Bash command in the nested candidate sandbox (internal)."""
+    from agentc.supervisor import candidate_shell
+
+    sys.exit(candidate_shell.main(run, clone, bwrap, state_dir, list(args)))
+
+
+def _add_optional_commands() -> None:
+    """netns-relay and egress-proxy come from sibling modules that may not exist yet."""
+    import importlib
+
+    for module in ("relay", "egress"):
+        try:
+            mod = importlib.import_module(f"agentc.supervisor.{module}")
+        except ImportError:
+            continue
+        command = getattr(mod, "command", None)
+        if isinstance(command, click.Command):
+            main.add_command(command)
+
+
+_add_optional_commands()
+
+if __name__ == "__main__":  # python -m agentc.supervisor.cli (a prefix usable without the script)
+    main()

@@ -1,0 +1,234 @@
+"""Preflight: every containment precondition, with all problems reported together.
+
+``full_problems`` backs ``agentc-supervisor preflight`` (``{"ok": bool, "problems": [...]}``);
+``launch_problems`` is the subset every launch re-checks just before spawning (the kernel probe
+is cached per process and boot). An unsafe binary is never executed: protection is checked
+before ``bwrap --version`` runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+from agentc.core.errors import AgentcError
+from agentc.supervisor import prompt as prompt_mod
+from agentc.supervisor import reaper, tokens
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.launch import LaunchRequest, Plan, plan
+from agentc.supervisor.rundir import RunLayout
+
+MIN_BWRAP = (0, 8)
+PROBE_SECONDS = 5
+CLAUDE_CONFIG_FILES = {"settings.json", "CLAUDE.md"}
+
+
+def _trusted_owners(config: SupervisorConfig) -> set[int]:
+    # Host mode trusts root only; personal mode has one user, who owns its own tools.
+    return {0} if config.mode == "host" else {0, os.getuid()}
+
+
+def protected_problems(path: Path, what: str, owners: set[int]) -> list[str]:
+    """The file and every ancestor: trusted owner, not group/world-writable; no set-id bits."""
+    problems: list[str] = []
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return [f"{what} {path} is not installed ({exc.strerror})"]
+    if info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        problems.append(f"{what} {path} must not be setuid or setgid")
+    real = Path(os.path.realpath(path))
+    for node in [real, *real.parents]:
+        node_info = os.lstat(node)
+        if node_info.st_uid not in owners:
+            problems.append(f"{what}: {node} is owned by uid {node_info.st_uid}")
+        if node_info.st_mode & 0o022 and not (node_info.st_mode & stat.S_ISVTX and node != real):
+            problems.append(f"{what}: {node} is group- or world-writable")
+    return problems
+
+
+def bwrap_problems(config: SupervisorConfig) -> list[str]:
+    problems = protected_problems(config.bubblewrap, "bubblewrap", {0})
+    if problems:
+        return problems  # never run an unprotected binary
+    try:
+        out = subprocess.run(
+            [str(config.bubblewrap), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_SECONDS,
+            env={},
+            preexec_fn=reaper.child_setup,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"bubblewrap {config.bubblewrap} --version failed ({exc})"]
+    found = re.search(r"(\d+)\.(\d+)", out)
+    if not found or (int(found[1]), int(found[2])) < MIN_BWRAP:
+        return [f"bubblewrap {out.strip() or '?'} is older than 0.8"]
+    return []
+
+
+@functools.lru_cache(maxsize=4)
+def kernel_problems(bwrap: Path, boot_and_inode: str) -> tuple[str, ...]:
+    """User, PID, IPC and net namespaces, nested-userns disabling, close_range and sealing."""
+    problems: list[str] = []
+    try:
+        prompt_mod.seal_prompt(b"probe").close()
+    except AgentcError as exc:
+        problems.append(f"memfd sealing unavailable: {exc}")
+    probe = [str(bwrap), "--unshare-user", "--disable-userns", "--assert-userns-disabled"]
+    probe += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+    try:
+        result = subprocess.run(
+            probe,
+            capture_output=True,
+            timeout=PROBE_SECONDS,
+            env={},
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            preexec_fn=reaper.child_setup,
+        )
+        if result.returncode != 0:
+            why = result.stderr.decode("utf-8", "replace").strip()[:200]
+            problems.append(f"kernel sandbox probe failed ({why}); owner setup required")
+    except subprocess.TimeoutExpired:
+        problems.append("kernel sandbox probe timed out")
+    except OSError as exc:
+        problems.append(f"kernel sandbox probe could not start ({exc}); owner setup required")
+    return tuple(problems)
+
+
+def _probe_key(bwrap: Path) -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        info = os.stat(bwrap)
+    except OSError:
+        return "unknown"
+    return f"{boot}:{info.st_ino}:{info.st_mtime_ns}"
+
+
+def tree_problems(root: Path) -> list[str]:
+    """A writable tree holds only dirs, single-link regular files and symlinks, on one fs."""
+    problems: list[str] = []
+    try:
+        device = os.lstat(root).st_dev
+    except OSError as exc:
+        return [f"{root}: {exc.strerror}"]
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            if info.st_dev != device:
+                problems.append(f"{path}: nested filesystem in a writable tree")
+            elif stat.S_ISREG(info.st_mode):
+                if info.st_nlink != 1:
+                    problems.append(f"{path}: hard-linked file in a writable tree")
+            elif not stat.S_ISDIR(info.st_mode):
+                problems.append(f"{path}: special file in a writable tree")
+        if len(problems) > 20:
+            break
+    return problems
+
+
+def launch_problems(config: SupervisorConfig, plan_: Plan) -> list[str]:
+    """Checks re-run by every launch: bwrap, the (cached) kernel probe, mount roots, trees."""
+    problems = bwrap_problems(config)
+    if not problems:
+        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+    desc = plan_.description
+    roots = [desc.run, desc.clone, *desc.writable, *desc.readonly, *desc.masks]
+    for root in roots:
+        if os.path.realpath(root) != str(root):
+            problems.append(f"mount root {root} is not canonical or contains a symlink")
+    trees = [Path(p) for p in desc.writable if Path(p).exists()]
+    if plan_.request.role == "implementer":
+        trees.append(plan_.layout.clone)
+    for tree in trees:
+        problems += tree_problems(tree)
+    return problems
+
+
+def _mode_problem(path: Path, uid: int | None, gid: int | None, mode: int) -> str | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return f"{path} is missing"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} must not be a symlink"
+    perm = stat.S_IMODE(info.st_mode)
+    if (uid is not None and info.st_uid != uid) or (gid is not None and info.st_gid != gid):
+        return f"{path} is owned by {info.st_uid}:{info.st_gid}, expected {uid}:{gid}"
+    if perm != mode:
+        return f"{path} has mode {perm:04o}, expected {mode:04o}"
+    return None
+
+
+def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -> list[str]:
+    """Owners and modes of the protected seed layout (host) or the private state (personal)."""
+    found: list[str | None] = []
+    if config.mode == "host":
+        import pwd
+
+        try:
+            account = pwd.getpwnam(config.role_user(layout.role))
+        except KeyError:
+            return [f"role account {config.role_user(layout.role)} does not exist"]
+        found += protected_problems(layout.state_dir, "state directory", {0})
+        found.append(_mode_problem(layout.role_dir, 0, account.pw_gid, 0o750))
+        for sub in (layout.runs, layout.clones):
+            found.append(_mode_problem(sub, account.pw_uid, None, 0o700))
+        if harness == "claude":
+            found.append(_mode_problem(layout.claude_config, 0, account.pw_gid, 0o750))
+            if layout.claude_config.is_dir():
+                for entry in sorted(os.listdir(layout.claude_config)):
+                    path = layout.claude_config / entry
+                    if entry == ".credentials.json":
+                        found.append(f"{path}: retired claude auth login credential; remove it")
+                    elif entry not in CLAUDE_CONFIG_FILES:
+                        found.append(f"{path}: unexpected entry in claude-config")
+                    else:
+                        found.append(_mode_problem(path, 0, None, 0o444))
+    else:
+        for sub in (layout.state_dir, layout.runs, layout.clones):
+            found.append(_mode_problem(sub, os.getuid(), None, 0o700))
+    if harness == "claude":
+        gid = None
+        if config.mode == "host":
+            import pwd
+
+            gid = pwd.getpwnam(config.role_user(layout.role)).pw_gid
+        try:
+            tokens.read_token(layout.token_file, mode=config.mode, group_gid=gid)
+        except AgentcError as exc:
+            found.append(str(exc))
+    return [p for p in found if p]
+
+
+def full_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
+    """Everything, each check independent, so one report lists every problem."""
+    problems = bwrap_problems(config)
+    if not problems:
+        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+    state_dir = Path(os.path.realpath(config.resolved_state_dir()))
+    layout = RunLayout(state_dir, request.role, request.run, request.clone)
+    problems += layout_problems(config, layout, request.harness)
+    program = config.harness_program(request.harness)
+    problems += protected_problems(program, f"harness {request.harness}", _trusted_owners(config))
+    try:
+        plan_ = plan(config, request)
+    except AgentcError as exc:
+        if str(exc) not in problems:
+            problems.append(str(exc))
+        return problems
+    problems += [p for p in launch_problems(config, plan_) if p not in problems]
+    return problems
