@@ -1,0 +1,85 @@
+"""Serving the gateway: in the foreground (the CLI) or in a background thread (tests, bench)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from agentc.supervisor.gateway.app import Gateway
+from agentc.supervisor.gateway.control import serve_control
+
+
+def _uvicorn_config(app: Any, **kw: Any) -> uvicorn.Config:
+    # No server/date headers of our own: the provider's reach the harness unchanged.
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=5,
+        **kw,
+    )
+
+
+async def serve(gateway: Gateway) -> None:
+    """Run the gateway and its control socket until interrupted."""
+    cfg = gateway.config
+    if cfg.unix_socket is not None:
+        config = _uvicorn_config(gateway.app, uds=str(cfg.unix_socket))
+    else:
+        config = _uvicorn_config(gateway.app, host=cfg.host, port=cfg.port)
+    control = await serve_control(gateway.registry, cfg.control_socket)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        control.close()
+        await control.wait_closed()
+        await gateway.aclose()
+
+
+class ThreadedGateway:
+    """The gateway on 127.0.0.1 (port 0 by default) in a daemon thread; ``url`` once started."""
+
+    def __init__(self, gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.gateway = gateway
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(_uvicorn_config(gateway.app))
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        try:
+            await self._server.serve(sockets=[self._sock])
+        finally:
+            await self.gateway.aclose()
+
+    def start(self) -> ThreadedGateway:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("gateway did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ThreadedGateway:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

@@ -1,0 +1,93 @@
+"""Fixtures for the model gateway: a scripted provider behind a gateway, on loopback."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentc.supervisor.gateway.app import Gateway
+from agentc.supervisor.gateway.config import GatewayConfig
+from agentc.supervisor.gateway.sentinels import Grant
+from agentc.supervisor.gateway.server import ThreadedGateway
+from agentc.testing.provider import ScriptedProvider
+from agentc.testing.script import parse_script
+
+REAL_KEY = "sk-ant-REAL-host-only-0123456789abcdef"  # tests repeat it: no conftest imports
+
+
+@dataclass
+class Stack:
+    provider: ScriptedProvider
+    gateway: Gateway
+    server: ThreadedGateway
+    log: io.StringIO
+    config: GatewayConfig
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def issue(self, session: str = "s1", **kw: Any) -> str:
+        fields: dict[str, Any] = {"attempt": "a1", "generation": 1, "upstream": "claude"}
+        fields.update(kw)
+        return self.gateway.registry.issue(Grant(session=session, **fields))
+
+    def ledger_rows(self) -> list[dict[str, Any]]:
+        if not self.config.ledger.exists():
+            return []
+        return [json.loads(line) for line in self.config.ledger.read_text().splitlines()]
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.getvalue().splitlines()]
+
+
+@pytest.fixture
+def credential(tmp_path: Path) -> Path:
+    path = tmp_path / "host" / "claude.key"
+    path.parent.mkdir(mode=0o700)
+    path.write_text(REAL_KEY + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+MakeStack = Callable[..., Any]
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path, credential: Path) -> Iterator[MakeStack]:
+    @contextmanager
+    def make(script: dict[str, Any], **config: Any) -> Iterator[Stack]:
+        with ScriptedProvider(parse_script(script)) as provider:
+            base: dict[str, Any] = {
+                "control_socket": tmp_path / "host" / "control.sock",
+                "ledger": tmp_path / "host" / "ledger.jsonl",
+                "vendors": tmp_path / "host" / "vendors.json",
+                "upstreams": {
+                    "claude": {
+                        "api": "anthropic",
+                        "base_url": provider.url,
+                        "credential_file": credential,
+                    },
+                    "codex": {
+                        "api": "openai",
+                        "base_url": provider.url,
+                        "credential_file": credential,
+                    },
+                },
+            }
+            base.update(config)
+            cfg = GatewayConfig.model_validate(base)
+            log = io.StringIO()
+            gateway = Gateway(cfg, log=log)
+            with ThreadedGateway(gateway) as server:
+                yield Stack(provider, gateway, server, log, cfg)
+
+    yield make
