@@ -83,13 +83,20 @@ class Forwarder:
         self.open_peer = open_peer
         self.max_connections = max_connections
         self.report = report
-        self.active = 0
+        # The loop holds tasks only weakly, and a stream protocol holds its reader only weakly:
+        # without this set a connection waiting on its far side can be garbage collected.
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def active(self) -> int:
+        return len(self.tasks)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.active >= self.max_connections:
+        task = asyncio.current_task()
+        if self.active >= self.max_connections or task is None:
             writer.transport.abort()
             return
-        self.active += 1
+        self.tasks.add(task)
         try:
             try:
                 peer = await self.open_peer()
@@ -98,7 +105,7 @@ class Forwarder:
                 return
             await splice((reader, writer), peer)
         finally:
-            self.active -= 1
+            self.tasks.discard(task)
             # No-op after a finished splice; closes the client on a refusal or a cancel.
             writer.transport.abort()
 
