@@ -11,16 +11,16 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import QueuePool
 
 from agentc.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -144,6 +144,8 @@ def _refuse_foreign(names: set[str]) -> None:
 
 
 def _alembic_config(conn: Connection) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = conn
@@ -151,6 +153,8 @@ def _alembic_config(conn: Connection) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory(str(MIGRATIONS))
     head = script.get_current_head()
     assert head is not None
@@ -158,6 +162,8 @@ def head_revision() -> str:
 
 
 def current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -166,6 +172,8 @@ def check_ours(conn: Connection) -> None:
     names = set(inspect(conn).get_table_names())
     _refuse_foreign(names)
     if names:
+        from alembic.script import ScriptDirectory
+
         rev = current_revision(conn)
         script = ScriptDirectory(str(MIGRATIONS))
         if rev is not None and script.get_revision(rev) is None:

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import ActivityKind, ReviewMode, TaskKind
+from agentc.core.rules import (
+    check_candidate_ref,
+    check_evidence,
+    check_idempotency_key,
+    find_cycle,
+    fingerprint,
+    iso_week_start_ms,
+    may_review,
+    review_activities,
+    rfc3339,
+)
+
+
+def test_cycles_are_found_and_reported_as_a_path() -> None:
+    assert find_cycle({"a": ["b"], "b": ["c"]}, "a") is None
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}, "a") == ["a", "b", "c", "a"]
+    assert find_cycle({"a": ["a"]}, "a") == ["a", "a"]
+
+
+@given(st.dictionaries(st.sampled_from("abcdef"), st.lists(st.sampled_from("abcdef"))))
+def test_cycle_detection_matches_reachability(edges: dict[str, list[str]]) -> None:
+    def reaches(src: str, dst: str) -> bool:
+        seen, stack = set(), list(edges.get(src, []))
+        while stack:
+            n = stack.pop()
+            if n == dst:
+                return True
+            if n not in seen:
+                seen.add(n)
+                stack.extend(edges.get(n, []))
+        return False
+
+    for start in "abcdef":
+        path = find_cycle(edges, start)
+        assert (path is not None) == reaches(start, start)
+        if path:
+            assert path[0] == path[-1] == start
+            assert all(b in edges.get(a, []) for a, b in zip(path, path[1:], strict=False))
+
+
+def test_evidence_must_name_each_criterion_once() -> None:
+    check_evidence(["a", "b"], [("b", "x"), ("a", "y")])
+    for bad in ([("a", "x")], [("a", "x"), ("b", "y"), ("c", "z")],
+                [("a", "x"), ("a", "x"), ("b", "y")]):
+        with pytest.raises(CoordinatorError) as err:
+            check_evidence(["a", "b"], bad)
+        assert err.value.code == "evidence_mismatch"
+
+
+def test_idempotency_keys() -> None:
+    assert check_idempotency_key("k" * 128) == "k" * 128
+    for bad in (None, "", "k" * 129, "has space", "tab\t"):
+        with pytest.raises(CoordinatorError):
+            check_idempotency_key(bad)
+
+
+def test_fingerprint_binds_body_session_and_proof() -> None:
+    base = fingerprint("POST /x", {"a": 1, "b": 2}, "s", "p")
+    assert base == fingerprint("POST /x", {"b": 2, "a": 1}, "s", "p")
+    assert base != fingerprint("POST /x", {"a": 1, "b": 3}, "s", "p")
+    assert base != fingerprint("POST /y", {"a": 1, "b": 2}, "s", "p")
+    assert base != fingerprint("POST /x", {"a": 1, "b": 2}, "t", "p")
+    assert base != fingerprint("POST /x", {"a": 1, "b": 2}, "s", "q")
+
+
+def test_review_activities_per_mode() -> None:
+    assert review_activities(ReviewMode.NONE, TaskKind.GENERAL) == []
+    assert review_activities(ReviewMode.NONE, TaskKind.CODE) == [ActivityKind.INTEGRATION]
+    assert review_activities(ReviewMode.BOTH, TaskKind.GENERAL) == [
+        ActivityKind.AGENT_REVIEW, ActivityKind.HUMAN_REVIEW]
+    assert review_activities(ReviewMode.EITHER, TaskKind.CODE) == [
+        ActivityKind.EITHER_REVIEW, ActivityKind.INTEGRATION]
+    assert may_review("either_review", actor_is_human=False)
+    assert may_review("either_review", actor_is_human=True)
+    assert not may_review("human_review", actor_is_human=False)
+    assert not may_review("agent_review", actor_is_human=True)
+
+
+def test_candidate_refs() -> None:
+    prefix = "refs/agent-coordinator/candidates/"
+    assert check_candidate_ref(prefix + "t/s", prefix)
+    for bad in (None, prefix, "refs/heads/main", prefix + "a..b", prefix + "a b", prefix + "x/"):
+        with pytest.raises(CoordinatorError):
+            check_candidate_ref(bad, prefix)
+
+
+def test_times() -> None:
+    assert rfc3339(0) == "1970-01-01T00:00:00.000Z"
+    assert rfc3339(1_789_000_000_123) == "2026-09-10T00:26:40.123Z"
+    # 2026-11-18 11:06 is a Wednesday: its ISO week began Monday 2026-11-16 00:00 UTC.
+    assert rfc3339(iso_week_start_ms(1_795_000_000_000)) == "2026-11-16T00:00:00.000Z"
+    monday = 1_795_000_000_000 - (2 * 86400 + 11 * 3600 + 6 * 60 + 40) * 1000
+    assert iso_week_start_ms(monday) == monday
+    assert iso_week_start_ms(monday - 1) == monday - 7 * 86400 * 1000

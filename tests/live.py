@@ -1,0 +1,101 @@
+"""A real coordinator in a subprocess (`agent-coordinator-server serve` under uvicorn)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.pg import free_port
+
+SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
+ADMIN_PASSWORD = "correct horse battery staple"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    database: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SERVER, "--database", self.database, "--public-origin", self.url,
+             "--allow-insecure-loopback", *args],
+            input=stdin, capture_output=True, text=True, timeout=60,
+        )
+
+    def issue_token(self, agent: str, credential_class: str = "interactive",
+                    access: str = "write") -> str:
+        out = self.cli("issue-credential", "--agent", agent, "--class", credential_class,
+                       "--access", access)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def admin_client(self) -> httpx.Client:
+        """A signed-in admin: cookie plus the CSRF and Origin headers browser writes need."""
+        client = httpx.Client(base_url=self.url, timeout=30)
+        resp = client.post("/api/v1/auth/login",
+                           json={"username": "admin", "password": ADMIN_PASSWORD},
+                           headers={"Origin": self.url})
+        resp.raise_for_status()
+        client.headers.update({"Origin": self.url,
+                               "X-CSRF-Token": resp.json()["data"]["csrf_token"]})
+        return client
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(database: str, workdir: Path, *extra: str) -> LiveServer:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    base = [SERVER, "--database", database, "--public-origin", url, "--allow-insecure-loopback",
+            "--listen", f"127.0.0.1:{port}", *extra]
+    init = subprocess.run([*base, "init-admin", "--username", "admin", "--password-stdin"],
+                          input=ADMIN_PASSWORD + "\n", capture_output=True, text=True,
+                          timeout=60)
+    if init.returncode != 0 and "empty installation" not in init.stderr:
+        raise RuntimeError(init.stderr)
+    log = workdir / f"server-{port}.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([*base, "serve"], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    server = LiveServer(url, database, proc, log)
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"the server did not start: {log.read_text()}")
+        time.sleep(0.1)
+
+
+@contextmanager
+def live_server(database: str, workdir: Path, *extra: str) -> Iterator[LiveServer]:
+    server = start_server(database, workdir, *extra)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,156 @@
+"""Test kit for the coordinator API: a service over a real database, humans and agents."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.testclient import TestClient
+
+from agentc.service.app import create_app
+from agentc.service.settings import ServerSettings
+from agentc.service.work.accounts import create_admin
+from agentc.store.engine import Database, migrate, open_engine
+from agentc.store.tx import Executor
+
+ORIGIN = "http://127.0.0.1:8080"
+ADMIN_PASSWORD = "correct horse battery staple"
+
+
+class Clock:
+    """Service time the test moves by hand (ms since the epoch)."""
+
+    def __init__(self, start: int = 1_800_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"{status} {body}")
+        self.status = status
+        self.body = body
+        self.code = body.get("error", {}).get("code")
+
+
+@dataclass
+class Caller:
+    """One caller's credentials; every mutation gets a fresh Idempotency-Key unless given."""
+
+    client: TestClient
+    headers: dict[str, str] = field(default_factory=dict)
+    cookies: dict[str, str] = field(default_factory=dict)
+
+    def raw(self, method: str, path: str, body: Any = None, key: str | None = None,
+            headers: dict[str, str] | None = None) -> httpx.Response:
+        h = dict(self.headers)
+        if method != "GET":
+            h["Idempotency-Key"] = key or str(uuid.uuid4())
+        h.update(headers or {})
+        self.client.cookies.clear()
+        for k, v in self.cookies.items():
+            self.client.cookies.set(k, v)
+        return self.client.request(method, path, json=body, headers=h)
+
+    def call(self, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
+        resp = self.raw(method, path, body, key)
+        payload = resp.json()
+        if resp.status_code >= 400:
+            raise ApiError(resp.status_code, payload)
+        return payload["data"]
+
+    def get(self, path: str) -> Any:
+        return self.call("GET", path)
+
+    def post(self, path: str, body: Any = None, key: str | None = None) -> Any:
+        return self.call("POST", path, body, key)
+
+    def patch(self, path: str, body: Any = None) -> Any:
+        return self.call("PATCH", path, body)
+
+
+class Service:
+    def __init__(self, database: str, clock: Clock, **settings: Any) -> None:
+        self.settings = ServerSettings(database=database, public_origin=ORIGIN,
+                                       allow_insecure_loopback=True, **settings)
+        engine = open_engine(Database.parse(database))
+        migrate(engine)
+        self.executor = Executor(engine, clock)
+        self.clock = clock
+        self.app = create_app(self.settings, clock=clock, executor=self.executor)
+        self.client = TestClient(self.app, base_url=ORIGIN)
+        self.executor.write(lambda tx: create_admin(tx.conn, tx.now, "admin", ADMIN_PASSWORD))
+        self.admin = self.login("admin", ADMIN_PASSWORD)
+
+    def anonymous(self) -> Caller:
+        return Caller(self.client)
+
+    def login(self, username: str, password: str) -> Caller:
+        resp = self.client.post("/api/v1/auth/login",
+                                json={"username": username, "password": password},
+                                headers={"Origin": ORIGIN})
+        assert resp.status_code == 200, resp.text
+        cookie = resp.cookies["coordinator_local"]
+        csrf = resp.json()["data"]["csrf_token"]
+        return Caller(self.client, {"Origin": ORIGIN, "X-CSRF-Token": csrf},
+                      {"coordinator_local": cookie})
+
+    def agent(self, name: str | None = None, credential_class: str = "interactive",
+              access: str = "write", session: bool = True) -> Caller:
+        name = name or f"agent-{uuid.uuid4().hex[:8]}"
+        data = self.admin.post("/api/v1/admin/agents", {
+            "name": name, "credential_class": credential_class, "access": access})
+        caller = Caller(self.client, {"Authorization": f"Bearer {data['token']}"})
+        if session:
+            s = caller.post("/api/v1/sessions", {"harness": "test"})
+            caller.headers["X-Coordinator-Session"] = s["session_id"]
+            caller.headers["X-Coordinator-Session-Proof"] = s["proof"]
+        return caller
+
+    def project(self, **policy: Any) -> str:
+        body = {"name": f"p-{uuid.uuid4().hex[:8]}",
+                "repository_url": "https://github.com/example/repo", **policy}
+        project_id: str = self.admin.post("/api/v1/projects", body)["id"]
+        return project_id
+
+    def task(self, project_id: str, caller: Caller | None = None, **fields: Any) -> dict[str, Any]:
+        body = {"title": "a task", "acceptance_criteria": ["it works"], **fields}
+        task: dict[str, Any] = (caller or self.admin).post(
+            f"/api/v1/projects/{project_id}/tasks", body)["task"]
+        return task
+
+    def close(self) -> None:
+        self.client.close()
+        self.executor.close()
+
+
+@contextmanager
+def running(database: str, clock: Clock | None = None, **settings: Any) -> Iterator[Service]:
+    svc = Service(database, clock or Clock(), **settings)
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+def claim(agent: Caller, project_id: str, task: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = agent.post(f"/api/v1/projects/{project_id}/claims", {
+        "task_id": task["id"], "expected_task_revision": task["revision"]})
+    return data
+
+
+def evidence(criteria: list[str]) -> list[dict[str, str]]:
+    return [{"criterion": c, "evidence": f"checked: {c}"} for c in criteria]
+
+
+SHA_A = "a" * 40
+SHA_B = "b" * 40
