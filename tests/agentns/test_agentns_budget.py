@@ -276,3 +276,10 @@ def test_generous_fork_budget_does_not_get_in_the_way(base_env):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_wall_budget_works_when_the_caller_ignores_sigchld(launcher, base_env):
+    # An ignored SIGCHLD survives exec; the launcher's wait for its helper fork gets ECHILD.
+    script = f'trap "" CHLD; exec {launcher} --intent t --budget wall=60s -- sh -c "exit 5"'
+    r = subprocess.run(["sh", "-c", script], env=base_env, capture_output=True, timeout=60)
+    assert r.returncode == 5, r.stderr

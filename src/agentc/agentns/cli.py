@@ -146,7 +146,9 @@ def _child_env(
     return env
 
 
-def _prepare(opts: argparse.Namespace) -> tuple[dict[str, str], Budget | None]:
+def _prepare(
+    opts: argparse.Namespace,
+) -> tuple[dict[str, str], Budget | None, enforce.Plan | None]:
     """Everything before exec; raises :class:`AgentnsError` (exit 2) on any failure."""
     intent: str = opts.intent
     if not intent.strip():
@@ -186,15 +188,15 @@ def _prepare(opts: argparse.Namespace) -> tuple[dict[str, str], Budget | None]:
                 budget_unenforced=tuple(plan.unenforced) if plan else (),
             ),
         )
-    return _child_env(res.session_id, res.mode, intent, budget, plan), budget
+    return _child_env(res.session_id, res.mode, intent, budget, plan), budget, plan
 
 
-def _enforce(budget: Budget, plan_enforced: Sequence[str]) -> None:
+def _enforce(budget: Budget, plan: enforce.Plan) -> None:
     try:
         # The watchdog first: it is one more task of this uid, counted before the fork limit.
-        if "wall" in plan_enforced and budget.wall_s is not None:
+        if "wall" in plan.enforced and budget.wall_s is not None:
             enforce.start_wall_watchdog(budget.wall_s, enforce.grace_from_env(os.environ))
-        if "fork" in plan_enforced and budget.fork is not None:
+        if "fork" in plan.enforced and budget.fork is not None:
             enforce.apply_fork_limit(budget.fork)
     except OSError as exc:
         raise AgentnsError(f"--budget: cannot enforce: {exc}") from None
@@ -225,10 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; returns only on failure (success replaces the process)."""
     opts, command = _parse(sys.argv[1:] if argv is None else argv)
     try:
-        env, budget = _prepare(opts)
-        if budget is not None:
-            _enforce(budget, env.get(ENV_BUDGET_ENFORCED, "").split(","))
+        env, budget, plan = _prepare(opts)
+        if budget is not None and plan is not None:
+            _enforce(budget, plan)
     except AgentnsError as exc:
         sys.stderr.write(f"{LAUNCHER}: {exc}\n")
         return exc.exit_code
+    except KeyboardInterrupt:
+        return 130  # interrupted before exec (e.g. while waiting for assay): no traceback
     return _exec(command, env)

@@ -223,7 +223,10 @@ def start_wall_watchdog(wall_s: int, grace_s: float) -> None:
         except BaseException:  # a forked child must end here, whatever happens
             code = 1
         os._exit(code)
-    os.waitpid(pid, 0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # ECHILD: the caller left SIGCHLD ignored, so the kernel reaped it already
 
 
 def grace_from_env(env: Mapping[str, str]) -> float:
