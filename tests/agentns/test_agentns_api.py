@@ -185,3 +185,24 @@ def test_read_record_rejects_malformed_files(tmp_path, content):
 def test_read_record_missing_file(tmp_path):
     with pytest.raises(RecordError, match="cannot read agentns record"):
         read_record(tmp_path / "absent.json")
+
+
+def test_docs_cover_install_usage_mock_mode_and_the_prctl_path(run):  # A-AC10, B-AC8
+    docs = (PACKAGE.parents[2] / "docs" / "agentns.md").read_text()
+    for needle in (
+        "## Install",
+        "## Usage",
+        "### Mock mode",
+        "## Changelog",
+        "### 0.1.0",
+        "setcap cap_sys_admin+ep",
+        "AGENTNS_MODE",
+        "synth-fallback",
+        "PR_SET_AGENT_NS",
+        "AGENTNS_BUDGET_ENFORCED",
+    ):
+        assert needle in docs, needle
+    # Every option of --help is documented.
+    for option in ("--intent", "--budget", "--no-unshare", "--verbose", "--record", "--version"):
+        assert option in run("--help").stdout
+        assert f"`{option}" in docs, option

@@ -8,7 +8,6 @@ synthesized id. Two environment seams stand in for the kernel in tests, as in th
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import time
@@ -46,6 +45,8 @@ def session_path(env: Mapping[str, str]) -> str:
 
 def _prctl(option: int, arg2: int = 0) -> int:
     """Call prctl(2); return 0 or the errno. Arguments 3 to 5 are always 0 here."""
+    import ctypes  # only the kernel rungs need it; most launches never get here
+
     # use_errno=True makes ctypes save errno right after the call, before Python can clobber it.
     libc = ctypes.CDLL(None, use_errno=True)
     fn = libc.prctl
@@ -89,6 +90,8 @@ def set_intent(intent: str, env: Mapping[str, str]) -> int:
         return errno.EINVAL
     if env.get(ENV_PRCTL_MOCK_ERRNO) is not None:
         return 0  # the create call was simulated, so there is no namespace to tag
+    import ctypes
+
     buf = ctypes.create_string_buffer(tag)  # NUL-terminated; kept alive for the call
     return _prctl(PR_SET_AGENT_INTENT_TAG, ctypes.addressof(buf))
 

@@ -13,11 +13,9 @@ launch's cost rows and events.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from agentc.agentns.errors import RecordError, UsageError
 
@@ -101,6 +99,8 @@ class SessionRecord:
     budget_unenforced: tuple[str, ...] = ()
 
     def to_json(self) -> str:
+        import json  # lazily, like the other record-only imports: launcher start-up matters
+
         doc = {"format": RECORD_FORMAT, **asdict(self)}
         doc["budget_enforced"] = list(self.budget_enforced)
         doc["budget_unenforced"] = list(self.budget_unenforced)
@@ -109,6 +109,8 @@ class SessionRecord:
 
 def write_record(path: str | os.PathLike[str], record: SessionRecord) -> None:
     """Write ``record`` atomically (temporary file, then rename), so readers never see half."""
+    from pathlib import Path
+
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
@@ -130,6 +132,9 @@ def _str_tuple(value: object, key: str) -> tuple[str, ...]:
 
 def read_record(path: str | os.PathLike[str]) -> SessionRecord:
     """Read a record written by ``--record``; :class:`RecordError` if missing or malformed."""
+    import json
+    from pathlib import Path
+
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
