@@ -131,6 +131,8 @@ class ScriptedProvider:
         """Serve in a background thread; returns the base URL (no trailing slash)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Like a real API server: no Nagle delay on the last small chunk of a stream.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         bound_port = sock.getsockname()[1]
         config = uvicorn.Config(

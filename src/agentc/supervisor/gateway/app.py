@@ -11,6 +11,7 @@ its turn cleanly instead of retrying.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -119,9 +120,13 @@ class Gateway:
     def client(self) -> httpx.AsyncClient:
         # Created on first use, inside the serving event loop.
         if self._client is None:
+            # TCP_NODELAY: headers and body go out as separate writes; with Nagle the body
+            # waits for a delayed ACK (~40 ms on loopback) before the upstream sees it.
+            nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+            limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
             self._client = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay),
                 timeout=httpx.Timeout(self.config.upstream_timeout_s, connect=15.0),
-                limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
                 follow_redirects=False,
                 trust_env=False,
             )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TextIO
 
@@ -11,7 +10,7 @@ import click
 from agentc.core.errors import AgentcError
 from agentc.supervisor.gateway.app import Gateway
 from agentc.supervisor.gateway.config import load_config
-from agentc.supervisor.gateway.server import serve
+from agentc.supervisor.gateway.server import serve_forever
 
 
 @click.command("model-gateway")
@@ -38,7 +37,7 @@ def command(config_path: Path, check: bool) -> None:
         raise click.ClickException(str(exc)) from None
     if check:
         return
-    asyncio.run(serve(gateway))
+    serve_forever(gateway)
 
 
 def _open_log(path: Path | None) -> TextIO | None:

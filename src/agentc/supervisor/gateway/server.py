@@ -28,20 +28,47 @@ def _uvicorn_config(app: Any, **kw: Any) -> uvicorn.Config:
     )
 
 
-async def serve(gateway: Gateway) -> None:
-    """Run the gateway and its control socket until interrupted."""
-    cfg = gateway.config
-    if cfg.unix_socket is not None:
-        config = _uvicorn_config(gateway.app, uds=str(cfg.unix_socket))
-    else:
-        config = _uvicorn_config(gateway.app, host=cfg.host, port=cfg.port)
-    control = await serve_control(gateway.registry, cfg.control_socket)
+def tcp_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket with TCP_NODELAY (inherited by accepted connections).
+
+    Why: a streamed answer ends with a small write (the last chunk); with Nagle it waits for
+    the client's delayed ACK, adding ~40 ms to every call on loopback.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+async def _serve(
+    gateway: Gateway, server: uvicorn.Server, sockets: list[socket.socket] | None
+) -> None:
+    control = await serve_control(gateway.registry, gateway.config.control_socket)
     try:
-        await uvicorn.Server(config).serve()
+        await server.serve(sockets=sockets)
     finally:
         control.close()
         await control.wait_closed()
         await gateway.aclose()
+
+
+def serve_forever(gateway: Gateway, *, on_ready: Any = None) -> None:
+    """Run the gateway and its control socket until interrupted (the CLI's foreground)."""
+    cfg = gateway.config
+    sockets: list[socket.socket] | None = None
+    if cfg.unix_socket is not None:
+        config = _uvicorn_config(gateway.app, uds=str(cfg.unix_socket))
+    else:
+        sock = tcp_socket(cfg.host, cfg.port)
+        sockets = [sock]
+        config = _uvicorn_config(gateway.app)
+        if on_ready is not None:
+            on_ready(sock.getsockname()[1])
+    server = uvicorn.Server(config)
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(_serve(gateway, server, sockets))
 
 
 class ThreadedGateway:
@@ -49,15 +76,14 @@ class ThreadedGateway:
 
     def __init__(self, gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.gateway = gateway
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
+        self._sock = tcp_socket(host, port)
         self.url = f"http://{host}:{self._sock.getsockname()[1]}"
         self._server = uvicorn.Server(_uvicorn_config(gateway.app))
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        asyncio.run(self._main())
+        with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
+            runner.run(self._main())
 
     async def _main(self) -> None:
         try:
