@@ -283,3 +283,21 @@ def test_wall_budget_works_when_the_caller_ignores_sigchld(launcher, base_env):
     script = f'trap "" CHLD; exec {launcher} --intent t --budget wall=60s -- sh -c "exit 5"'
     r = subprocess.run(["sh", "-c", script], env=base_env, capture_output=True, timeout=60)
     assert r.returncode == 5, r.stderr
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "99999"])
+def test_bad_wall_grace_is_refused_before_exec(run, tmp_path, value):
+    marker = tmp_path / "ran"
+    r = run(
+        "--intent",
+        "t",
+        "--budget",
+        "wall=5s",
+        "--",
+        "touch",
+        str(marker),
+        env={"AGENTNS_WALL_GRACE": value},
+    )
+    assert r.returncode == 2
+    assert f'agentns-claude: AGENTNS_WALL_GRACE="{value}": expected seconds' in r.stderr
+    assert not marker.exists()

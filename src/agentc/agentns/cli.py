@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from agentc.agentns import enforce
 from agentc.agentns.budget import Budget, parse_budget
@@ -146,9 +147,14 @@ def _child_env(
     return env
 
 
-def _prepare(
-    opts: argparse.Namespace,
-) -> tuple[dict[str, str], Budget | None, enforce.Plan | None]:
+class _Prepared(NamedTuple):
+    env: dict[str, str]
+    budget: Budget | None
+    plan: enforce.Plan | None
+    grace_s: float
+
+
+def _prepare(opts: argparse.Namespace) -> _Prepared:
     """Everything before exec; raises :class:`AgentnsError` (exit 2) on any failure."""
     intent: str = opts.intent
     if not intent.strip():
@@ -161,6 +167,7 @@ def _prepare(
         except BudgetError as exc:
             raise BudgetError(f"--budget: {exc}") from None
         plan = enforce.plan_budget(budget)
+    grace_s = enforce.grace_from_env(os.environ) if plan and "wall" in plan.enforced else 0.0
 
     res = resolve_session(intent, no_unshare=opts.no_unshare, env=os.environ, say=_say)
     if opts.verbose:
@@ -188,14 +195,15 @@ def _prepare(
                 budget_unenforced=tuple(plan.unenforced) if plan else (),
             ),
         )
-    return _child_env(res.session_id, res.mode, intent, budget, plan), budget, plan
+    env = _child_env(res.session_id, res.mode, intent, budget, plan)
+    return _Prepared(env, budget, plan, grace_s)
 
 
-def _enforce(budget: Budget, plan: enforce.Plan) -> None:
+def _enforce(budget: Budget, plan: enforce.Plan, grace_s: float) -> None:
     try:
         # The watchdog first: it is one more task of this uid, counted before the fork limit.
         if "wall" in plan.enforced and budget.wall_s is not None:
-            enforce.start_wall_watchdog(budget.wall_s, enforce.grace_from_env(os.environ))
+            enforce.start_wall_watchdog(budget.wall_s, grace_s)
         if "fork" in plan.enforced and budget.fork is not None:
             enforce.apply_fork_limit(budget.fork)
     except OSError as exc:
@@ -227,9 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; returns only on failure (success replaces the process)."""
     opts, command = _parse(sys.argv[1:] if argv is None else argv)
     try:
-        env, budget, plan = _prepare(opts)
+        env, budget, plan, grace_s = _prepare(opts)
         if budget is not None and plan is not None:
-            _enforce(budget, plan)
+            _enforce(budget, plan, grace_s)
     except AgentnsError as exc:
         sys.stderr.write(f"{LAUNCHER}: {exc}\n")
         return exc.exit_code

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from agentc.agentns.budget import Budget
+from agentc.agentns.errors import UsageError
 
 TICK_S = 0.25
 DEFAULT_GRACE_S = 5.0
@@ -94,8 +95,11 @@ def live_tree(tracked: Iterable[Proc]) -> dict[Proc, str]:
     for pid, st in table.items():
         children.setdefault(st.ppid, []).append(pid)
     queue = [p.pid for p in live]
+    me = os.getpid()  # the watchdog may briefly descend from the root (via its helper fork)
     while queue:
         for child in children.get(queue.pop(), ()):
+            if child == me:
+                continue
             st = table[child]
             proc = Proc(child, st.start)
             if st.state != "Z" and proc not in live:
@@ -237,8 +241,10 @@ def grace_from_env(env: Mapping[str, str]) -> float:
     try:
         grace = float(value)
     except ValueError:
-        return DEFAULT_GRACE_S
-    return grace if 0 <= grace <= 3600 else DEFAULT_GRACE_S
+        grace = -1.0
+    if not 0 <= grace <= 3600:  # also rejects nan
+        raise UsageError(f'{ENV_GRACE}="{value}": expected seconds between 0 and 3600')
+    return grace
 
 
 def _kernel_uid(uid: int) -> int | None:
