@@ -1,0 +1,150 @@
+"""Session state and the mutation journal: `<state>/sessions/<name>.json` plus `<name>.lock`.
+
+The file holds the agent session (id and proof), the one pending mutation (method, path, body,
+Idempotency-Key: written and fsynced *before* the request leaves), and what the last answers
+taught us (the held attempt, the held review, prepared worktrees). Every write replaces the file
+atomically (temporary file, fsync, rename, fsync of the directory). The directory is 0700 and
+the files 0600. A command holds the lock for its whole read-modify-write, so two commands of
+one session never interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentc.client.errors import LocalConflict, TransportFailure
+from agentc.core.errors import ConfigError
+
+LOCK_WAIT_SECONDS = 60.0
+VERSION = 1
+
+
+@dataclass
+class Pending:
+    """A mutation that was journaled and has no definitive answer yet."""
+
+    op: str
+    method: str
+    path: str
+    body: Any
+    key: str
+    with_session: bool
+    created_at: float
+
+    def describe(self) -> str:
+        return f"{self.method} {self.path} (Idempotency-Key {self.key})"
+
+
+@dataclass
+class State:
+    origin: str
+    session_id: str | None = None
+    proof: str | None = None
+    agent: str | None = None
+    harness: str | None = None
+    pending: Pending | None = None
+    attempt: dict[str, Any] | None = None
+    review: dict[str, Any] | None = None
+    worktrees: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def session(self) -> tuple[str, str] | None:
+        if self.session_id and self.proof:
+            return (self.session_id, self.proof)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["version"] = VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> State:
+        data = dict(data)
+        data.pop("version", None)
+        pending = data.pop("pending", None)
+        state = cls(**data)
+        state.pending = Pending(**pending) if pending else None
+        return state
+
+
+class Store:
+    """One session's state file, its lock, and atomic durable writes."""
+
+    def __init__(self, state_dir: Path, name: str) -> None:
+        self.dir = state_dir / "sessions"
+        self.path = self.dir / f"{name}.json"
+        self.lock_path = self.dir / f"{name}.lock"
+        self.name = name
+
+    def _ensure_dir(self) -> None:
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the state directory {self.dir}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def locked(self, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+        """Exclusive use of this session's state (one command at a time)."""
+        self._ensure_dir()
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TransportFailure(
+                            f"session {self.name!r} is busy: another command holds "
+                            f"{self.lock_path}; try again"
+                        ) from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def load(self, origin: str) -> State:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return State(origin=origin)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the session state {self.path}: {exc}") from exc
+        try:
+            state = State.from_json(json.loads(raw))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"the session state {self.path} is damaged: {exc}") from exc
+        if state.origin != origin:
+            raise LocalConflict(
+                f"session {self.name!r} belongs to {state.origin}, not {origin}; "
+                "use another --session name"
+            )
+        return state
+
+    def save(self, state: State) -> None:
+        self._ensure_dir()
+        data = json.dumps(state.to_json(), indent=2, sort_keys=True).encode()
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

@@ -1,0 +1,153 @@
+"""One HTTP exchange with the coordinator, and the one place its answers are classified.
+
+The client never follows redirects, never reads proxy or netrc settings from the environment,
+and only ever sends `/api/v1/*` and `/healthz`. An answer is either *definitive* (2xx, or a 4xx
+refusal other than 429), which resolves a journaled mutation, or *uncertain* (no answer, a
+redirect, 429 or 5xx), which leaves it pending for `retry`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agentc import __version__
+from agentc.client.errors import TransportFailure
+from agentc.core.errors import ConfigError, CoordinatorError
+
+_PATH = re.compile(
+    r"^/api/v1/[A-Za-z0-9_.~:@!$&'()*+,;=%/-]*(\?[A-Za-z0-9_.~:@!$&'()*+,;=%/?-]*)?$"
+)
+METHODS = ("GET", "POST", "PATCH", "PUT", "DELETE")
+TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+
+def check_path(path: str) -> str:
+    """Only the coordinator API (or `/healthz`), as a path, with no dot segments."""
+    if path == "/healthz":
+        return path
+    if not _PATH.match(path):
+        raise ConfigError(f"path {path!r}: only /api/v1/... paths (and /healthz) may be called")
+    segments = path.split("?", 1)[0].split("/")
+    if any(s in (".", "..") for s in segments) or "//" in path.split("?", 1)[0]:
+        raise ConfigError(f"path {path!r}: dot segments and empty segments are refused")
+    return path
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A definitive answer: the envelope's data, the status, and whether it was a replay."""
+
+    status: int
+    data: Any
+    replayed: bool
+
+
+class Transport:
+    """A synchronous coordinator client for one origin and one bearer token."""
+
+    def __init__(
+        self, origin: str, token: str | None, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        headers = {"User-Agent": f"agent-coordinator/{__version__}", "Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self.origin = origin
+        self._client = httpx.Client(
+            base_url=origin,
+            headers=headers,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=TIMEOUT,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        key: str | None = None,
+        session: tuple[str, str] | None = None,
+    ) -> Answer:
+        """Send one request; a definitive answer or CoordinatorError / TransportFailure."""
+        method = method.upper()
+        if method not in METHODS:
+            raise ConfigError(f"method {method!r}: use one of {', '.join(METHODS)}")
+        check_path(path)
+        headers: dict[str, str] = {}
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        if session is not None:
+            headers["X-Coordinator-Session"] = session[0]
+            headers["X-Coordinator-Session-Proof"] = session[1]
+        content = None
+        if body is not None:
+            content = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            resp = self._client.request(method, path, content=content, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise TransportFailure(
+                f"{method} {path}: timed out waiting for the coordinator"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise TransportFailure(
+                f"{method} {path}: no answer from {self.origin} ({type(exc).__name__}: {exc})"
+            ) from exc
+        return classify(method, path, resp)
+
+
+def classify(method: str, path: str, resp: httpx.Response) -> Answer:
+    status = resp.status_code
+    if 300 <= status < 400:
+        raise TransportFailure(
+            f"{method} {path}: the coordinator answered with a redirect ({status}) to "
+            f"{resp.headers.get('location', '?')}; redirects are never followed"
+        )
+    try:
+        payload = resp.json()
+    except ValueError:
+        payload = None
+    if status < 300:
+        if not isinstance(payload, dict):
+            if path == "/healthz" or status == 204:
+                return Answer(status, payload, False)
+            raise TransportFailure(f"{method} {path}: the answer ({status}) is not JSON")
+        data = payload.get("data", payload) if path != "/healthz" else payload
+        replayed = resp.headers.get("idempotency-replayed", "").lower() == "true"
+        return Answer(status, data, replayed)
+    err = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(err, dict):
+        if status == 429 or status >= 500:
+            raise TransportFailure(f"{method} {path}: the coordinator answered {status}")
+        raise CoordinatorError(
+            "invalid_response",
+            f"{method} {path}: the coordinator answered {status} without an error envelope",
+            status=status,
+        )
+    error = CoordinatorError(
+        str(err.get("code", "unknown_error")),
+        str(err.get("message", "")),
+        status=status,
+        details=err.get("details") if isinstance(err.get("details"), dict) else None,
+        retryable=bool(err.get("retryable", False)),
+    )
+    if status == 429 or status >= 500:
+        # Uncertain: the mutation may still be pending on the service side.
+        raise TransportFailure(f"{method} {path}: {error.code}: {error.message}") from error
+    raise error

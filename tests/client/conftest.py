@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.live import LiveServer, live_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One real coordinator (SQLite) shared by a module's tests."""
+    root = tmp_path_factory.mktemp("coordinator")
+    with live_server(str(root / "coordinator.sqlite3"), root) as live:
+        yield live
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No coordinator settings leak in from the developer's environment."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("AGENT_COORDINATOR_", "COORDINATOR_")):
+            monkeypatch.delenv(name)
