@@ -29,27 +29,42 @@ class LiveServer:
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [SERVER, "--database", self.database, "--public-origin", self.url,
-             "--allow-insecure-loopback", *args],
-            input=stdin, capture_output=True, text=True, timeout=60,
+            [
+                SERVER,
+                "--database",
+                self.database,
+                "--public-origin",
+                self.url,
+                "--allow-insecure-loopback",
+                *args,
+            ],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
-    def issue_token(self, agent: str, credential_class: str = "interactive",
-                    access: str = "write") -> str:
-        out = self.cli("issue-credential", "--agent", agent, "--class", credential_class,
-                       "--access", access)
+    def issue_token(
+        self, agent: str, credential_class: str = "interactive", access: str = "write"
+    ) -> str:
+        out = self.cli(
+            "issue-credential", "--agent", agent, "--class", credential_class, "--access", access
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
     def admin_client(self) -> httpx.Client:
         """A signed-in admin: cookie plus the CSRF and Origin headers browser writes need."""
         client = httpx.Client(base_url=self.url, timeout=30)
-        resp = client.post("/api/v1/auth/login",
-                           json={"username": "admin", "password": ADMIN_PASSWORD},
-                           headers={"Origin": self.url})
+        resp = client.post(
+            "/api/v1/auth/login",
+            json={"username": "admin", "password": ADMIN_PASSWORD},
+            headers={"Origin": self.url},
+        )
         resp.raise_for_status()
-        client.headers.update({"Origin": self.url,
-                               "X-CSRF-Token": resp.json()["data"]["csrf_token"]})
+        client.headers.update(
+            {"Origin": self.url, "X-CSRF-Token": resp.json()["data"]["csrf_token"]}
+        )
         return client
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -65,17 +80,34 @@ class LiveServer:
 def start_server(database: str, workdir: Path, *extra: str) -> LiveServer:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    base = [SERVER, "--database", database, "--public-origin", url, "--allow-insecure-loopback",
-            "--listen", f"127.0.0.1:{port}", *extra]
-    init = subprocess.run([*base, "init-admin", "--username", "admin", "--password-stdin"],
-                          input=ADMIN_PASSWORD + "\n", capture_output=True, text=True,
-                          timeout=60)
+    base = [
+        SERVER,
+        "--database",
+        database,
+        "--public-origin",
+        url,
+        "--allow-insecure-loopback",
+        "--listen",
+        f"127.0.0.1:{port}",
+        *extra,
+    ]
+    init = subprocess.run(
+        [*base, "init-admin", "--username", "admin", "--password-stdin"],
+        input=ADMIN_PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if init.returncode != 0 and "empty installation" not in init.stderr:
         raise RuntimeError(init.stderr)
     log = workdir / f"server-{port}.log"
     with log.open("wb") as fh:
-        proc = subprocess.Popen([*base, "serve"], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            [*base, "serve"],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     server = LiveServer(url, database, proc, log)
     deadline = time.monotonic() + 60
     while True:

@@ -67,14 +67,39 @@ def start() -> PgServer:
     if prefix:
         shutil.chown(root, "postgres")
         shutil.chown(sock, "postgres")
-    subprocess.run([*prefix, _bin("initdb"), "-D", str(data), "-U", "agentc", "--auth=trust",
-                    "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *prefix,
+            _bin("initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "agentc",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
     subprocess.run(
-        [*prefix, _bin("pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o",
-         f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c max_connections=300 "
-         "-c shared_buffers=128MB", "start"],
-        check=True, capture_output=True,
+        [
+            *prefix,
+            _bin("pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "log"),
+            "-w",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c max_connections=300 "
+            "-c shared_buffers=128MB",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
     )
     server = PgServer(root, port)
     deadline = time.monotonic() + 30
@@ -90,6 +115,16 @@ def start() -> PgServer:
 
 
 def stop(server: PgServer) -> None:
-    subprocess.run([*_as_postgres(), _bin("pg_ctl"), "-D", str(server.root / "data"), "-m",
-                    "immediate", "stop"], capture_output=True)
+    subprocess.run(
+        [
+            *_as_postgres(),
+            _bin("pg_ctl"),
+            "-D",
+            str(server.root / "data"),
+            "-m",
+            "immediate",
+            "stop",
+        ],
+        capture_output=True,
+    )
     shutil.rmtree(server.root, ignore_errors=True)

@@ -40,8 +40,11 @@ def test_short_leases_renew_at_a_third() -> None:
     assert lease.renew_after_seconds(0) == 0
 
 
-@given(lease_s=st.integers(30, 3600), cap=st.sampled_from([0, 600, 3600, 604800]),
-       elapsed=st.integers(0, 604800 * S))
+@given(
+    lease_s=st.integers(30, 3600),
+    cap=st.sampled_from([0, 600, 3600, 604800]),
+    elapsed=st.integers(0, 604800 * S),
+)
 def test_renewal_never_passes_the_cap_nor_shrinks(lease_s: int, cap: int, elapsed: int) -> None:
     created = T
     expires = lease.renewed_expiry(created, lease_s, created, cap)

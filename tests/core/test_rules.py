@@ -48,8 +48,11 @@ def test_cycle_detection_matches_reachability(edges: dict[str, list[str]]) -> No
 
 def test_evidence_must_name_each_criterion_once() -> None:
     check_evidence(["a", "b"], [("b", "x"), ("a", "y")])
-    for bad in ([("a", "x")], [("a", "x"), ("b", "y"), ("c", "z")],
-                [("a", "x"), ("a", "x"), ("b", "y")]):
+    for bad in (
+        [("a", "x")],
+        [("a", "x"), ("b", "y"), ("c", "z")],
+        [("a", "x"), ("a", "x"), ("b", "y")],
+    ):
         with pytest.raises(CoordinatorError) as err:
             check_evidence(["a", "b"], bad)
         assert err.value.code == "evidence_mismatch"
@@ -75,9 +78,13 @@ def test_review_activities_per_mode() -> None:
     assert review_activities(ReviewMode.NONE, TaskKind.GENERAL) == []
     assert review_activities(ReviewMode.NONE, TaskKind.CODE) == [ActivityKind.INTEGRATION]
     assert review_activities(ReviewMode.BOTH, TaskKind.GENERAL) == [
-        ActivityKind.AGENT_REVIEW, ActivityKind.HUMAN_REVIEW]
+        ActivityKind.AGENT_REVIEW,
+        ActivityKind.HUMAN_REVIEW,
+    ]
     assert review_activities(ReviewMode.EITHER, TaskKind.CODE) == [
-        ActivityKind.EITHER_REVIEW, ActivityKind.INTEGRATION]
+        ActivityKind.EITHER_REVIEW,
+        ActivityKind.INTEGRATION,
+    ]
     assert may_review("either_review", actor_is_human=False)
     assert may_review("either_review", actor_is_human=True)
     assert not may_review("human_review", actor_is_human=False)

@@ -7,8 +7,13 @@ NOW = 10_000
 
 
 def facts(**kw: object) -> TaskFacts:
-    base: dict[str, object] = {"lifecycle": "open", "phase": None, "blocked_reason": None,
-                               "current_attempt": None, "prerequisites_done": True}
+    base: dict[str, object] = {
+        "lifecycle": "open",
+        "phase": None,
+        "blocked_reason": None,
+        "current_attempt": None,
+        "prerequisites_done": True,
+    }
     base.update(kw)
     return TaskFacts(**base)  # type: ignore[arg-type]
 

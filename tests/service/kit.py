@@ -50,8 +50,14 @@ class Caller:
     headers: dict[str, str] = field(default_factory=dict)
     cookies: dict[str, str] = field(default_factory=dict)
 
-    def raw(self, method: str, path: str, body: Any = None, key: str | None = None,
-            headers: dict[str, str] | None = None) -> httpx.Response:
+    def raw(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         h = dict(self.headers)
         if method != "GET":
             h["Idempotency-Key"] = key or str(uuid.uuid4())
@@ -80,8 +86,9 @@ class Caller:
 
 class Service:
     def __init__(self, database: str, clock: Clock, **settings: Any) -> None:
-        self.settings = ServerSettings(database=database, public_origin=ORIGIN,
-                                       allow_insecure_loopback=True, **settings)
+        self.settings = ServerSettings(
+            database=database, public_origin=ORIGIN, allow_insecure_loopback=True, **settings
+        )
         engine = open_engine(Database.parse(database))
         migrate(engine)
         self.executor = Executor(engine, clock)
@@ -95,20 +102,30 @@ class Service:
         return Caller(self.client)
 
     def login(self, username: str, password: str) -> Caller:
-        resp = self.client.post("/api/v1/auth/login",
-                                json={"username": username, "password": password},
-                                headers={"Origin": ORIGIN})
+        resp = self.client.post(
+            "/api/v1/auth/login",
+            json={"username": username, "password": password},
+            headers={"Origin": ORIGIN},
+        )
         assert resp.status_code == 200, resp.text
         cookie = resp.cookies["coordinator_local"]
         csrf = resp.json()["data"]["csrf_token"]
-        return Caller(self.client, {"Origin": ORIGIN, "X-CSRF-Token": csrf},
-                      {"coordinator_local": cookie})
+        return Caller(
+            self.client, {"Origin": ORIGIN, "X-CSRF-Token": csrf}, {"coordinator_local": cookie}
+        )
 
-    def agent(self, name: str | None = None, credential_class: str = "interactive",
-              access: str = "write", session: bool = True) -> Caller:
+    def agent(
+        self,
+        name: str | None = None,
+        credential_class: str = "interactive",
+        access: str = "write",
+        session: bool = True,
+    ) -> Caller:
         name = name or f"agent-{uuid.uuid4().hex[:8]}"
-        data = self.admin.post("/api/v1/admin/agents", {
-            "name": name, "credential_class": credential_class, "access": access})
+        data = self.admin.post(
+            "/api/v1/admin/agents",
+            {"name": name, "credential_class": credential_class, "access": access},
+        )
         caller = Caller(self.client, {"Authorization": f"Bearer {data['token']}"})
         if session:
             s = caller.post("/api/v1/sessions", {"harness": "test"})
@@ -117,15 +134,19 @@ class Service:
         return caller
 
     def project(self, **policy: Any) -> str:
-        body = {"name": f"p-{uuid.uuid4().hex[:8]}",
-                "repository_url": "https://github.com/example/repo", **policy}
+        body = {
+            "name": f"p-{uuid.uuid4().hex[:8]}",
+            "repository_url": "https://github.com/example/repo",
+            **policy,
+        }
         project_id: str = self.admin.post("/api/v1/projects", body)["id"]
         return project_id
 
     def task(self, project_id: str, caller: Caller | None = None, **fields: Any) -> dict[str, Any]:
         body = {"title": "a task", "acceptance_criteria": ["it works"], **fields}
         task: dict[str, Any] = (caller or self.admin).post(
-            f"/api/v1/projects/{project_id}/tasks", body)["task"]
+            f"/api/v1/projects/{project_id}/tasks", body
+        )["task"]
         return task
 
     def close(self) -> None:
@@ -143,8 +164,10 @@ def running(database: str, clock: Clock | None = None, **settings: Any) -> Itera
 
 
 def claim(agent: Caller, project_id: str, task: dict[str, Any]) -> dict[str, Any]:
-    data: dict[str, Any] = agent.post(f"/api/v1/projects/{project_id}/claims", {
-        "task_id": task["id"], "expected_task_revision": task["revision"]})
+    data: dict[str, Any] = agent.post(
+        f"/api/v1/projects/{project_id}/claims",
+        {"task_id": task["id"], "expected_task_revision": task["revision"]},
+    )
     return data
 
 

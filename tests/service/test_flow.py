@@ -8,11 +8,19 @@ from tests.service.kit import SHA_A, SHA_B, ApiError, Clock, Service, claim, evi
 
 
 def _submit_code(agent, pid, attempt, criteria, **extra):
-    return agent.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-        "generation": attempt["generation"], "kind": "code", "summary": "did it",
-        "acceptance_evidence": evidence(criteria),
-        "candidate_ref": f"refs/agent-coordinator/candidates/{attempt['task_id']}/s1",
-        "candidate_revision": SHA_A, "base_revision": SHA_B, **extra})
+    return agent.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": attempt["generation"],
+            "kind": "code",
+            "summary": "did it",
+            "acceptance_evidence": evidence(criteria),
+            "candidate_ref": f"refs/agent-coordinator/candidates/{attempt['task_id']}/s1",
+            "candidate_revision": SHA_A,
+            "base_revision": SHA_B,
+            **extra,
+        },
+    )
 
 
 def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
@@ -32,11 +40,14 @@ def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
     assert worker.get(f"/api/v1/projects/{pid}/next")["action"] is None
 
     clock.advance(30)
-    cp = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/checkpoints",
-                     {"generation": 1, "summary": "half way", "handoff": "continue with docs"})
+    cp = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/checkpoints",
+        {"generation": 1, "summary": "half way", "handoff": "continue with docs"},
+    )
     assert cp["attempt"]["expires_at"] == attempt["expires_at"]  # a checkpoint never renews
-    renewed = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/renew",
-                          {"generation": 1})
+    renewed = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/renew", {"generation": 1}
+    )
     assert renewed["lease_remaining_ms"] == 600_000
 
     sub = _submit_code(worker, pid, attempt, ["tests pass", "docs updated"])
@@ -47,35 +58,56 @@ def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
 
     # The author may not review its own work.
     with pytest.raises(ApiError) as err:
-        worker.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
-                    {"expected_submission_id": sub["submission"]["id"]})
+        worker.post(
+            f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
+            {"expected_submission_id": sub["submission"]["id"]},
+        )
     assert err.value.code == "reviewer_not_independent"
 
     nxt = reviewer.get(f"/api/v1/projects/{pid}/next?role=reviewer")
     assert nxt["action"]["activity_id"] == review["id"]
-    rc = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
-                       {"expected_submission_id": sub["submission"]["id"]})
-    decided = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review", {
-        "generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-        "decision": "approved", "summary": "good",
-        "findings": [{"severity": "advisory", "remedy": "rename x"}]})
+    rc = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
+        {"expected_submission_id": sub["submission"]["id"]},
+    )
+    decided = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review",
+        {
+            "generation": rc["attempt"]["generation"],
+            "submission_id": sub["submission"]["id"],
+            "decision": "approved",
+            "summary": "good",
+            "findings": [{"severity": "advisory", "remedy": "rename x"}],
+        },
+    )
     assert decided["task"]["work_status"] == "waiting_integration"
 
     # Only an integrator credential records the landing.
     with pytest.raises(ApiError) as err:
-        worker.post(f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
-                    {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A})
+        worker.post(
+            f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
+            {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A},
+        )
     assert err.value.status == 403
     landed = integrator.post(
         f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
-        {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A})
+        {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A},
+    )
     assert landed["task"]["work_status"] == "done"
     assert landed["task"]["lifecycle"] == "done"
 
     kinds = [e["kind"] for e in svc.admin.get(f"/api/v1/projects/{pid}/events")["items"]]
-    for kind in ("task.created", "attempt.claimed", "attempt.checkpointed", "attempt.renewed",
-                 "submission.created", "workflow_activity.claimed", "review.decided",
-                 "integration.completed", "task.done"):
+    for kind in (
+        "task.created",
+        "attempt.claimed",
+        "attempt.checkpointed",
+        "attempt.renewed",
+        "submission.created",
+        "workflow_activity.claimed",
+        "review.decided",
+        "integration.completed",
+        "task.done",
+    ):
         assert kind in kinds
 
 
@@ -84,22 +116,42 @@ def test_changes_requested_returns_the_task_with_findings(svc: Service) -> None:
     task = svc.task(pid, kind="general")
     worker, reviewer = svc.agent(), svc.agent()
     attempt = claim(worker, pid, task)["claim"]["attempt"]
-    sub = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-        "generation": 1, "kind": "general", "summary": "s",
-        "acceptance_evidence": evidence(["it works"])})
+    sub = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": 1,
+            "kind": "general",
+            "summary": "s",
+            "acceptance_evidence": evidence(["it works"]),
+        },
+    )
     review = sub["activities"][0]
-    rc = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
-                       {"expected_submission_id": sub["submission"]["id"]})
+    rc = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
+        {"expected_submission_id": sub["submission"]["id"]},
+    )
     with pytest.raises(ApiError) as err:  # an approval carries no required finding
-        reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review", {
-            "generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-            "decision": "approved", "summary": "ok",
-            "findings": [{"severity": "required", "remedy": "fix"}]})
+        reviewer.post(
+            f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review",
+            {
+                "generation": rc["attempt"]["generation"],
+                "submission_id": sub["submission"]["id"],
+                "decision": "approved",
+                "summary": "ok",
+                "findings": [{"severity": "required", "remedy": "fix"}],
+            },
+        )
     assert err.value.status == 422
-    out = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review", {
-        "generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-        "decision": "changes_requested", "summary": "not yet",
-        "findings": [{"severity": "required", "remedy": "add a test"}]})
+    out = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review",
+        {
+            "generation": rc["attempt"]["generation"],
+            "submission_id": sub["submission"]["id"],
+            "decision": "changes_requested",
+            "summary": "not yet",
+            "findings": [{"severity": "required", "remedy": "add a test"}],
+        },
+    )
     assert out["task"]["work_status"] == "ready"
     detail = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
     assert detail["workflow"]["reviews"][0]["findings"][0]["remedy"] == "add a test"
@@ -115,12 +167,17 @@ def test_general_task_without_review_is_done_on_submission(svc: Service) -> None
     assert second["work_status"] == "blocked"
     worker = svc.agent()
     attempt = claim(worker, pid, first)["claim"]["attempt"]
-    out = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-        "generation": 1, "kind": "general", "summary": "s",
-        "acceptance_evidence": evidence(["it works"])})
+    out = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": 1,
+            "kind": "general",
+            "summary": "s",
+            "acceptance_evidence": evidence(["it works"]),
+        },
+    )
     assert out["task"]["work_status"] == "done"
-    assert svc.admin.get(f"/api/v1/projects/{pid}/tasks/{second['id']}")["work_status"] == (
-        "ready")
+    assert svc.admin.get(f"/api/v1/projects/{pid}/tasks/{second['id']}")["work_status"] == ("ready")
 
 
 def test_human_and_both_review_modes(svc: Service) -> None:
@@ -128,27 +185,41 @@ def test_human_and_both_review_modes(svc: Service) -> None:
     task = svc.task(pid, kind="general")
     worker, reviewer = svc.agent(), svc.agent()
     attempt = claim(worker, pid, task)["claim"]["attempt"]
-    sub = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-        "generation": 1, "kind": "general", "summary": "s",
-        "acceptance_evidence": evidence(["it works"])})
+    sub = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": 1,
+            "kind": "general",
+            "summary": "s",
+            "acceptance_evidence": evidence(["it works"]),
+        },
+    )
     kinds = {a["kind"]: a for a in sub["activities"]}
     assert set(kinds) == {"agent_review", "human_review"}
     with pytest.raises(ApiError) as err:  # agents cannot take the human slot
         reviewer.post(
             f"/api/v1/projects/{pid}/workflow-activities/{kinds['human_review']['id']}/claim",
-            {"expected_submission_id": sub["submission"]["id"]})
+            {"expected_submission_id": sub["submission"]["id"]},
+        )
     assert err.value.status == 403
     out = svc.admin.post(
         f"/api/v1/projects/{pid}/workflow-activities/{kinds['human_review']['id']}/review",
-        {"submission_id": sub["submission"]["id"], "decision": "approved", "summary": "ok"})
+        {"submission_id": sub["submission"]["id"], "decision": "approved", "summary": "ok"},
+    )
     assert out["task"]["work_status"] == "waiting_review"  # the agent slot is still open
     rc = reviewer.post(
         f"/api/v1/projects/{pid}/workflow-activities/{kinds['agent_review']['id']}/claim",
-        {"expected_submission_id": sub["submission"]["id"]})
+        {"expected_submission_id": sub["submission"]["id"]},
+    )
     out = reviewer.post(
         f"/api/v1/projects/{pid}/workflow-activities/{kinds['agent_review']['id']}/review",
-        {"generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-         "decision": "approved", "summary": "ok"})
+        {
+            "generation": rc["attempt"]["generation"],
+            "submission_id": sub["submission"]["id"],
+            "decision": "approved",
+            "summary": "ok",
+        },
+    )
     assert out["task"]["work_status"] == "done"
 
 
@@ -158,25 +229,52 @@ def test_amendment_accepted_replaces_the_criteria(svc: Service) -> None:
     worker, reviewer = svc.agent(), svc.agent()
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     with pytest.raises(ApiError) as err:  # evidence must cover the new criteria
-        worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-            "generation": 1, "kind": "general", "summary": "s",
-            "acceptance_evidence": evidence(["old criterion"]),
-            "ac_amendment": {"new": ["new criterion"], "rationale": "the old one was wrong"}})
+        worker.post(
+            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+            {
+                "generation": 1,
+                "kind": "general",
+                "summary": "s",
+                "acceptance_evidence": evidence(["old criterion"]),
+                "ac_amendment": {"new": ["new criterion"], "rationale": "the old one was wrong"},
+            },
+        )
     assert err.value.code == "evidence_mismatch"
-    sub = worker.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", {
-        "generation": 1, "kind": "general", "summary": "s",
-        "acceptance_evidence": evidence(["new criterion"]),
-        "ac_amendment": {"new": ["new criterion"], "rationale": "the old one was wrong"}})
+    sub = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": 1,
+            "kind": "general",
+            "summary": "s",
+            "acceptance_evidence": evidence(["new criterion"]),
+            "ac_amendment": {"new": ["new criterion"], "rationale": "the old one was wrong"},
+        },
+    )
     act = sub["activities"][0]
-    rc = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/claim",
-                       {"expected_submission_id": sub["submission"]["id"]})
+    rc = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/claim",
+        {"expected_submission_id": sub["submission"]["id"]},
+    )
     with pytest.raises(ApiError) as err:
-        reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/review", {
-            "generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-            "decision": "approved", "summary": "ok"})
+        reviewer.post(
+            f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/review",
+            {
+                "generation": rc["attempt"]["generation"],
+                "submission_id": sub["submission"]["id"],
+                "decision": "approved",
+                "summary": "ok",
+            },
+        )
     assert err.value.code == "invalid_input"
-    out = reviewer.post(f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/review", {
-        "generation": rc["attempt"]["generation"], "submission_id": sub["submission"]["id"],
-        "decision": "approved", "summary": "ok", "amendment_decision": "accepted"})
+    out = reviewer.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{act['id']}/review",
+        {
+            "generation": rc["attempt"]["generation"],
+            "submission_id": sub["submission"]["id"],
+            "decision": "approved",
+            "summary": "ok",
+            "amendment_decision": "accepted",
+        },
+    )
     assert out["task"]["acceptance_criteria"] == ["new criterion"]
     assert out["task"]["work_status"] == "done"

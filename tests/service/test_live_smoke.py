@@ -8,9 +8,11 @@ from tests.live import LiveServer
 def test_live_server_serves_and_bootstraps(live: LiveServer) -> None:
     admin = live.admin_client()
     try:
-        resp = admin.post("/api/v1/projects",
-                          json={"name": "p", "repository_url": "https://x/y"},
-                          headers={"Idempotency-Key": "k1"})
+        resp = admin.post(
+            "/api/v1/projects",
+            json={"name": "p", "repository_url": "https://x/y"},
+            headers={"Idempotency-Key": "k1"},
+        )
         pid = resp.json()["data"]["id"]
     finally:
         admin.close()

@@ -257,17 +257,22 @@ def _replay(prior: Any, fp: str, now: int) -> tuple[int, bytes, bool]:
 
 
 def install_error_handlers(app: Any) -> None:
-    async def _coordinator(_request: Request, exc: CoordinatorError) -> Response:
-        return error_response(exc)
+    def now(request: Request) -> int:
+        return runtime_of(request).executor.clock()
 
-    async def _validation(_request: Request, exc: RequestValidationError) -> Response:
-        return error_response(validation_error(exc))
+    async def _coordinator(request: Request, exc: CoordinatorError) -> Response:
+        return error_response(exc, now=now(request))
 
-    async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        return error_response(validation_error(exc), now=now(request))
+
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "record_not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "invalid_request"
         )
-        return error_response(CoordinatorError(code, str(exc.detail), status=exc.status_code))
+        return error_response(
+            CoordinatorError(code, str(exc.detail), status=exc.status_code), now=now(request)
+        )
 
     async def _internal(_request: Request, exc: Exception) -> Response:
         log.error("internal error: %s", type(exc).__name__, exc_info=exc)

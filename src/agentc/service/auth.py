@@ -174,7 +174,7 @@ def _agent(conn: Connection, p: Presented, now: int) -> Actor:
     row = conn.execute(
         select(
             credentials,
-            principals.c.name,
+            principals.c.name.label("principal_name"),
             principals.c.kind,
             principals.c.role,
             principals.c.disabled_at,
@@ -185,7 +185,13 @@ def _agent(conn: Connection, p: Presented, now: int) -> Actor:
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
     actor = Actor(
-        row.principal_id, row.name, row.kind, row.role, row.id, row._mapping["class"], row.access
+        row.principal_id,
+        row.principal_name,
+        row.kind,
+        row.role,
+        row.id,
+        row._mapping["class"],
+        row.access,
     )
     if (p.session_id is None) != (p.proof is None):
         raise unauthenticated("X-Coordinator-Session and X-Coordinator-Session-Proof go together")

@@ -1,0 +1,103 @@
+"""Idempotency receipts: exact replay, conflicts, secrets kept out of receipts."""
+
+from __future__ import annotations
+
+import json
+
+from tests.service.kit import Clock, Service
+
+
+def test_same_key_same_body_replays_byte_for_byte(svc: Service) -> None:
+    pid = svc.project()
+    agent = svc.agent()
+    body = {"title": "t", "acceptance_criteria": ["c"]}
+    first = agent.raw("POST", f"/api/v1/projects/{pid}/tasks", body, key="create-1")
+    again = agent.raw("POST", f"/api/v1/projects/{pid}/tasks", body, key="create-1")
+    assert first.status_code == again.status_code == 201
+    assert first.content == again.content
+    assert again.headers["idempotency-replayed"] == "true"
+    tasks = svc.admin.get(f"/api/v1/projects/{pid}/tasks")["items"]
+    assert len(tasks) == 1
+
+
+def test_same_key_other_body_is_a_conflict(svc: Service) -> None:
+    pid = svc.project()
+    agent = svc.agent()
+    agent.raw(
+        "POST",
+        f"/api/v1/projects/{pid}/tasks",
+        {"title": "a", "acceptance_criteria": ["c"]},
+        key="k",
+    )
+    resp = agent.raw(
+        "POST",
+        f"/api/v1/projects/{pid}/tasks",
+        {"title": "b", "acceptance_criteria": ["c"]},
+        key="k",
+    )
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "idempotency_conflict"
+
+
+def test_a_claim_replay_does_not_claim_twice(svc: Service) -> None:
+    pid = svc.project()
+    task = svc.task(pid)
+    agent = svc.agent()
+    body = {"task_id": task["id"], "expected_task_revision": 1}
+    a = agent.raw("POST", f"/api/v1/projects/{pid}/claims", body, key="claim-1")
+    b = agent.raw("POST", f"/api/v1/projects/{pid}/claims", body, key="claim-1")
+    assert a.content == b.content
+    detail = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert len(detail["attempts"]) == 1
+
+
+def test_missing_or_bad_key_is_refused(svc: Service) -> None:
+    pid = svc.project()
+    agent = svc.agent()
+    resp = agent.client.post(
+        f"/api/v1/projects/{pid}/tasks",
+        json={"title": "t", "acceptance_criteria": ["c"]},
+        headers=agent.headers,
+    )
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "idempotency_key_required"
+    resp = agent.raw(
+        "POST",
+        f"/api/v1/projects/{pid}/tasks",
+        {"title": "t", "acceptance_criteria": ["c"]},
+        key="x" * 129,
+    )
+    assert resp.status_code == 400
+
+
+def test_issued_secrets_never_enter_receipts_or_events(svc: Service) -> None:
+    first = svc.admin.raw("POST", "/api/v1/admin/agents", {"name": "bot"}, key="issue-1")
+    token = first.json()["data"]["token"]
+    replay = svc.admin.raw("POST", "/api/v1/admin/agents", {"name": "bot"}, key="issue-1")
+    data = replay.json()["data"]
+    assert "token" not in data and data["secret_unavailable"] is True
+    from tests.service.kit import Caller
+
+    agent = Caller(svc.client, {"Authorization": f"Bearer {token}"})
+    s = agent.raw("POST", "/api/v1/sessions", {"harness": "h"}, key="sess-1").json()["data"]
+    again = agent.raw("POST", "/api/v1/sessions", {"harness": "h"}, key="sess-1").json()["data"]
+    assert "proof" not in again and again["session_id"] == s["session_id"]
+
+    def dump(tx):  # type: ignore[no-untyped-def]
+        rows = tx.conn.exec_driver_sql("SELECT body FROM receipts").all()
+        ev = tx.conn.exec_driver_sql("SELECT data_json FROM events").all()
+        return json.dumps([r[0] for r in rows] + [e[0] for e in ev])
+
+    stored = svc.executor.read(dump)
+    assert token not in stored and s["proof"] not in stored
+
+
+def test_receipts_expire_after_thirty_days(svc: Service, clock: Clock) -> None:
+    pid = svc.project()
+    agent = svc.agent()
+    body = {"title": "t", "acceptance_criteria": ["c"]}
+    agent.raw("POST", f"/api/v1/projects/{pid}/tasks", body, key="old")
+    clock.advance(31 * 86400)
+    resp = agent.raw("POST", f"/api/v1/projects/{pid}/tasks", body, key="old")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "idempotency_receipt_expired"

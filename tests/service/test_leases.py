@@ -1,0 +1,170 @@
+"""Leases, expiry, fencing and recovery through the API, with service time moved by the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.service.kit import ApiError, Clock, Service, claim, evidence
+
+
+def _attempt_path(pid: str, attempt: dict, verb: str) -> str:
+    return f"/api/v1/projects/{pid}/attempts/{attempt['id']}/{verb}"
+
+
+def test_expiry_at_equality_and_recovery_claim(svc: Service, clock: Clock) -> None:
+    pid = svc.project(lease_seconds=60)
+    task = svc.task(pid)
+    first, second = svc.agent(), svc.agent()
+    got = claim(first, pid, task)
+    attempt = got["claim"]["attempt"]
+    assert got["renew_after_seconds"] == 20
+    first.post(
+        _attempt_path(pid, attempt, "checkpoints"),
+        {"generation": 1, "summary": "step 1", "handoff": "resume from step 2"},
+    )
+    clock.advance(60)  # now == expires_at: expired
+    with pytest.raises(ApiError) as err:
+        first.post(_attempt_path(pid, attempt, "renew"), {"generation": 1})
+    assert err.value.code == "lease_expired"
+    view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert view["work_status"] == "recovery_required"
+    nxt = second.get(f"/api/v1/projects/{pid}/next")["action"]
+    assert nxt["kind"] == "recover_task"
+    rec = claim(second, pid, view)
+    assert rec["claim"]["attempt"]["generation"] == 2
+    assert rec["claim"]["attempt"]["mode"] == "recovery"
+    assert rec["claim"]["last_checkpoint"]["handoff"] == "resume from step 2"
+    # Fencing: the superseded attempt can neither checkpoint, release nor submit.
+    for verb, body in (
+        ("checkpoints", {"generation": 1, "summary": "late"}),
+        ("release", {"generation": 1, "handoff": "late"}),
+        (
+            "submissions",
+            {
+                "generation": 1,
+                "kind": "code",
+                "summary": "late",
+                "acceptance_evidence": evidence(["it works"]),
+            },
+        ),
+    ):
+        with pytest.raises(ApiError) as err:
+            first.post(_attempt_path(pid, attempt, verb), body)
+        assert err.value.code == "lease_expired", verb
+
+
+def test_a_stale_generation_is_refused_and_another_session_is_denied(
+    svc: Service, clock: Clock
+) -> None:
+    pid = svc.project()
+    task = svc.task(pid)
+    owner, other = svc.agent(), svc.agent()
+    attempt = claim(owner, pid, task)["claim"]["attempt"]
+    with pytest.raises(ApiError) as err:
+        owner.post(_attempt_path(pid, attempt, "renew"), {"generation": 0})
+    assert err.value.code == "lease_expired"
+    with pytest.raises(ApiError) as err:
+        other.post(_attempt_path(pid, attempt, "renew"), {"generation": 1})
+    assert (err.value.status, err.value.code) == (403, "operation_not_permitted")
+    with pytest.raises(ApiError) as err:
+        claim(other, pid, svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}"))
+    assert err.value.code == "claim_conflict"
+
+
+def test_renewal_is_capped_by_max_attempt_seconds(svc: Service, clock: Clock) -> None:
+    pid = svc.project(lease_seconds=600, max_attempt_seconds=900)
+    task = svc.task(pid)
+    agent = svc.agent()
+    attempt = claim(agent, pid, task)["claim"]["attempt"]
+    clock.advance(500)
+    r = agent.post(_attempt_path(pid, attempt, "renew"), {"generation": 1})
+    assert r["lease_remaining_ms"] == 400_000  # capped at created + 900 s
+    clock.advance(100)
+    with pytest.raises(ApiError) as err:
+        agent.post(_attempt_path(pid, attempt, "renew"), {"generation": 1})
+    assert err.value.code == "attempt_duration_exceeded"
+
+
+def test_release_makes_the_task_ready_and_blocked_release_blocks(
+    svc: Service, clock: Clock
+) -> None:
+    pid = svc.project()
+    task = svc.task(pid)
+    agent = svc.agent()
+    attempt = claim(agent, pid, task)["claim"]["attempt"]
+    out = agent.post(
+        _attempt_path(pid, attempt, "release"),
+        {"generation": 1, "handoff": "tried X, it fails on Y"},
+    )
+    assert out["attempt"]["state"] == "released"
+    view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert view["work_status"] == "ready"
+    assert view["attempts"][0]["handoff"] == "tried X, it fails on Y"
+    attempt = claim(agent, pid, view)["claim"]["attempt"]
+    agent.post(
+        _attempt_path(pid, attempt, "release"),
+        {"generation": 2, "handoff": "needs a credential", "blocked": True},
+    )
+    view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert view["work_status"] == "blocked"
+    assert svc.agent().get(f"/api/v1/projects/{pid}/next")["action"] is None
+    view = svc.admin.post(
+        f"/api/v1/projects/{pid}/tasks/{task['id']}/unblock",
+        {"expected_revision": view["revision"], "reason": "granted"},
+    )
+    assert view["work_status"] == "ready"
+
+
+def test_revoking_the_credential_lapses_the_lease(svc: Service) -> None:
+    pid = svc.project()
+    task = svc.task(pid)
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "doomed"})
+    from tests.service.kit import Caller
+
+    agent = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
+    s = agent.post("/api/v1/sessions", {"harness": "test"})
+    agent.headers.update(
+        {"X-Coordinator-Session": s["session_id"], "X-Coordinator-Session-Proof": s["proof"]}
+    )
+    claim(agent, pid, task)
+    svc.admin.post(f"/api/v1/admin/credentials/{data['credential_id']}/revoke")
+    view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert view["work_status"] == "recovery_required"
+    with pytest.raises(ApiError) as err:
+        agent.get(f"/api/v1/projects/{pid}")
+    assert err.value.status == 401
+
+
+def test_next_orders_by_priority_then_readiness_then_id(svc: Service, clock: Clock) -> None:
+    pid = svc.project()
+    low = svc.task(pid, title="low", priority=3)
+    clock.advance(1)
+    normal_old = svc.task(pid, title="normal old", priority=2)
+    clock.advance(1)
+    svc.task(pid, title="normal new", priority=2)
+    clock.advance(1)
+    urgent = svc.task(pid, title="urgent", priority=0)
+    agent = svc.agent()
+    order = []
+    for _ in range(4):
+        action = agent.get(f"/api/v1/projects/{pid}/next")["action"]
+        order.append(action["title"])
+        got = agent.post(f"/api/v1/projects/{pid}/claims", {})  # claim the next ready task
+        assert got["claim"]["task"]["id"] == action["task_id"]
+    assert order == ["urgent", "normal old", "normal new", "low"]
+    assert agent.post(f"/api/v1/projects/{pid}/claims", {})["claim"] is None
+    assert {urgent["id"], normal_old["id"], low["id"]}
+
+
+def test_claims_need_a_session(svc: Service) -> None:
+    pid = svc.project()
+    task = svc.task(pid)
+    agent = svc.agent(session=False)
+    with pytest.raises(ApiError) as err:
+        claim(agent, pid, task)
+    assert err.value.code == "session_required"
+    reader = svc.agent(access="read")
+    with pytest.raises(ApiError) as err:
+        claim(reader, pid, task)
+    assert err.value.status == 403
+    assert reader.get(f"/api/v1/projects/{pid}/next")["action"]["task_id"] == task["id"]
