@@ -185,6 +185,13 @@ def test_refuses_ambiguous_descriptions(change: dict[str, object]) -> None:
         build_argv(desc(**change))
 
 
+def test_a_root_launcher_is_mapped_to_an_inner_uid_right_after_the_userns_flags() -> None:
+    argv = build_argv(desc(inner_uid=65534))
+    assert argv[1:7] == ["--unshare-user", "--disable-userns", "--assert-userns-disabled",
+                         "--uid", "65534", "--gid"]  # fmt: skip
+    assert "--uid" not in build_argv(desc())
+
+
 def test_duplicate_masks_are_mounted_once() -> None:
     argv = build_argv(desc(masks=(P("/s"), P("/s"))))
     assert argv.count("--tmpfs") == 1

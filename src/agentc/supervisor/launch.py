@@ -32,6 +32,7 @@ from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay, Role
 
 TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
+NOBODY = 65534
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
         relays=tuple(relays),
         relay_program=relay_program if relays else (),
         wrapper=tuple(config.wrapper),
+        inner_uid=NOBODY if os.geteuid() == 0 else None,
     )
     try:
         argv = sandbox.build_argv(description)

@@ -54,6 +54,9 @@ class LaunchDescription:
     relays: tuple[Relay, ...] = ()
     relay_program: tuple[str, ...] = ()
     wrapper: tuple[str, ...] = ()
+    # Set when the launcher is root (personal mode only): root outside is mapped to this uid
+    # inside, because a nested bwrap (the reviewer's candidate sandbox) cannot map uid 0.
+    inner_uid: int | None = None
 
 
 SHARED_NAMESPACES: tuple[str, ...] = (
@@ -93,6 +96,8 @@ def build_argv(desc: LaunchDescription) -> list[str]:
     argv: list[str] = [str(desc.bwrap), "--unshare-user"]
     if desc.role == "implementer":
         argv += ["--disable-userns", "--assert-userns-disabled"]
+    if desc.inner_uid is not None:
+        argv += ["--uid", str(desc.inner_uid), "--gid", str(desc.inner_uid)]
     argv += SHARED_NAMESPACES
     argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     if desc.role == "implementer":

@@ -1,0 +1,302 @@
+"""Containment rows: each a command run inside a real launch, and whether it may succeed.
+
+Every stand-in is made on the host first and checked to exist (and be reachable) there, so a
+refusal inside means the sandbox hid it. Each launch also writes an ``alive`` marker first, so
+a row cannot pass because the mock harness never ran. Rows run as root (personal mode) unless
+marked ``user``: then as a throwaway unprivileged account, the personal-mode identity.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from launchkit import Kit, cleanup, create_user, delete_user, make_kit
+
+pytestmark = pytest.mark.root
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    script: str
+    may: bool
+    role: str = "implementer"
+
+
+def _own_address() -> str | None:
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        addr = line.split()[3].split("/")[0]
+        if not addr.startswith("127."):
+            return addr
+    return None
+
+
+class Listener:
+    """A TCP server on the host answering every connection with a fixed line."""
+
+    def __init__(self, host: str, answer: bytes) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.answer = answer
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.recv(1024)
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class StandIns:
+    kit: Kit
+    other_secret: Path
+    shm: Path
+    shm_id: int
+    loop: Listener
+    proxy: Listener
+    wide: Listener | None
+    wide_addr: str | None
+    setuid: Path
+    fd_file: Path
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
+    root = tmp_path_factory.mktemp("rows")
+    proxy = Listener("127.0.0.1", b"HTTP/1.1 403 Forbidden\r\n\r\n")
+    kit = make_kit(root / "kit", egress_listen=f"127.0.0.1:{proxy.port}")
+    other_run, _ = kit.new_run("exit 0\n")
+    other_secret = other_run / "secret.txt"
+    other_secret.write_text("other run\n")
+    shm = Path(f"/dev/shm/agentc-row-{os.getpid()}")
+    shm.write_text("host shm\n")
+    os.chmod(shm, 0o600)
+    made = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True, check=True)
+    shm_id = int(made.stdout.split()[-1])
+    loop = Listener("127.0.0.1", b"host loopback\n")
+    wide_addr = _own_address()
+    wide = Listener("0.0.0.0", b"host wide\n") if wide_addr else None
+    setuid = root / "suid" / "euid"
+    setuid.parent.mkdir(mode=0o755)
+    src = setuid.parent / "euid.c"
+    src.write_text(
+        '#include <stdio.h>\n#include <unistd.h>\nint main(void){printf("%d\\n",(int)geteuid());'
+        "return geteuid()==0?0:1;}\n"
+    )
+    subprocess.run(["cc", "-o", str(setuid), str(src)], check=True)
+    os.chmod(setuid, 0o4755)  # noqa: S103 - the setuid stand-in the row must not exploit
+    fd_file = root / "inherited.txt"
+    fd_file.write_text("inherited\n")
+    try:
+        yield StandIns(
+            kit, other_secret, shm, shm_id, loop, proxy, wide, wide_addr, setuid, fd_file
+        )
+    finally:
+        shm.unlink(missing_ok=True)
+        subprocess.run(["ipcrm", "-m", str(shm_id)], capture_output=True)
+        for server in (loop, proxy, wide):
+            if server:
+                server.close()
+        cleanup(root)
+
+
+def _tcp(addr: str, port: int, expect: str) -> str:
+    return (
+        f"bash -c 'exec 3<>/dev/tcp/{addr}/{port} && echo hi >&3 && "
+        f'timeout 5 head -c 64 <&3 | grep -q "{expect}"\''
+    )
+
+
+def rows(s: StandIns, fd: int) -> list[Row]:
+    k = s.kit
+    token = k.role_dir("implementer") / "claude-token"
+    listed = [
+        Row("write to /etc", "touch /etc/agentc-row-probe", False),
+        Row("write into the run dir", "touch $RUN/planted", False),
+        Row("append to prompt.md", "echo x >> $RUN/prompt.md", False),
+        Row("write the role's runs dir", f"touch {k.role_dir('implementer')}/runs/x", False),
+        Row("write its own home", "touch $HOME/ok", True),
+        Row("write its own tmp", "touch $TMPDIR/ok", True),
+        Row("write its clone (implementer)", "touch $PWD/ok", True),
+        Row("write its clone (reviewer)", "touch $PWD/ok", False, "reviewer"),
+        Row("read another run's files", f"cat {s.other_secret}", False),
+        Row("read the token file", f"cat {token}", False),
+        Row("see the token variable in the harness", 'test -n "$CLAUDE_CODE_OAUTH_TOKEN"', True),
+        Row("read a host /dev/shm file", f"cat {s.shm}", False),
+        Row("see a host pid in /proc", f"test -e /proc/{os.getpid()}", False),
+        Row("read /proc/sysvipc/shm", "test -r /proc/sysvipc/shm && cat /proc/sysvipc/shm", True),
+        Row(
+            "see a host SysV segment",
+            f"awk '$2 == {s.shm_id} {{ f = 1 }} END {{ exit !f }}' /proc/sysvipc/shm",
+            False,
+        ),
+        Row("connect to a host loopback listener", _tcp("127.0.0.1", s.loop.port, "host"), False),
+        Row(
+            "have an interface besides lo", "awk 'NR > 2' /proc/net/dev | grep -vq '^ *lo:'", False
+        ),
+        Row("list its own interfaces", "awk 'NR > 2' /proc/net/dev | grep -q '^ *lo:'", True),
+        Row("have a route", "test \"$(awk 'NR > 1' /proc/net/route)\" != ''", False),
+        Row("reach the proxy through the relay", _tcp("127.0.0.1", s.proxy.port, "403"), True),
+        Row("create a nested user namespace (implementer)", "unshare -U true", False),
+        Row("gain privileges through a setuid binary", f"{s.setuid}", False),
+        Row("write to the prompt through /proc/self/fd/0", "echo x >> /proc/self/fd/0", False),
+        Row("use an inherited host descriptor", f"cat <&{fd}", False),
+    ]
+    if s.wide and s.wide_addr:
+        listed.append(
+            Row(
+                "reach a host address other than through the relay",
+                _tcp(s.wide_addr, s.wide.port, "host"),
+                False,
+            )
+        )
+    return listed
+
+
+def user_rows(k: Kit, home: Path, setuid: Path) -> list[Row]:
+    """Rows run as the unprivileged personal-mode user (the reviewer's nested sandbox too)."""
+    return [
+        Row(
+            "see the credential variable in a reviewer's candidate command",
+            '$RUN/candidate-shell "test -n \\"\\$CLAUDE_CODE_OAUTH_TOKEN\\" && pwd -P >| '
+            '$RUN/tmp/cwd"',
+            False,
+            "reviewer",
+        ),
+        Row(
+            "read the token file from a candidate command",
+            f'$RUN/candidate-shell "cat {k.role_dir("reviewer")}/claude-token && pwd -P >| '
+            '$RUN/tmp/cwd"',
+            False,
+            "reviewer",
+        ),
+        Row(
+            "run a candidate command (it works at all)",
+            '$RUN/candidate-shell "test -d $PWD && pwd -P >| $RUN/tmp/cwd"',
+            True,
+            "reviewer",
+        ),
+        Row("read a planted file in the user's home", f"cat {home}/planted.txt", False),
+        Row("read the user's ~/.ssh key", f"cat {home}/.ssh/id_ed25519", False),
+        Row("list the user's home", f"ls -A {home} | grep -q planted", False),
+        Row("gain privileges through a setuid binary", f"{setuid}", False),
+        Row("write its own home", "touch $HOME/ok", True),
+        Row(
+            "see the token variable (reviewer harness)",
+            'test -n "$CLAUDE_CODE_OAUTH_TOKEN"',
+            True,
+            "reviewer",
+        ),  # fmt: skip
+        Row("create a nested user namespace (implementer)", "unshare -U true", False),
+    ]
+
+
+def _host_checks(s: StandIns) -> None:
+    """Each stand-in exists and works on the host, so a refusal inside is the sandbox's doing."""
+    assert s.other_secret.read_text() == "other run\n"
+    assert (s.kit.role_dir("implementer") / "claude-token").read_text()
+    assert s.shm.read_text() == "host shm\n"
+    assert os.path.exists(f"/proc/{os.getpid()}")
+    listing = Path("/proc/sysvipc/shm").read_text().splitlines()
+    assert any(line.split()[1] == str(s.shm_id) for line in listing[1:])
+    for server, addr in ((s.loop, "127.0.0.1"), (s.wide, s.wide_addr)):
+        if server and addr:
+            with socket.create_connection((addr, server.port), timeout=5) as conn:
+                conn.sendall(b"hi\n")
+                assert conn.recv(64).startswith(b"host")
+    assert os.access("/etc", os.W_OK)
+    mode = os.stat(s.setuid).st_mode
+    assert mode & stat.S_ISUID and os.stat(s.setuid).st_uid == 0
+    assert subprocess.run(["unshare", "-U", "true"]).returncode == 0
+
+
+def run_rows(kit: Kit, table: list[Row], fd: int) -> list[str]:
+    failures: list[str] = []
+    for row in table:
+        script = (
+            "echo alive > $HOME/alive\nRUN=$(dirname $(dirname $HOME))\n"
+            f"( {row.script} ) >/dev/null 2>>$HOME/row.err\n"
+        )
+        run, clone = kit.new_run(script, row.role)
+        result = kit.launch(run, clone, role=row.role, pass_fds=(fd,))
+        if not (run / "state/home/alive").exists():
+            failures.append(f"{row.name}: the harness never ran ({result.stderr.strip()})")
+            continue
+        succeeded = result.returncode == 0
+        if succeeded != row.may:
+            verdict = "succeeded" if succeeded else f"failed ({result.returncode})"
+            err = (run / "state/home/row.err").read_text()[-300:]
+            failures.append(f"{row.name}: {verdict}, may = {row.may}: {err}")
+    return failures
+
+
+@pytest.fixture
+def personal_user() -> Iterator[str]:
+    name = create_user("agentc-t")
+    try:
+        yield name
+    finally:
+        delete_user(name)
+
+
+def test_personal_mode_user_table(personal_user: str, stand_ins: StandIns) -> None:
+    import pwd
+
+    entry = pwd.getpwnam(personal_user)
+    home = Path(entry.pw_dir)
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh/id_ed25519").write_text("PRIVATE KEY STAND-IN\n")
+    (home / "planted.txt").write_text("planted\n")
+    for path in (home / ".ssh", home / ".ssh/id_ed25519", home / "planted.txt"):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    (home / ".local/state").mkdir(parents=True)
+    subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(home / ".local")])
+    kit = make_kit(home / ".local/state/agentc-kit", user=personal_user)
+    # Host checks: the user can read its planted files and the setuid stand-in gives euid 0.
+    as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"]
+    for path in (home / "planted.txt", home / ".ssh/id_ed25519"):
+        assert subprocess.run([*as_user, "cat", str(path)], capture_output=True).returncode == 0
+    assert subprocess.run([*as_user, str(stand_ins.setuid)], capture_output=True).returncode == 0
+    fd = os.open(stand_ins.fd_file, os.O_RDONLY)
+    try:
+        failures = run_rows(kit, user_rows(kit, home, stand_ins.setuid), fd)
+    finally:
+        os.close(fd)
+    assert not failures, "\n".join(failures)
+
+
+def test_containment_table(stand_ins: StandIns) -> None:
+    s = stand_ins
+    _host_checks(s)
+    fd = os.open(s.fd_file, os.O_RDWR)
+    try:
+        failures = run_rows(s.kit, rows(s, fd), fd)
+    finally:
+        os.close(fd)
+    assert not (Path("/etc") / "agentc-row-probe").exists()
+    assert not failures, "\n".join(failures)
