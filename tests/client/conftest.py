@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.live import LiveServer, live_server
@@ -13,6 +14,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     root = tmp_path_factory.mktemp("coordinator")
     with live_server(str(root / "coordinator.sqlite3"), root) as live:
         yield live
+
+
+@pytest.fixture(scope="module")
+def admin(server: LiveServer) -> Iterator[httpx.Client]:
+    """One signed-in admin per module (sign-ins are rate limited)."""
+    client = server.admin_client()
+    yield client
+    client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,8 @@ real subprocess, and a loopback TCP proxy that can lose an answer on purpose."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.live import LiveServer
+import httpx
 
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-coordinator")
@@ -22,8 +24,9 @@ MCP = str(BIN / "agent-coordinator-mcp")
 
 
 def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, timeout=60
+    )
     return out.stdout.strip()
 
 
@@ -32,8 +35,9 @@ def make_clone(root: Path) -> tuple[Path, Path]:
     origin = root / "origin.git"
     clone = root / "clone"
     subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(origin)], check=True)
-    subprocess.run(["git", "clone", "--quiet", str(origin), str(clone)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "clone", "--quiet", str(origin), str(clone)], check=True, capture_output=True
+    )
     git(clone, "config", "user.email", "agent@example.invalid")
     git(clone, "config", "user.name", "agent")
     git(clone, "checkout", "--quiet", "-b", "main")
@@ -52,27 +56,18 @@ def write_credentials(state_dir: Path, origin: str, token: str) -> Path:
     return path
 
 
-def admin_project(server: LiveServer, **policy: Any) -> str:
-    admin = server.admin_client()
-    try:
-        body = {"name": f"p-{uuid.uuid4().hex[:8]}", "repository_url": "https://x/y", **policy}
-        resp = admin.post("/api/v1/projects", json=body,
-                          headers={"Idempotency-Key": str(uuid.uuid4())})
-        assert resp.status_code == 201, resp.text
-        project_id: str = resp.json()["data"]["id"]
-        return project_id
-    finally:
-        admin.close()
+def admin_project(admin: httpx.Client, **policy: Any) -> str:
+    body = {"name": f"p-{uuid.uuid4().hex[:8]}", "repository_url": "https://x/y", **policy}
+    resp = admin.post("/api/v1/projects", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+    assert resp.status_code == 201, resp.text
+    project_id: str = resp.json()["data"]["id"]
+    return project_id
 
 
-def admin_get(server: LiveServer, path: str) -> Any:
-    admin = server.admin_client()
-    try:
-        resp = admin.get(path)
-        assert resp.status_code == 200, resp.text
-        return resp.json()["data"]
-    finally:
-        admin.close()
+def admin_get(admin: httpx.Client, path: str) -> Any:
+    resp = admin.get(path)
+    assert resp.status_code == 200, resp.text
+    return resp.json()["data"]
 
 
 @dataclass
@@ -86,11 +81,27 @@ class Workspace:
     project_id: str
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, *args: str, stdin: str | None = None, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *args: str,
+        stdin: str | None = None,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        subprocess_: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """The CLI: in this process through `run()` (fast), or as the installed script."""
         full = {**self.base_env(), **self.env, **(env or {})}
-        return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True,
-                              cwd=cwd or self.repo, env=full, timeout=120)
+        if subprocess_:
+            return subprocess.run(
+                [CLI, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                cwd=cwd or self.repo,
+                env=full,
+                timeout=120,
+            )
+        return run_inprocess(list(args), stdin or "", cwd or self.repo, full)
 
     def ok(self, *args: str, stdin: str | None = None) -> Any:
         """Run with --json and return the parsed data; the command must succeed."""
@@ -99,11 +110,17 @@ class Workspace:
         return json.loads(out.stdout)
 
     def base_env(self) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items()
-                if not k.startswith(("AGENT_COORDINATOR_", "COORDINATOR_"))}
-        return {**keep, "HOME": str(self.root / "home"),
-                "AGENT_COORDINATOR_STATE_DIR": str(self.state_dir),
-                "AGENT_COORDINATOR_ALLOW_INSECURE_LOOPBACK": "true"}
+        keep = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AGENT_COORDINATOR_", "COORDINATOR_"))
+        }
+        return {
+            **keep,
+            "HOME": str(self.root / "home"),
+            "AGENT_COORDINATOR_STATE_DIR": str(self.state_dir),
+            "AGENT_COORDINATOR_ALLOW_INSECURE_LOOPBACK": "true",
+        }
 
     def file(self, name: str, data: Any) -> str:
         path = self.root / name
@@ -111,14 +128,40 @@ class Workspace:
         return str(path)
 
 
-def workspace(root: Path, url: str, project_id: str, token: str,
-              repo: Path | None = None) -> Workspace:
+def run_inprocess(
+    args: list[str], stdin: str, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run `agentc.client.cli.run` with this environment, directory and stdin."""
+    from agentc.client.cli import run
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    saved_in = sys.stdin
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.stdin = io.StringIO(stdin)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(args)
+    finally:
+        sys.stdin = saved_in
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def workspace(
+    root: Path, url: str, project_id: str, token: str, repo: Path | None = None
+) -> Workspace:
     root.mkdir(parents=True, exist_ok=True)
     if repo is None:
         repo = root / "repo"
         repo.mkdir()
     (repo / ".agent-coordinator.toml").write_text(
-        f'service_url = "{url}"\nproject_id = "{project_id}"\n')
+        f'service_url = "{url}"\nproject_id = "{project_id}"\n'
+    )
     state = root / "state"
     write_credentials(state, url, token)
     return Workspace(root, repo, state, url, project_id)
@@ -132,6 +175,7 @@ class DroppingProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
         self.drop = False
+        self.refuse = False
         self.dropped = 0
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
@@ -154,6 +198,9 @@ class DroppingProxy:
             if self._stopping:
                 client.close()
                 return
+            if self.refuse:  # the request never reaches the server
+                client.close()
+                continue
             upstream = socket.create_connection(self.upstream)
             with self._lock:
                 self._open += [client, upstream]
