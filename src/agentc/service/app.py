@@ -111,6 +111,7 @@ class Guard:
 def create_app(
     settings: ServerSettings, *, clock: Clock = wall_clock_ms, executor: Executor | None = None
 ) -> FastAPI:
+    settings.check_serving()
     own_executor = executor is None
     if executor is None:
         executor = Executor(open_engine(Database.parse(settings.database), create=False), clock)

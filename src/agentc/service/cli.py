@@ -36,6 +36,9 @@ def _settings(ctx: click.Context, **overrides: Any) -> ServerSettings:
         )
     try:
         return ServerSettings(**obj)
+    except ConfigError as exc:
+        _fail(str(exc))
+        raise AssertionError from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
@@ -70,8 +73,13 @@ def _database(settings: ServerSettings, *, create: bool) -> Iterator[Executor]:
 
 
 def _guard(fn: Callable[[], T]) -> T:
+    from sqlalchemy.exc import DBAPIError
+
     try:
         return fn()
+    except DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        _fail(f"the database refused or could not be reached: {reason}", 1)
     except CoordinatorError as exc:
         _fail(exc.message)
     except AgentcError as exc:
@@ -255,6 +263,7 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
     from agentc.service.app import create_app
 
     host, port = parse_listen(settings.listen)
+    settings.check_serving()
     with _database(settings, create=True) as ex:
         app = create_app(settings, executor=ex)
         if banner:

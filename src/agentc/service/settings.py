@@ -58,21 +58,24 @@ class ServerSettings(BaseModel):
         return f"{parts.scheme}://{parts.netloc}"
 
     @model_validator(mode="after")
-    def _insecure(self) -> ServerSettings:
+    def _listen(self) -> ServerSettings:
+        parse_listen(self.listen)
+        return self
+
+    def check_serving(self) -> None:
+        """The transport rules for serving (host commands such as init-admin need none)."""
         parts = urlsplit(self.public_origin)
         if parts.scheme == "http":
             if not is_loopback_host(parts.hostname or ""):
-                raise ValueError(
-                    f"public origin {self.public_origin} is plain http off loopback; use https "
-                    "behind a TLS proxy"
+                raise ConfigError(
+                    f"--public-origin {self.public_origin} is plain http off loopback; use "
+                    "https behind a TLS proxy"
                 )
             if not self.allow_insecure_loopback:
-                raise ValueError(
-                    f"public origin {self.public_origin} is plain http; pass "
+                raise ConfigError(
+                    f"--public-origin {self.public_origin} is plain http; pass "
                     "--allow-insecure-loopback to allow it on loopback"
                 )
-        parse_listen(self.listen)
-        return self
 
     @property
     def https(self) -> bool:

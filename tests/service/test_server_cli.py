@@ -1,0 +1,138 @@
+"""agent-coordinator-server: bad input ends with a clear message, a non-zero exit, and the
+database exactly as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
+PASSWORD = "correct horse battery staple"
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SERVER, *args], input=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_clean_failure(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert out.returncode != 0, out
+    assert "Traceback" not in out.stderr, out.stderr
+    for word in words:
+        assert word in out.stderr, out.stderr
+
+
+def test_init_admin_then_not_again(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite3"
+    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
+              stdin=PASSWORD + "\n")
+    assert out.returncode == 0, out.stderr
+    assert oct(db.stat().st_mode & 0o777) == "0o600"
+    before = sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals"
+                                         ).fetchall()
+    out = run("--database", str(db), "init-admin", "--username", "other", "--password-stdin",
+              stdin=PASSWORD + "\n")
+    assert_clean_failure(out, "empty installation")
+    after = sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals"
+                                        ).fetchall()
+    assert before == after
+
+
+def test_missing_database_folder(tmp_path: Path) -> None:
+    db = tmp_path / "nope" / "c.sqlite3"
+    for args in (("migrate",), ("serve",), ("init-admin", "--username", "a", "--password-stdin")):
+        out = run("--database", str(db), "--allow-insecure-loopback", *args,
+                  stdin=PASSWORD + "\n")
+        assert_clean_failure(out, "does not exist")
+    assert not db.parent.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database at all\n" * 10])
+def test_a_database_that_is_not_ours(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "other.sqlite3"
+    if content:
+        db.write_bytes(content)
+    else:
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, secret TEXT)")
+        conn.execute("INSERT INTO accounts (secret) VALUES ('keep me')")
+        conn.commit()
+        conn.close()
+    before = digest(db)
+    for args in (("migrate",), ("serve",), ("issue-credential", "--agent", "x"),
+                 ("init-admin", "--username", "a", "--password-stdin")):
+        out = run("--database", str(db), "--allow-insecure-loopback", *args,
+                  stdin=PASSWORD + "\n")
+        assert_clean_failure(out, "not")
+    assert digest(db) == before
+    assert not Path(str(db) + "-wal").exists()
+
+
+def test_listen_and_origin_rules(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite3")
+    out = run("--database", db, "--listen", "0.0.0.0:8080", "serve")
+    assert_clean_failure(out, "loopback")
+    out = run("--database", db, "--listen", "192.168.1.5:8080", "serve")
+    assert_clean_failure(out, "loopback")
+    out = run("--database", db, "--listen", "nonsense", "serve")
+    assert_clean_failure(out, "HOST:PORT")
+    out = run("--database", db, "--public-origin", "http://coordinator.example.com", "serve")
+    assert_clean_failure(out, "https")
+    out = run("--database", db, "--public-origin", "http://127.0.0.1:8080", "serve")
+    assert_clean_failure(out, "--allow-insecure-loopback")
+    out = run("--database", db, "--public-origin", "https://x.example/path", "serve")
+    assert_clean_failure(out, "origin")
+    assert not Path(db).exists()
+
+
+def test_password_rules_and_no_password_argument(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite3"
+    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
+              stdin="short\n")
+    assert_clean_failure(out, "12")
+    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
+              stdin="")
+    assert_clean_failure(out, "no password")
+    out = run("--database", str(db), "init-admin", "--username", "admin", "--password", "x" * 20)
+    assert out.returncode == 2 and "No such option" in out.stderr
+    out = run("--database", str(db), "init-admin", "--username", "admin")  # no terminal
+    assert_clean_failure(out, "--password-stdin")
+    assert not db.exists()
+
+
+def test_issue_credential_prints_the_token_once(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite3"
+    assert run("--database", str(db), "migrate").returncode == 0
+    out = run("--database", str(db), "issue-credential", "--agent", "worker", "--class",
+              "supervised")
+    assert out.returncode == 0, out.stderr
+    token = out.stdout.strip()
+    assert len(token) == 64
+    stored = sqlite3.connect(db).execute("SELECT token_hash FROM credentials").fetchall()
+    assert stored == [(hashlib.sha256(token.encode()).hexdigest(),)]
+    events = sqlite3.connect(db).execute("SELECT data_json FROM events").fetchall()
+    assert token not in repr(events)
+    out = run("--database", str(db), "issue-credential", "--agent", "w", "--class", "boss")
+    assert out.returncode == 2 and "boss" in out.stderr
+
+
+def test_missing_database_and_unreachable_postgres(tmp_path: Path) -> None:
+    out = run("issue-credential", "--agent", "x")
+    assert_clean_failure(out, "--database")
+    out = run("--database", str(tmp_path / "none.sqlite3"), "issue-credential", "--agent", "x")
+    assert_clean_failure(out, "does not exist")
+    out = run("--database", "postgresql://nobody@127.0.0.1:1/none", "migrate")
+    assert_clean_failure(out, "database")
+    out = run("--database", "mysql://x/y", "migrate")
+    assert_clean_failure(out, "mysql")
+    out = run("no-such-command")
+    assert out.returncode == 2 and "No such command" in out.stderr
