@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 import sys
 import threading
@@ -58,7 +59,8 @@ async def splice(a: Streams, b: Streams) -> None:
 
 async def open_tcp(host: str, port: int) -> Streams:
     """Connect to a numeric address on our own socket: no name resolution can happen here."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    ip = ipaddress.ip_address(host)  # ValueError for a name: this never resolves anything
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)

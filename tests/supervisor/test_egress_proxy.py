@@ -1,0 +1,418 @@
+"""The egress proxy end to end on loopback.
+
+The resolver is a table (no real name is ever resolved), the address policy treats only
+127.0.0.1 as public on top of the real policy, and the connector refuses anything but
+127.0.0.1, recording every attempt: refused cases assert it was never called, so even a
+broken check could not connect anywhere off this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from ipaddress import IPv4Address, ip_address
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from agentc.supervisor import egress
+from agentc.supervisor.egress import Allowlist, EgressProxy, IPAddress, address_refusal
+from agentc.supervisor.netpipe import Streams
+
+ALLOW = Allowlist.parse(["allowed.test", ".suffix.test"])
+TEST_PUBLIC = IPv4Address("127.0.0.1")
+
+
+def loopback_public_policy(ip: IPAddress) -> str | None:
+    """Only the test listener's 127.0.0.1 counts as public; everything else is the real rule."""
+    return None if ip == TEST_PUBLIC else address_refusal(ip)
+
+
+class Resolver:
+    def __init__(self, table: dict[str, list[str] | list[list[str]]]) -> None:
+        self.table = table
+        self.calls: list[tuple[str, int]] = []
+
+    async def __call__(self, host: str, port: int) -> Sequence[str]:
+        self.calls.append((host, port))
+        answer = self.table.get(host)
+        if answer is None:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        if answer and isinstance(answer[0], list):  # successive answers (rebinding)
+            return answer[min(len(self.calls), len(answer)) - 1]  # type: ignore[return-value]
+        return answer  # type: ignore[return-value]
+
+
+class Connector:
+    """Connects only 127.0.0.1:443 -> the upstream test listener; records every attempt."""
+
+    def __init__(self, upstream_port: int | None) -> None:
+        self.upstream_port = upstream_port
+        self.calls: list[tuple[str, int]] = []
+
+    async def __call__(self, address: str, port: int) -> Streams:
+        self.calls.append((address, port))
+        if self.upstream_port is None or address != "127.0.0.1" or port != 443:
+            raise ConnectionRefusedError(111, "test connector refuses this address")
+        return await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+
+async def upstream_server() -> asyncio.Server:
+    """Greets first (server-to-client), then echoes `up:` + everything once the client EOFs."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            writer.write(b"hi\n")
+            await writer.drain()
+            data = await reader.read()
+            writer.write(b"up:" + data)
+            await writer.drain()
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+Scenario = Callable[[int, Resolver, Connector, list[dict[str, Any]]], Awaitable[None]]
+
+
+def run_proxy(
+    scenario: Scenario,
+    table: dict[str, Any] | None = None,
+    *,
+    with_upstream: bool = False,
+    **options: Any,
+) -> tuple[Resolver, Connector, list[dict[str, Any]]]:
+    resolver = Resolver({"allowed.test": ["127.0.0.1"]} if table is None else table)
+    log: list[dict[str, Any]] = []
+
+    async def main() -> Connector:
+        upstream = await upstream_server() if with_upstream else None
+        port = upstream.sockets[0].getsockname()[1] if upstream else None
+        connector = Connector(port)
+        proxy = EgressProxy(
+            ALLOW,
+            resolver=resolver,
+            policy=loopback_public_policy,
+            connector=connector,
+            log=log.append,
+            **options,
+        )
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        server = asyncio.create_task(proxy.serve(sock))
+        try:
+            await scenario(sock.getsockname()[1], resolver, connector, log)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+            if upstream:
+                upstream.close()
+                await upstream.wait_closed()
+        return connector
+
+    connector = asyncio.run(main())
+    return resolver, connector, log
+
+
+async def ask(port: int, head: bytes) -> tuple[str, bytes, Streams]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(head)
+    await writer.drain()
+    status = (await reader.readline()).decode().rstrip("\r\n")
+    headers = b""
+    while status and (line := await reader.readline()) not in (b"\r\n", b""):
+        headers += line
+    return status, headers, (reader, writer)
+
+
+async def refused(port: int, head: bytes) -> tuple[str, bytes]:
+    status, headers, (reader, writer) = await ask(port, head)
+    body = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    return status, headers + body
+
+
+def connect(host: str, port: int = 443) -> bytes:
+    return f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+
+
+def test_allowed_connect_tunnels_both_ways() -> None:
+    async def scenario(port: int, resolver: Resolver, connector: Connector, log: Any) -> None:
+        status, _, (reader, writer) = await ask(port, connect("Allowed.Test"))
+        assert status == "HTTP/1.1 200 Connection Established"
+        assert await reader.readline() == b"hi\n"
+        writer.write(b"hello")
+        writer.write_eof()
+        assert await reader.read() == b"up:hello"
+        writer.close()
+        await writer.wait_closed()
+
+    resolver, connector, log = run_proxy(scenario, with_upstream=True)
+    assert resolver.calls == [("allowed.test", 443)]
+    assert connector.calls == [("127.0.0.1", 443)]
+    [line] = log
+    assert line["decision"] == "allow" and line["allowed"] is True and line["status"] == 200
+    assert line["host"] == "allowed.test" and line["port"] == 443
+    assert line["address"] == "127.0.0.1"
+    assert line["client"].startswith("127.0.0.1:")
+    assert line["time"].endswith("+00:00")
+    json.dumps(line)  # one JSON line
+
+
+def test_many_concurrent_tunnels() -> None:
+    async def one(port: int, i: int) -> bytes:
+        status, _, (reader, writer) = await ask(port, connect(f"h{i}.suffix.test"))
+        assert status.endswith("200 Connection Established")
+        await reader.readline()
+        writer.write(b"%d" % i)
+        writer.write_eof()
+        data = await reader.read()
+        writer.close()
+        await writer.wait_closed()
+        return data
+
+    async def scenario(port: int, *_: Any) -> None:
+        replies = await asyncio.gather(*(one(port, i) for i in range(50)))
+        assert replies == [b"up:%d" % i for i in range(50)]
+
+    table = {f"h{i}.suffix.test": ["127.0.0.1"] for i in range(50)}
+    _, connector, log = run_proxy(scenario, table, with_upstream=True)
+    assert len(connector.calls) == 50 and len(log) == 50
+
+
+REFUSALS = [
+    # (name, request, resolver answers, status, reason fragment, logged address, resolved?)
+    ("unlisted host", connect("evil.test"), None, 403, "not on the allowlist", None, False),
+    ("apex of suffix", connect("suffix.test"), None, 403, "not on the allowlist", None, False),
+    ("port 80", connect("allowed.test", 80), None, 403, "port 80", None, False),
+    ("port 8443", connect("allowed.test", 8443), None, 403, "only 443", None, False),
+    ("private", connect("allowed.test"), ["10.0.0.1"], 403, "(private)", "10.0.0.1", True),
+    (
+        "metadata",
+        connect("allowed.test"),
+        ["169.254.169.254"],
+        403,
+        "(link-local)",
+        "169.254.169.254",
+        True,
+    ),
+    (
+        "v4-mapped loopback",
+        connect("allowed.test"),
+        ["::ffff:127.0.0.1"],
+        403,
+        "ipv4-mapped loopback",
+        "::ffff:127.0.0.1",
+        True,
+    ),
+    ("cgnat", connect("allowed.test"), ["100.64.0.1"], 403, "(cgnat)", "100.64.0.1", True),
+    ("ipv6 ula", connect("allowed.test"), ["fd00::1"], 403, "unique-local", "fd00::1", True),
+    (
+        "one bad answer spoils all",
+        connect("allowed.test"),
+        ["127.0.0.1", "10.1.2.3"],
+        403,
+        "(private)",
+        "10.1.2.3",
+        True,
+    ),
+    ("ip literal", connect("127.0.0.1"), None, 403, "not a DNS name", None, False),
+    ("ipv6 literal", connect("[::1]"), None, 403, "not a DNS name", None, False),
+    ("get", b"GET http://allowed.test/ HTTP/1.1\r\n\r\n", None, 405, "only CONNECT", None, False),
+    ("post", b"POST / HTTP/1.1\r\n\r\n", None, 405, "only CONNECT", None, False),
+    ("no port", b"CONNECT allowed.test HTTP/1.1\r\n\r\n", None, 400, "host:port", None, False),
+    (
+        "bad version",
+        b"CONNECT allowed.test:443 HTTP/2\r\n\r\n",
+        None,
+        400,
+        "malformed",
+        None,
+        False,
+    ),
+    ("not ascii", b"CONNECT \xff:443 HTTP/1.1\r\n\r\n", None, 400, "not ASCII", None, False),
+    ("nxdomain", connect("allowed.test"), "missing", 502, "cannot resolve", None, True),
+    ("empty answer", connect("allowed.test"), [], 502, "no addresses", None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "answers", "status", "reason", "address", "resolved"),
+    [r[1:] for r in REFUSALS],
+    ids=[r[0] for r in REFUSALS],
+)
+def test_refusals(
+    request_bytes: bytes,
+    answers: list[str] | str | None,
+    status: int,
+    reason: str,
+    address: str | None,
+    resolved: bool,
+) -> None:
+    got: dict[str, Any] = {}
+
+    async def scenario(port: int, *_: Any) -> None:
+        got["status"], got["rest"] = await refused(port, request_bytes)
+
+    table: dict[str, Any] = {} if answers in (None, "missing") else {"allowed.test": answers}
+    resolver, connector, log = run_proxy(scenario, table)
+    assert got["status"].startswith(f"HTTP/1.1 {status} ")
+    assert reason in got["rest"].decode()
+    assert b"Connection: close" in got["rest"]
+    if status == 405:
+        assert b"Allow: CONNECT" in got["rest"]
+    assert connector.calls == []  # never connected anywhere
+    assert bool(resolver.calls) == resolved  # unlisted names are never even resolved
+    [line] = log
+    assert line["decision"] == "refuse" and line["allowed"] is False
+    assert line["status"] == status
+    assert reason in line["reason"]
+    assert line["address"] == (address and str(ip_address(address)))
+
+
+def test_connects_to_the_checked_address_without_re_resolving() -> None:
+    """A rebinding resolver (public first, private later) cannot redirect the connection."""
+
+    async def scenario(port: int, *_: Any) -> None:
+        status, _, (reader, writer) = await ask(port, connect("allowed.test"))
+        assert status.endswith("200 Connection Established")
+        writer.close()
+        await writer.wait_closed()
+
+    table = {"allowed.test": [["127.0.0.1"], ["10.0.0.1"]]}
+    resolver, connector, _ = run_proxy(scenario, table, with_upstream=True)
+    assert resolver.calls == [("allowed.test", 443)]
+    assert connector.calls == [("127.0.0.1", 443)]
+
+
+def test_upstream_connect_failure_is_502_and_logged() -> None:
+    got: dict[str, Any] = {}
+
+    async def scenario(port: int, *_: Any) -> None:
+        got["status"], _ = await refused(port, connect("allowed.test"))
+
+    _, connector, log = run_proxy(scenario)  # no upstream: the connector refuses
+    assert got["status"] == "HTTP/1.1 502 Bad Gateway"
+    assert connector.calls == [("127.0.0.1", 443)]
+    assert log[0]["status"] == 502 and log[0]["address"] == "127.0.0.1"
+
+
+def test_oversized_and_slow_heads() -> None:
+    got: dict[str, Any] = {}
+
+    async def scenario(port: int, *_: Any) -> None:
+        got["big"], _ = await refused(
+            port, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 9000
+        )
+        # Never finishes its head: answered with 408 once the (short, injected) limit passes.
+        got["slow"], _ = await refused(port, b"CONNECT allowed.test:443 HTTP/1.1\r\n")
+
+    _, connector, log = run_proxy(scenario, head_timeout=0.2)
+    assert got["big"].startswith("HTTP/1.1 431 ")
+    assert got["slow"].startswith("HTTP/1.1 408 ")
+    assert connector.calls == []
+    assert [line["status"] for line in log] == [431, 408]
+
+
+def test_connection_limit() -> None:
+    got: dict[str, Any] = {}
+
+    async def scenario(port: int, *_: Any) -> None:
+        _, _, (reader, writer) = await ask(port, connect("allowed.test"))
+        got["second"], _ = await refused(port, connect("allowed.test"))
+        writer.close()
+        await writer.wait_closed()
+
+    _, connector, log = run_proxy(scenario, with_upstream=True, max_clients=1)
+    assert got["second"].startswith("HTTP/1.1 503 ")
+    assert len(connector.calls) == 1
+
+
+# The CLI ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--listen", "127.1:3128"], "canonical dotted-quad"),
+        (["--listen", "0.0.0.0:3128"], "not an IPv4 loopback"),
+        (["--listen", "[::1]:3128"], "IPv6"),
+        (["--listen", "127.0.0.1:80"], "privileged"),
+        (["--allow", "*.example.com"], "allowlist entry"),
+    ],
+)
+def test_cli_refuses_bad_settings(args: list[str], why: str) -> None:
+    result = CliRunner().invoke(egress.command, args)
+    assert result.exit_code == 2
+    assert why in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
+    """The real command: refusals decided before any DNS (unlisted host, port 80)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    log_path = tmp_path / "egress.jsonl"
+    argv = [sys.executable, "-m", "agentc.supervisor.egress", "--listen", f"127.0.0.1:{port}"]
+    with subprocess.Popen([*argv, "--log", str(log_path)], stderr=subprocess.PIPE) as proc:
+        try:
+
+            async def scenario() -> list[str]:
+                for _ in range(500):  # wait until it listens
+                    try:
+                        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                        writer.close()
+                        await writer.wait_closed()
+                        break
+                    except OSError:
+                        await asyncio.sleep(0.02)
+                return [
+                    (await refused(port, connect("blocked.invalid")))[0],
+                    (await refused(port, connect("github.com", 80)))[0],
+                ]
+
+            statuses = asyncio.run(scenario())
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert statuses == ["HTTP/1.1 403 Forbidden"] * 2
+    assert oct(os.stat(log_path).st_mode & 0o777) == "0o600"
+    lines = [json.loads(x) for x in log_path.read_text().splitlines()]
+    assert [(x["host"], x["port"], x["decision"]) for x in lines] == [
+        ("blocked.invalid", 443, "refuse"),
+        ("github.com", 80, "refuse"),
+    ]
+
+
+def test_direct_connector_takes_only_numeric_addresses() -> None:
+    async def main() -> bytes:
+        async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"ok")
+            writer.close()
+
+        server = await asyncio.start_server(hello, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(ValueError):
+                await egress.direct_connector("localhost", port)
+            reader, writer = await egress.direct_connector("127.0.0.1", port)
+            data = await reader.read()
+            writer.close()
+            await writer.wait_closed()
+            return data
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) == b"ok"
