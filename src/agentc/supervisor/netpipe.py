@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 _T = TypeVar("_T")
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Opener = Callable[[], Awaitable[Streams]]
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 CHUNK = 65536
 
 
@@ -138,13 +139,13 @@ class LoopThread:
     def call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def serve(self, sock: socket.socket, forwarder: Forwarder) -> None:
+    def serve(self, sock: socket.socket, handle: Handler) -> None:
         """Serve an already bound and listening socket (the server takes ownership)."""
 
         async def start() -> asyncio.AbstractServer:
             if sock.family == socket.AF_UNIX:
-                return await asyncio.start_unix_server(forwarder.handle, sock=sock)
-            return await asyncio.start_server(forwarder.handle, sock=sock)
+                return await asyncio.start_unix_server(handle, sock=sock)
+            return await asyncio.start_server(handle, sock=sock)
 
         self._servers.append(self.call(start()))
 

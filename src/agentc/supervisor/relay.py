@@ -285,7 +285,7 @@ class HostRelay:
                 label = f"relay {e.name} -> {target}"
                 opener = functools.partial(open_tcp, target.host, target.port)
                 fw = Forwarder(label, opener, self._max, self._report)
-                loop.serve(sock, fw)
+                loop.serve(sock, fw.handle)
         except BaseException:
             self.close()
             raise
@@ -433,9 +433,8 @@ def run_netns_relay(
         for r, sock in zip(relays, socks, strict=True):
             path = str(r.socket)
             opener = functools.partial(asyncio.open_unix_connection, path)
-            loop.serve(
-                sock, Forwarder(f"relay {r.listen} -> {path}", opener, max_connections, report)
-            )
+            fw = Forwarder(f"relay {r.listen} -> {path}", opener, max_connections, report)
+            loop.serve(sock, fw.handle)
         if any(s in _STOP_SIGNALS for s in early):
             # Killed before the harness started: do not start it at all.
             return 128 + early[0]
