@@ -50,6 +50,8 @@ class Agent:
         self.settings = settings
         self.store = Store(settings.state_dir, settings.session_name)
         self.http = Transport(settings.origin, settings.token, transport)
+        # An Idempotency-Key chosen by the caller (the MCP adapter) for the next mutation.
+        self.key: str | None = None
 
     def close(self) -> None:
         self.http.close()
@@ -86,6 +88,7 @@ class Agent:
         """Journal, send and resolve one mutation. `session`: required, optional or none."""
         self.settings.require_token()
         check_path(path)
+        key = key or self.key
         with self.store.locked():
             st = self.state()
             if st.pending is not None:
