@@ -1,7 +1,8 @@
 """Run the real harness binaries (Claude Code, Codex, Pi) offline against a local endpoint.
 
 Each ``*_env`` function builds a throwaway home for one harness that points it at a local base
-URL with a given key and keeps it quiet (no auto-update, telemetry or version checks), and
+URL with a given key and keeps it quiet (no auto-update, telemetry or version checks), using
+the launch layer's own per-harness configuration (``agentc.supervisor.harness_env``), and
 returns the complete environment: nothing is inherited from the caller, so no credential of
 the calling process can leak into a harness. ``run`` starts the binary and parses its JSON
 event stream.
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.supervisor import harness_env
+
 # The pinned binaries live in tools/harnesses (installed by scripts/setup --dev).
 _REPO = Path(__file__).resolve().parents[3]
 BIN_DIR = Path(
@@ -27,15 +30,8 @@ _BASE_ENV = {
     "LANG": "C.UTF-8",
     "TERM": "dumb",
     "NO_COLOR": "1",
-    # Claude Code: no updater, telemetry, error reports or other non-essential traffic.
-    "DISABLE_AUTOUPDATER": "1",
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_ERROR_REPORTING": "1",
-    # Pi: offline mode.
-    "PI_OFFLINE": "1",
-    "PI_TELEMETRY": "0",
-    "PI_SKIP_VERSION_CHECK": "1",
+    # No updater, telemetry, error reports or version checks (the launch uses the same set).
+    **harness_env.QUIET_ENV,
     # git inside the harness's shell tools.
     "GIT_AUTHOR_NAME": "agentc test",
     "GIT_AUTHOR_EMAIL": "agent@agentc.invalid",
@@ -67,10 +63,8 @@ def claude_env(
     home: Path, base_url: str, key: str, *, max_retries: int | None = None
 ) -> dict[str, str]:
     env = _base(home)
-    env["ANTHROPIC_BASE_URL"] = base_url
-    env["ANTHROPIC_API_KEY"] = key
-    if max_retries is not None:
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(max_retries)
+    endpoint = harness_env.ModelEndpoint(base_url, key)
+    env.update(harness_env.claude_setup(endpoint, max_retries=max_retries).env)
     return env
 
 
@@ -97,22 +91,10 @@ def codex_env(
 ) -> dict[str, str]:
     """``base_url`` is the server root; Codex gets ``<root>/v1`` and the Responses wire API."""
     env = _base(home)
-    codex_home = home / ".codex"
-    codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(
-        f'model_provider = "agentc"\nmodel = {json.dumps(model)}\n'
-        "check_for_update_on_startup = false\n\n"
-        "[model_providers.agentc]\n"
-        'name = "agentc"\n'
-        f"base_url = {json.dumps(base_url.rstrip('/') + '/v1')}\n"
-        'env_key = "OPENAI_API_KEY"\n'
-        'wire_api = "responses"\n'
-        f"request_max_retries = {retries}\n"
-        f"stream_max_retries = {retries}\n",
-        encoding="utf-8",
-    )
-    env["CODEX_HOME"] = str(codex_home)
-    env["OPENAI_API_KEY"] = key
+    endpoint = harness_env.ModelEndpoint(base_url, key, model)
+    setup = harness_env.codex_setup(endpoint, home / ".codex", retries=retries)
+    harness_env.write_files(setup)
+    env.update(setup.env)
     return env
 
 
@@ -130,33 +112,23 @@ def codex_argv(prompt: str) -> list[str]:
 
 
 def pi_env(
-    home: Path, base_url: str, key: str, *, model: str = "claude-sonnet-5"
+    home: Path, base_url: str, key: str, *, model: str = harness_env.DEFAULT_PI_MODEL
 ) -> dict[str, str]:
     env = _base(home)
-    agent_dir = home / ".pi" / "agent"
-    agent_dir.mkdir(parents=True, exist_ok=True)
-    models = {
-        "providers": {
-            "agentc": {
-                "baseUrl": base_url.rstrip("/"),
-                "api": "anthropic-messages",
-                "apiKey": key,
-                "models": [{"id": model}],
-            }
-        }
-    }
-    (agent_dir / "models.json").write_text(json.dumps(models), encoding="utf-8")
+    setup = harness_env.pi_setup(harness_env.ModelEndpoint(base_url, key, model), home)
+    harness_env.write_files(setup)
+    env.update(setup.env)
     return env
 
 
-def pi_argv(prompt: str, *, model: str = "claude-sonnet-5") -> list[str]:
+def pi_argv(prompt: str, *, model: str = harness_env.DEFAULT_PI_MODEL) -> list[str]:
     return [
         str(binary("pi")),
         "-p",
         "--mode",
         "json",
         "--provider",
-        "agentc",
+        harness_env.PROVIDER,
         "--model",
         model,
         "--no-session",
