@@ -329,9 +329,9 @@ class EgressProxy:
         parts = request_line.split(" ")
         if len(parts) != 3 or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
             raise _Refusal(400, "malformed request line")
-        d.method, target = parts[0], parts[1]
+        d.method, target = parts[0][:32], parts[1]
         if d.method != "CONNECT":
-            raise _Refusal(405, f"method {d.method[:32]} is not allowed; only CONNECT")
+            raise _Refusal(405, f"method {d.method} is not allowed; only CONNECT")
         raw_host, sep, port_text = target.rpartition(":")
         if not sep or not port_text.isdigit() or not port_text.isascii() or len(port_text) > 5:
             raise _Refusal(400, "CONNECT target must be host:port")

@@ -285,7 +285,11 @@ class HostRelay:
                 label = f"relay {e.name} -> {target}"
                 opener = functools.partial(open_tcp, target.host, target.port)
                 fw = Forwarder(label, opener, self._max, self._report)
-                loop.serve(sock, fw.handle)
+                try:
+                    loop.serve(sock, fw.handle)
+                except BaseException:
+                    sock.close()
+                    raise
         except BaseException:
             self.close()
             raise
@@ -428,16 +432,17 @@ def run_netns_relay(
     socks: list[socket.socket] = []
     try:
         ensure_loopback_up()
-        socks = [_listen_tcp(r.listen) for r in relays]
+        for r in relays:
+            socks.append(_listen_tcp(r.listen))
         loop.start()
         for r, sock in zip(relays, socks, strict=True):
             path = str(r.socket)
             opener = functools.partial(asyncio.open_unix_connection, path)
             fw = Forwarder(f"relay {r.listen} -> {path}", opener, max_connections, report)
             loop.serve(sock, fw.handle)
-        if any(s in _STOP_SIGNALS for s in early):
-            # Killed before the harness started: do not start it at all.
-            return 128 + early[0]
+        stops = [s for s in early if s in _STOP_SIGNALS]
+        if stops:  # told to stop before the harness started: never start it
+            return 128 + stops[0]
         try:
             child = subprocess.Popen(list(argv))  # the launch's harness argv
         except FileNotFoundError:
