@@ -16,8 +16,7 @@ PASSWORD = "correct horse battery staple"
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SERVER, *args], input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([SERVER, *args], input=stdin, capture_output=True, text=True, timeout=120)
 
 
 def digest(path: Path) -> str:
@@ -33,25 +32,38 @@ def assert_clean_failure(out: subprocess.CompletedProcess[str], *words: str) -> 
 
 def test_init_admin_then_not_again(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite3"
-    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
-              stdin=PASSWORD + "\n")
+    out = run(
+        "--database",
+        str(db),
+        "init-admin",
+        "--username",
+        "admin",
+        "--password-stdin",
+        stdin=PASSWORD + "\n",
+    )
     assert out.returncode == 0, out.stderr
     assert oct(db.stat().st_mode & 0o777) == "0o600"
-    before = sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals"
-                                         ).fetchall()
-    out = run("--database", str(db), "init-admin", "--username", "other", "--password-stdin",
-              stdin=PASSWORD + "\n")
+    before = (
+        sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals").fetchall()
+    )
+    out = run(
+        "--database",
+        str(db),
+        "init-admin",
+        "--username",
+        "other",
+        "--password-stdin",
+        stdin=PASSWORD + "\n",
+    )
     assert_clean_failure(out, "empty installation")
-    after = sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals"
-                                        ).fetchall()
+    after = sqlite3.connect(db).execute("SELECT id, name, password_hash FROM principals").fetchall()
     assert before == after
 
 
 def test_missing_database_folder(tmp_path: Path) -> None:
     db = tmp_path / "nope" / "c.sqlite3"
     for args in (("migrate",), ("serve",), ("init-admin", "--username", "a", "--password-stdin")):
-        out = run("--database", str(db), "--allow-insecure-loopback", *args,
-                  stdin=PASSWORD + "\n")
+        out = run("--database", str(db), "--allow-insecure-loopback", *args, stdin=PASSWORD + "\n")
         assert_clean_failure(out, "does not exist")
     assert not db.parent.exists()
 
@@ -68,10 +80,13 @@ def test_a_database_that_is_not_ours(tmp_path: Path, content: bytes) -> None:
         conn.commit()
         conn.close()
     before = digest(db)
-    for args in (("migrate",), ("serve",), ("issue-credential", "--agent", "x"),
-                 ("init-admin", "--username", "a", "--password-stdin")):
-        out = run("--database", str(db), "--allow-insecure-loopback", *args,
-                  stdin=PASSWORD + "\n")
+    for args in (
+        ("migrate",),
+        ("serve",),
+        ("issue-credential", "--agent", "x"),
+        ("init-admin", "--username", "a", "--password-stdin"),
+    ):
+        out = run("--database", str(db), "--allow-insecure-loopback", *args, stdin=PASSWORD + "\n")
         assert_clean_failure(out, "not")
     assert digest(db) == before
     assert not Path(str(db) + "-wal").exists()
@@ -96,11 +111,19 @@ def test_listen_and_origin_rules(tmp_path: Path) -> None:
 
 def test_password_rules_and_no_password_argument(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite3"
-    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
-              stdin="short\n")
+    out = run(
+        "--database",
+        str(db),
+        "init-admin",
+        "--username",
+        "admin",
+        "--password-stdin",
+        stdin="short\n",
+    )
     assert_clean_failure(out, "12")
-    out = run("--database", str(db), "init-admin", "--username", "admin", "--password-stdin",
-              stdin="")
+    out = run(
+        "--database", str(db), "init-admin", "--username", "admin", "--password-stdin", stdin=""
+    )
     assert_clean_failure(out, "no password")
     out = run("--database", str(db), "init-admin", "--username", "admin", "--password", "x" * 20)
     assert out.returncode == 2 and "No such option" in out.stderr
@@ -112,8 +135,9 @@ def test_password_rules_and_no_password_argument(tmp_path: Path) -> None:
 def test_issue_credential_prints_the_token_once(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite3"
     assert run("--database", str(db), "migrate").returncode == 0
-    out = run("--database", str(db), "issue-credential", "--agent", "worker", "--class",
-              "supervised")
+    out = run(
+        "--database", str(db), "issue-credential", "--agent", "worker", "--class", "supervised"
+    )
     assert out.returncode == 0, out.stderr
     token = out.stdout.strip()
     assert len(token) == 64
