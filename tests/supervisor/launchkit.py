@@ -136,6 +136,10 @@ def make_kit(root: Path, mode: str = "personal", user: str | None = None, **sett
         "mode": mode,
         "state_dir": str(state),
         "egress_listen": "",
+        # The mock harness needs no model: no gateway; the rows exercise the token opt-in
+        # (its confinement: candidate commands never see it). Gateway launches pass both.
+        "gateway_listen": "",
+        "token_in_env": True,
         "harness_paths": {n: str(bin_dir / n) for n in ("claude", "codex", "pi")},
         **settings,
     }

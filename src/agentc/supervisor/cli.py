@@ -1,4 +1,5 @@
-"""``agentc-supervisor``: preflight, launch, launch-root, candidate-shell (and the relays).
+"""``agentc-supervisor``: preflight, launch, launch-root, candidate-shell, model-gateway (and
+the relays).
 
 Every refusal prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
 """
@@ -57,8 +58,25 @@ def launch_options(func: Any) -> Any:
     return func
 
 
+# Commands whose modules are imported only when the command is run (the gateway pulls in
+# uvicorn and httpx, which a launch's netns-relay must not pay for).
+LAZY_COMMANDS = {"model-gateway": "agentc.supervisor.gateway.cli"}
+
+
 class Group(click.Group):
     """Turns every deliberate agentc error into one line and exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in LAZY_COMMANDS:
+            return found
+        import importlib
+
+        command = getattr(importlib.import_module(LAZY_COMMANDS[cmd_name]), "command", None)
+        return command if isinstance(command, click.Command) else None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -101,6 +119,10 @@ def _request(
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @launch_options
+@click.option("--attempt", default=None, help="gateway: the attempt (default: the session)")
+@click.option("--generation", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--task", default=None, help="gateway: the task its caps are counted under")
+@click.option("--launch-usd", type=click.FloatRange(min=0), default=None, help="cost cap")
 @click.option("--dry-run", is_flag=True, help="print the argv and environment, run nothing")
 @click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -112,15 +134,24 @@ def launch(
     clone: Path,
     model: str,
     session_id: str | None,
+    attempt: str | None,
+    generation: int,
+    task: str | None,
+    launch_usd: float | None,
     dry_run: bool,
     harness_args: tuple[str, ...],
 ) -> None:
     """Run one harness in its sandbox; arguments after -- replace the harness flags."""
+    import dataclasses
+
     from agentc.supervisor import launch as launch_mod
     from agentc.supervisor import preflight
 
     config = _config(ctx)
     request = _request(role, harness, run, clone, model, session_id, harness_args)
+    request = dataclasses.replace(
+        request, attempt=attempt, generation=generation, task=task, launch_usd=launch_usd
+    )
     plan = launch_mod.plan(config, request)
     if dry_run:
         click.echo(json.dumps(launch_mod.describe(plan), indent=2))
@@ -135,6 +166,8 @@ def launch(
         "exit_code": outcome.exit_code,
         "signal": outcome.signal,
     }
+    if plan.gateway is not None:
+        result["cap"] = outcome.cap
     click.echo(json.dumps(result))
     sys.exit(outcome.shell_status)
 

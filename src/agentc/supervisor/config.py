@@ -60,6 +60,21 @@ class SupervisorConfig(BaseModel):
     reviewer_user: str = "agentc-rev"
     egress_listen: str | None = "127.0.0.1:3128"
     coordinator_listen: str | None = None
+    # The model gateway (docs/gateway.md): the default way every launch reaches its model.
+    # ``gateway_listen`` is the loopback address the harness uses inside the launch (relayed
+    # to the host's ``gateway_address``, which defaults to the same address); an empty
+    # string turns the gateway off. The supervisor issues and revokes each launch's sentinel
+    # over ``gateway_control``, whose directory is masked inside every launch.
+    gateway_listen: str | None = "127.0.0.1:8788"
+    gateway_address: str | None = None
+    gateway_control: Path = Path("/run/agentc-gateway/control.sock")
+    gateway_upstreams: dict[str, str] = Field(
+        default_factory=lambda: {"claude": "claude", "codex": "codex", "pi": "claude"},
+        description="the gateway upstream each harness's sentinel is bound to",
+    )
+    # Opt-in only: hand Claude Code the role's token file as CLAUDE_CODE_OAUTH_TOKEN (any shell
+    # the agent opens can read it; docs/security.md). Claude then bypasses the gateway.
+    token_in_env: bool = False
     harness_paths: dict[str, Path] = Field(default_factory=dict)
     supervisor_program: list[str] | None = Field(
         default=None, description="argv prefix running agentc-supervisor inside the sandbox"
@@ -69,13 +84,13 @@ class SupervisorConfig(BaseModel):
     expose: list[Path] = Field(default_factory=list, description="read-only bind-backs")
     toolchain_dir: Path = Path("/opt/agentc")
 
-    @field_validator("egress_listen", "coordinator_listen")
+    @field_validator("egress_listen", "coordinator_listen", "gateway_listen", "gateway_address")
     @classmethod
     def _loopback(cls, value: str | None) -> str | None:
         # An empty string turns the relay off (TOML has no null).
         return check_loopback_address(value, "relay address") if value else None
 
-    @field_validator("harness_paths")
+    @field_validator("harness_paths", "gateway_upstreams")
     @classmethod
     def _harness_names(cls, value: dict[str, Path]) -> dict[str, Path]:
         for name in value:
@@ -83,7 +98,7 @@ class SupervisorConfig(BaseModel):
                 raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
         return value
 
-    @field_validator("state_dir", "bin_dir", "bubblewrap", "toolchain_dir")
+    @field_validator("state_dir", "bin_dir", "bubblewrap", "toolchain_dir", "gateway_control")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():
@@ -107,6 +122,12 @@ class SupervisorConfig(BaseModel):
 
     def harness_program(self, harness: str) -> Path:
         return self.harness_paths.get(harness, self.bin_dir / harness)
+
+    def gateway_target(self) -> str | None:
+        """The gateway's host address the relay connects to, or None when it is off."""
+        if not self.gateway_listen:
+            return None
+        return self.gateway_address or self.gateway_listen
 
     def role_user(self, role: str) -> str:
         return self.implementer_user if role == "implementer" else self.reviewer_user

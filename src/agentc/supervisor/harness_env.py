@@ -122,9 +122,14 @@ def pi_models_json(endpoint: ModelEndpoint) -> str:
     return json.dumps(models, indent=2) + "\n"
 
 
+def pi_args(model: str | None) -> tuple[str, ...]:
+    """Pi's flags selecting the ``agentc`` provider of models.json and its model."""
+    return ("--provider", PROVIDER, "--model", model or DEFAULT_PI_MODEL)
+
+
 def pi_setup(endpoint: ModelEndpoint, home: Path) -> HarnessSetup:
     files = {home / ".pi/agent/models.json": pi_models_json(endpoint)}
-    return HarnessSetup({}, files, ("--provider", PROVIDER, "--model", pi_model(endpoint)))
+    return HarnessSetup({}, files, pi_args(endpoint.model))
 
 
 def setup(harness: str, endpoint: ModelEndpoint, *, home: Path, codex_home: Path) -> HarnessSetup:

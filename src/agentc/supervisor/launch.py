@@ -25,9 +25,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import candidate_shell, reaper, rundir, sandbox, tokens
+from agentc.supervisor import candidate_shell, harness_env, reaper, rundir, sandbox, tokens
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
+from agentc.supervisor.gateway.lease import Lease, LeaseRequest
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay, Role
 
@@ -44,6 +45,19 @@ class LaunchRequest:
     session_id: str
     model: str = "default"
     harness_args: tuple[str, ...] | None = None  # replaces the default harness flags
+    # What the gateway binds the launch's sentinel to (the attempt defaults to the session).
+    attempt: str | None = None
+    generation: int = 1
+    task: str | None = None
+    launch_usd: float | None = None  # a per-launch cap overriding the gateway's own
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """The launch's model access through the gateway: the sentinel to ask for, the base URL."""
+
+    lease: LeaseRequest
+    base_url: str
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,7 @@ class Plan:
     token: str | None = field(repr=False)
     prompt: bytes = field(repr=False)
     candidate_script: str | None = None
+    gateway: GatewayPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,7 @@ class Outcome:
     reason: str
     exit_code: int | None
     signal: str | None
+    cap: str | None = None  # the gateway cost cap that refused a model call of this launch
 
     @property
     def shell_status(self) -> int:
@@ -96,12 +112,14 @@ def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
         args += ["--session-id", request.session_id]
         return (*args, *(["--model", request.model] if request.model != "default" else []))
     if request.harness == "codex":
-        args = ["exec", "--json", "--skip-git-repo-check", "--ignore-user-config"]
+        # $CODEX_HOME/config.toml is the launch's own (the gateway provider table).
+        args = ["exec", "--json", "--skip-git-repo-check"]
         args += ["-s", "danger-full-access", "-c", "approval_policy=never"]
         args += ["-c", "check_for_update_on_startup=false", "-C", str(request.clone)]
         return (*args, *(["-m", request.model] if request.model != "default" else []), "-")
     args = ["-p", "--mode", "json", "--no-session"]
-    return (*args, *(["--model", request.model] if request.model != "default" else []))
+    model = None if request.model == "default" else request.model
+    return (*args, *harness_env.pi_args(model))
 
 
 def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
@@ -122,6 +140,9 @@ def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
     """Trees replaced by an empty tmpfs: the whole state root (token, other runs, the other
     role), scratch dirs, and in personal mode the user's home and runtime dir."""
     wanted = [state_dir, Path("/tmp"), Path("/var/tmp"), *config.masks]  # noqa: S108
+    if config.gateway_target() is not None:
+        # The control socket issues sentinels: a Unix socket ignores network namespaces.
+        wanted.append(config.gateway_control.parent)
     if config.mode == "personal":
         wanted += [user_home(), Path(f"/run/user/{os.getuid()}")]
     result: list[Path] = []
@@ -173,7 +194,7 @@ def build_env(
         "CARGO_HOME": str(run / "state/cargo"),
         "CARGO_TARGET_DIR": str(run / "target"),
         "RUSTUP_HOME": str(config.toolchain_dir / "rustup"),
-        "DISABLE_AUTOUPDATER": "1",
+        **harness_env.QUIET_ENV,
         "AGENT_COORDINATOR_HOME": str(run / "state/coordinator"),
         "AGENTC_SESSION_ID": request.session_id,
         "AGENTC_TEST_NESTED_SANDBOX": "1",
@@ -212,7 +233,8 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     data = prompt_mod.read_prompt_file(layout.prompt)
 
     token: str | None = None
-    if request.harness in TOKEN_ENV:
+    token_path = request.harness in TOKEN_ENV and config.token_in_env
+    if token_path:
         gid = _role_gid(config, request.role) if config.mode == "host" else None
         token = tokens.read_token(layout.token_file, mode=config.mode, group_gid=gid)
 
@@ -229,6 +251,25 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     ):
         if address:
             relays.append(Relay(name, address, PurePosixPath(layout.net / f"{name}.sock")))
+    gateway = None
+    target = config.gateway_target()
+    if target is not None and config.gateway_listen and not token_path:
+        upstream = config.gateway_upstreams.get(request.harness)
+        if upstream is None:
+            raise SupervisorError(f"gateway_upstreams names no upstream for {request.harness}")
+        sock = PurePosixPath(layout.net / "gateway.sock")
+        relays.append(Relay("gateway", config.gateway_listen, sock, target))
+        lease = LeaseRequest(
+            control=config.gateway_control,
+            session=request.session_id,
+            attempt=request.attempt or request.session_id,
+            generation=request.generation,
+            upstream=upstream,
+            role=rundir.ROLE_SLUGS[request.role],
+            task=request.task,
+            launch_usd=request.launch_usd,
+        )
+        gateway = GatewayPlan(lease, f"http://{config.gateway_listen}")
     relay_program = supervisor_program(config)
     if relays:
         _check_relays(relays)
@@ -263,7 +304,7 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
         script = candidate_shell.script_text(
             list(relay_program), request.run, request.clone, config.bubblewrap, state_dir
         )
-    return Plan(request, layout, description, argv, env, token, data, script)
+    return Plan(request, layout, description, argv, env, token, data, script, gateway)
 
 
 def _check_relays(relays: list[Relay]) -> None:
@@ -275,7 +316,7 @@ def _check_relays(relays: list[Relay]) -> None:
             "relays are configured but agentc.supervisor.relay is missing"
         ) from None
     for item in relays:
-        relay.endpoint(item.name, item.address)
+        relay.endpoint(item.name, item.address, item.target)
         relay.check_socket_path(str(item.socket), what=f"relay {item.name}")
 
 
@@ -287,7 +328,14 @@ def describe(plan_: Plan) -> dict[str, Any]:
         "env": [f"{k}={v}" for k, v in sorted(plan_.env.items())],
         "cwd": "/",
         "stdin": "sealed memfd of prompt.md",
+        "model_access": _model_access(plan_),
     }
+
+
+def _model_access(plan_: Plan) -> str:
+    if plan_.gateway is not None:
+        return f"gateway {plan_.gateway.base_url} (sentinel {plan_.gateway.lease.upstream})"
+    return "token-in-env" if plan_.token is not None else "none"
 
 
 HostRelays = Callable[[list[Relay]], contextlib.AbstractContextManager[None]]
@@ -301,7 +349,7 @@ def _default_host_relays(relays: list[Relay]) -> contextlib.AbstractContextManag
         raise SupervisorError(
             "relays are configured but agentc.supervisor.relay is missing"
         ) from None
-    endpoints = [relay.endpoint(r.name, r.address) for r in relays]
+    endpoints = [relay.endpoint(r.name, r.address, r.target) for r in relays]
     net_dirs = {Path(r.socket).parent for r in relays}
     host = relay.HostRelay(net_dirs.pop(), endpoints)
 
@@ -330,11 +378,42 @@ def _forward_termination(proc: subprocess.Popen[bytes]) -> Iterator[None]:
 
 
 def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
-    """Run a planned launch to its end and record it; returns how the harness ended."""
+    """Run a planned launch to its end and record it; returns how the harness ended.
+
+    With the gateway, the launch's sentinel is issued (held over the control connection)
+    before anything is written and revoked when the launch ends, however it ends.
+    """
+    lease = Lease(plan_.gateway.lease) if plan_.gateway is not None else None
+    sentinel = lease.open() if lease is not None else None
+    try:
+        return _execute(plan_, host_relays, lease, sentinel)
+    finally:
+        if lease is not None:
+            lease.close("the launch ended abnormally")  # a no-op once _execute closed it
+
+
+def _execute(
+    plan_: Plan, host_relays: HostRelays | None, lease: Lease | None, sentinel: str | None
+) -> Outcome:
     layout, request = plan_.layout, plan_.request
+    env = dict(plan_.env)
     sealed = prompt_mod.seal_prompt(plan_.prompt)
     try:
         rundir.prepare(layout)
+        if plan_.gateway is not None and sentinel is not None:
+            model = None if request.model == "default" else request.model
+            endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model)
+            setup = harness_env.setup(
+                request.harness,
+                endpoint,
+                home=layout.run / "state/home",
+                codex_home=layout.run / "state/codex-home",
+            )
+            try:
+                harness_env.write_files(setup, exclusive=True)
+            except OSError as exc:
+                raise SupervisorError(f"cannot write the harness's model settings: {exc}") from None
+            env.update(setup.env)
         if plan_.candidate_script is not None:
             # Generated, read-only inside the launch (the run dir is bound read-only).
             script_fd = rundir.create_new(layout.run / "candidate-shell", 0o500)
@@ -345,7 +424,6 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
     except BaseException:
         sealed.close()
         raise
-    env = dict(plan_.env)
     if plan_.token is not None:
         env[TOKEN_ENV[request.harness]] = plan_.token
     reaper.set_child_subreaper()
@@ -355,6 +433,7 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
         "harness": request.harness,
         "prompt_sha256": sealed.sha256,
         "started_unix_nanos": time.time_ns(),
+        "model_access": _model_access(plan_),
     }
     relays = list(plan_.description.relays)
     serve = host_relays or _default_host_relays
@@ -374,7 +453,7 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
                     preexec_fn=reaper.child_setup,
                 )
             except OSError as exc:
-                _mark_terminal(layout, request, Outcome("failed", None, None))
+                _mark_terminal(layout, request, Outcome("failed", None, None), plan_)
                 raise SupervisorError(f"cannot start {plan_.argv[0]}: {exc}") from None
             # The host keeps no handle on the prompt or the logs once the child has them.
             sealed.close()
@@ -391,19 +470,26 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
     if line:
         print(line, file=sys.stderr, flush=True)
     outcome = translate_status(returncode)
-    _mark_terminal(layout, request, outcome)
+    if lease is not None:
+        # Every process of the launch is gone: nothing can use the sentinel any more.
+        end = lease.close()
+        if end is not None and end.cap is not None:
+            outcome = Outcome(outcome.reason, outcome.exit_code, outcome.signal, end.cap)
+    _mark_terminal(layout, request, outcome, plan_)
     return outcome
 
 
-def _mark_terminal(layout: RunLayout, request: LaunchRequest, outcome: Outcome) -> None:
-    rundir.write_new_json(
-        layout.run / ".state-terminal.json",
-        {
-            "role": rundir.ROLE_SLUGS[request.role],
-            "session_id": request.session_id,
-            "finished_unix_nanos": time.time_ns(),
-            "reason": outcome.reason,
-            "exit_code": outcome.exit_code,
-            "signal": outcome.signal,
-        },
-    )
+def _mark_terminal(
+    layout: RunLayout, request: LaunchRequest, outcome: Outcome, plan_: Plan
+) -> None:
+    record: dict[str, Any] = {
+        "role": rundir.ROLE_SLUGS[request.role],
+        "session_id": request.session_id,
+        "finished_unix_nanos": time.time_ns(),
+        "reason": outcome.reason,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+    }
+    if plan_.gateway is not None:
+        record["cap"] = outcome.cap  # which gateway cost cap refused a model call, or null
+    rundir.write_new_json(layout.run / ".state-terminal.json", record)

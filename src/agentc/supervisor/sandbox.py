@@ -36,6 +36,9 @@ class Relay:
     name: str
     address: str
     socket: PurePosixPath
+    # The host service's loopback address when it differs from ``address`` (the gateway's
+    # host port may differ from the one the harness uses inside); the argv never uses it.
+    target: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,17 @@ The socket is created mode 0600 in a directory the launches cannot reach (never 
 launch). Protocol: one JSON object per line in, one per line out.
 
     {"op": "issue", "session": ..., "attempt": ..., "generation": 3, "upstream": "claude",
-     "role": "impl", "task": ..., "project": ..., "launch_usd": 5.0}
+     "role": "impl", "task": ..., "project": ..., "launch_usd": 5.0, "hold": true}
         -> {"ok": true, "sentinel": ...}
     {"op": "revoke", "session": ..., "reason": ...}  -> {"ok": true, "revoked": 1}
     {"op": "status", "session": ...}                 -> {"ok": true, "status": {...}}
 
 Errors: ``{"ok": false, "error": "..."}``.
+
+``"hold": true`` ties the session's sentinels to this connection: when the connection closes
+for any reason (the launch ended, crashed or was SIGKILLed, so the kernel closed its socket),
+every still-live sentinel of the session is revoked. A launch holds its connection open for
+its whole run (``agentc.supervisor.gateway.lease``), so no sentinel outlives its launch.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from agentc.supervisor.gateway.errors import GatewayError
 from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 
 MAX_LINE = 64 * 1024
+HELD_CLOSED = "the launch's control connection closed"
 
 
 def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
@@ -62,6 +68,7 @@ def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
 
 async def serve_control(registry: SentinelRegistry, path: Path) -> asyncio.Server:
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held: set[str] = set()
         try:
             while line := await reader.readline():
                 try:
@@ -70,11 +77,15 @@ async def serve_control(registry: SentinelRegistry, path: Path) -> asyncio.Serve
                     answer: dict[str, Any] = {"ok": False, "error": "not JSON"}
                 else:
                     answer = dispatch(registry, request)
+                    if answer.get("ok") and request.get("op") == "issue" and request.get("hold"):
+                        held.add(str(request["session"]))
                 writer.write(json.dumps(answer).encode() + b"\n")
                 await writer.drain()
         except (ConnectionError, ValueError):
             pass
         finally:
+            for session in held:
+                registry.revoke(session, HELD_CLOSED)
             writer.close()
 
     with contextlib.suppress(FileNotFoundError):
