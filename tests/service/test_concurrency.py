@@ -1,0 +1,82 @@
+"""64 agents race to claim the same 10 tasks over real HTTP: each task is claimed once."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import httpx
+
+from tests.live import LiveServer
+
+AGENTS = 64
+TASKS = 10
+
+
+def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
+    admin = live.admin_client()
+    try:
+        key = iter(range(10**6))
+        pid = admin.post("/api/v1/projects", json={"name": "race", "repository_url": "https://x/y"},
+                         headers={"Idempotency-Key": f"p{next(key)}"}).json()["data"]["id"]
+        task_ids = []
+        for i in range(TASKS):
+            resp = admin.post(f"/api/v1/projects/{pid}/tasks",
+                              json={"title": f"t{i}", "acceptance_criteria": ["c"]},
+                              headers={"Idempotency-Key": f"t{next(key)}"})
+            task_ids.append(resp.json()["data"]["task"]["id"])
+        tokens = []
+        for i in range(AGENTS):
+            resp = admin.post("/api/v1/admin/agents", json={"name": f"racer-{i}"},
+                              headers={"Idempotency-Key": f"a{next(key)}"})
+            tokens.append(resp.json()["data"]["token"])
+    finally:
+        admin.close()
+
+    clients = []
+    for token in tokens:
+        c = httpx.Client(base_url=live.url, timeout=60,
+                         headers={"Authorization": f"Bearer {token}"})
+        s = c.post("/api/v1/sessions", json={"harness": "race"},
+                   headers={"Idempotency-Key": "s"}).json()["data"]
+        c.headers.update({"X-Coordinator-Session": s["session_id"],
+                          "X-Coordinator-Session-Proof": s["proof"]})
+        clients.append(c)
+
+    wins: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(AGENTS)
+
+    def race(index: int, client: httpx.Client) -> None:
+        order = list(task_ids)
+        random.Random(index).shuffle(order)
+        start.wait()
+        for n, tid in enumerate(order):
+            resp = client.post(f"/api/v1/projects/{pid}/claims",
+                               json={"task_id": tid, "expected_task_revision": 1},
+                               headers={"Idempotency-Key": f"c{index}-{n}"})
+            with lock:
+                if resp.status_code == 201:
+                    wins[tid] += 1
+                    outcomes["won"] += 1
+                else:
+                    outcomes[resp.json()["error"]["code"]] += 1
+
+    threads = [threading.Thread(target=race, args=(i, c)) for i, c in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in clients:
+        c.close()
+
+    assert dict(wins) == {tid: 1 for tid in task_ids}
+    assert outcomes["won"] == TASKS
+    assert outcomes["claim_conflict"] == AGENTS * TASKS - TASKS, outcomes
+    with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {tokens[0]}"}) as c:
+        for tid in task_ids:
+            task = c.get(f"/api/v1/projects/{pid}/tasks/{tid}").json()["data"]
+            assert task["generation"] == 1
+            assert [a["state"] for a in task["attempts"]] == ["active"]
