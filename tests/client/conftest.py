@@ -8,17 +8,17 @@ import pytest
 from tests.live import LiveServer, live_server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One real coordinator (SQLite) shared by a module's tests."""
+    """One real coordinator (SQLite) shared by the client tests that need no fresh one."""
     root = tmp_path_factory.mktemp("coordinator")
     with live_server(str(root / "coordinator.sqlite3"), root) as live:
         yield live
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def admin(server: LiveServer) -> Iterator[httpx.Client]:
-    """One signed-in admin per module (sign-ins are rate limited)."""
+    """One signed-in admin (sign-ins are rate limited)."""
     client = server.admin_client()
     yield client
     client.close()

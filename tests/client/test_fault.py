@@ -9,7 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.client.helpers import DroppingProxy, Workspace, admin_get, admin_project, workspace
+from tests.client.helpers import (
+    DroppingProxy,
+    Workspace,
+    admin_get,
+    admin_project,
+    issue_token,
+    workspace,
+)
 from tests.live import LiveServer
 
 
@@ -42,7 +49,7 @@ def test_lost_claim_answer_is_recovered_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, server.issue_token("faulty"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "faulty"))
     w.ok("connect")
     task = _task(w)
 
@@ -89,7 +96,7 @@ def test_request_that_never_arrived_is_sent_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, server.issue_token("patient"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "patient"))
     w.ok("connect")
     task = _task(w)
     proxy.refuse = True
@@ -114,7 +121,7 @@ def test_lost_session_answer_says_connect_again(
     """The API returns a session's proof only once, so a lost connect answer cannot be
     recovered: retry says so (exit 5), and connect opens a new session."""
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, server.issue_token("unlucky"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "unlucky"))
     proxy.drop = True
     assert w.run("connect").returncode == 7
     proxy.drop = False

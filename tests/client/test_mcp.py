@@ -11,7 +11,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.client.helpers import MCP, Workspace, admin_get, admin_project, workspace
+from tests.client.helpers import MCP, Workspace, admin_get, admin_project, issue_token, workspace
 from tests.live import LiveServer
 
 TOOLS = {
@@ -44,7 +44,7 @@ def _session(w: Workspace, errlog: Any) -> Client:
 
 def test_mcp_claim_to_submit_loop(server: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
     pid = admin_project(admin, review_mode="agent")
-    w = workspace(tmp_path / "w", server.url, pid, server.issue_token("mcp-agent"))
+    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "mcp-agent"))
     task = w.ok(
         "tasks",
         "create",
@@ -164,7 +164,7 @@ def test_mcp_review_through_the_adapter(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
     pid = admin_project(admin, review_mode="agent")
-    worker = workspace(tmp_path / "a", server.url, pid, server.issue_token("mcp-worker"))
+    worker = workspace(tmp_path / "a", server.url, pid, issue_token(admin, "mcp-worker"))
     worker.ok("connect")
     worker.ok(
         "tasks",
@@ -182,7 +182,7 @@ def test_mcp_review_through_the_adapter(
             {"summary": "s", "acceptance_evidence": [{"criterion": "ok", "evidence": "e"}]},
         ),
     )
-    reviewer = workspace(tmp_path / "b", server.url, pid, server.issue_token("mcp-reviewer"))
+    reviewer = workspace(tmp_path / "b", server.url, pid, issue_token(admin, "mcp-reviewer"))
 
     async def review() -> None:
         with (tmp_path / "mcp.log").open("w") as errlog:
