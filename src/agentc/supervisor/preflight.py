@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentc.core.errors import AgentcError
@@ -64,28 +65,35 @@ def bwrap_problems(config: SupervisorConfig) -> list[str]:
             env={},
             preexec_fn=reaper.child_setup,
         ).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         return [f"bubblewrap {config.bubblewrap} --version failed ({exc})"]
     found = re.search(r"(\d+)\.(\d+)", out)
     if not found or (int(found[1]), int(found[2])) < MIN_BWRAP:
-        return [f"bubblewrap {out.strip() or '?'} is older than 0.8"]
+        version = out.strip()[:80] or "no version"
+        return [f"bubblewrap {config.bubblewrap} reports {version!r}; 0.8 or newer is required"]
     return []
 
 
-@functools.lru_cache(maxsize=4)
-def kernel_problems(bwrap: Path, boot_and_inode: str) -> tuple[str, ...]:
-    """User, PID, IPC and net namespaces, nested-userns disabling, close_range and sealing."""
-    problems: list[str] = []
-    try:
-        prompt_mod.seal_prompt(b"probe").close()
-    except AgentcError as exc:
-        problems.append(f"memfd sealing unavailable: {exc}")
-    probe = [str(bwrap), "--unshare-user", "--disable-userns", "--assert-userns-disabled"]
-    probe += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
-    probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+# Each kernel feature a launch needs, probed alone when the combined probe fails, so the
+# problem names the missing feature instead of bwrap's generic "Creating new namespace failed".
+FEATURE_PROBES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("user namespaces", ()),
+    ("disabling nested user namespaces", ("--disable-userns", "--assert-userns-disabled")),
+    ("PID namespaces", ("--unshare-pid",)),
+    ("network namespaces", ("--unshare-net",)),
+    ("IPC namespaces", ("--unshare-ipc",)),
+    ("UTS namespaces", ("--unshare-uts",)),
+)
+SYS_CLOSE_RANGE = 436  # x86-64 and aarch64 share this number
+
+
+def _probe(bwrap: Path, flags: Sequence[str]) -> str | None:
+    """Run ``bwrap --unshare-user <flags> ... /bin/true``; None on success, else why not."""
+    argv = [str(bwrap), "--unshare-user", *flags]
+    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
     try:
         result = subprocess.run(
-            probe,
+            argv,
             capture_output=True,
             timeout=PROBE_SECONDS,
             env={},
@@ -93,14 +101,65 @@ def kernel_problems(bwrap: Path, boot_and_inode: str) -> tuple[str, ...]:
             stdin=subprocess.DEVNULL,
             preexec_fn=reaper.child_setup,
         )
-        if result.returncode != 0:
-            why = result.stderr.decode("utf-8", "replace").strip()[:200]
-            problems.append(f"kernel sandbox probe failed ({why}); owner setup required")
     except subprocess.TimeoutExpired:
-        problems.append("kernel sandbox probe timed out")
-    except OSError as exc:
-        problems.append(f"kernel sandbox probe could not start ({exc}); owner setup required")
+        return "timed out"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not start ({exc})"
+    if result.returncode != 0:
+        return result.stderr.decode("utf-8", "replace").strip()[:200] or f"exit {result.returncode}"
+    return None
+
+
+def close_range_problem() -> str | None:
+    """close_range(CLOSE_RANGE_CLOEXEC) on one scratch descriptor: the launch's fd fence."""
+    import ctypes
+
+    fd = os.open("/dev/null", os.O_RDONLY)  # inheritable: the probe must set CLOEXEC itself
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(SYS_CLOSE_RANGE, fd, fd, reaper.CLOSE_RANGE_CLOEXEC) != 0:
+            err = ctypes.get_errno()
+            return f"close_range(CLOSE_RANGE_CLOEXEC) unavailable ({os.strerror(err)})"
+        if os.get_inheritable(fd):
+            return "close_range(CLOSE_RANGE_CLOEXEC) did not set close-on-exec"
+        return None
+    finally:
+        os.close(fd)
+
+
+@functools.lru_cache(maxsize=4)
+def kernel_problems(bwrap: Path, boot_and_inode: str) -> tuple[str, ...]:
+    """Sealing; user, PID, net, IPC and UTS namespaces; disabling nested user namespaces."""
+    problems: list[str] = []
+    try:
+        prompt_mod.seal_prompt(b"probe").close()
+    except AgentcError as exc:
+        problems.append(f"memfd sealing unavailable: {exc}")
+    # Each feature is added to the ones before it, so the first probe that fails names the
+    # feature whose addition the kernel refuses (a namespace limit counts every namespace).
+    if _probe(bwrap, [flag for _name, flags in FEATURE_PROBES for flag in flags]) is None:
+        return tuple(problems)
+    flags_so_far: list[str] = []
+    for name, flags in FEATURE_PROBES:
+        flags_so_far += flags
+        why = _probe(bwrap, flags_so_far)
+        if why is not None:
+            problems.append(f"kernel: {name} unavailable ({why}); owner setup required")
+            return tuple(problems)
+    problems.append("kernel sandbox probe failed only with every feature; owner setup required")
     return tuple(problems)
+
+
+def sandbox_problems(config: SupervisorConfig) -> list[str]:
+    """The descriptor fence, bubblewrap, then the (cached) kernel probe, in that order:
+    nothing is run without the fence, and an unprotected bwrap is never run."""
+    fence = close_range_problem()
+    if fence:
+        return [fence]
+    problems = bwrap_problems(config)
+    if not problems:
+        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+    return problems
 
 
 def _probe_key(bwrap: Path) -> str:
@@ -142,19 +201,20 @@ def tree_problems(root: Path) -> list[str]:
 
 def launch_problems(config: SupervisorConfig, plan_: Plan) -> list[str]:
     """Checks re-run by every launch: bwrap, the (cached) kernel probe, mount roots, trees."""
-    problems = bwrap_problems(config)
-    if not problems:
-        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+    problems = sandbox_problems(config)
     desc = plan_.description
     roots = [desc.run, desc.clone, *desc.writable, *desc.readonly, *desc.masks]
+    linked: set[str] = set()
     for root in roots:
         if os.path.realpath(root) != str(root):
+            linked.add(str(root))
             problems.append(f"mount root {root} is not canonical or contains a symlink")
     trees = [Path(p) for p in desc.writable if Path(p).exists()]
     if plan_.request.role == "implementer":
         trees.append(plan_.layout.clone)
     for tree in trees:
-        problems += tree_problems(tree)
+        if str(tree) not in linked:  # never walk where a planted symlink points
+            problems += tree_problems(tree)
     return problems
 
 
@@ -216,9 +276,7 @@ def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -
 
 def full_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
     """Everything, each check independent, so one report lists every problem."""
-    problems = bwrap_problems(config)
-    if not problems:
-        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+    problems = sandbox_problems(config)
     state_dir = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state_dir, request.role, request.run, request.clone)
     problems += layout_problems(config, layout, request.harness)
