@@ -24,3 +24,16 @@ def test_every_verb_takes_json() -> None:
     for ctx in verbs:
         names = {opt for p in ctx.command.params for opt in getattr(p, "opts", [])}
         assert "--json" in names, ctx.command_path
+
+
+def test_the_client_reaches_the_service_only_over_http() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentc.client.cli, agentc.client.mcp_adapter, agentc.client.docs\n"
+        "bad = [m for m in sys.modules if m.startswith(('agentc.service', 'agentc.store'))]\n"
+        "assert not bad, bad\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

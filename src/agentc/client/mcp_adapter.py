@@ -29,7 +29,7 @@ from agentc.client.cli import report
 from agentc.client.config import Options, resolve
 from agentc.client.errors import exit_code
 from agentc.client.ops import Agent, Outcome
-from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.core.errors import AgentcError, CoordinatorError
 
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{16,128}$")
 Key = Annotated[
@@ -288,8 +288,11 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)
-    except (AgentcError, ConfigError) as exc:
+    except AgentcError as exc:
         sys.exit(report(exc, False))
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # never a traceback: one line on stderr
+        click.echo(f"error: internal_error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)
     sys.exit(0)
