@@ -72,20 +72,34 @@ def serve_forever(gateway: Gateway, *, on_ready: Any = None) -> None:
 
 
 class ThreadedGateway:
-    """The gateway on 127.0.0.1 (port 0 by default) in a daemon thread; ``url`` once started."""
+    """The gateway on 127.0.0.1 (port 0 by default) in a daemon thread; ``url`` once started.
 
-    def __init__(self, gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    ``control=True`` also serves the control socket (``config.control_socket``), as the CLI does.
+    """
+
+    def __init__(
+        self, gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0, control: bool = False
+    ) -> None:
         self.gateway = gateway
-        self._sock = tcp_socket(host, port)
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        self.control = control
+        self.address = f"{host}:{self._sock_port(host, port)}"
+        self.url = f"http://{self.address}"
         self._server = uvicorn.Server(_uvicorn_config(gateway.app))
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sock_port(self, host: str, port: int) -> int:
+        self._sock = tcp_socket(host, port)
+        bound: int = self._sock.getsockname()[1]
+        return bound
 
     def _run(self) -> None:
         with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
             runner.run(self._main())
 
     async def _main(self) -> None:
+        if self.control:
+            await _serve(self.gateway, self._server, [self._sock])
+            return
         try:
             await self._server.serve(sockets=[self._sock])
         finally:
