@@ -15,9 +15,11 @@ commands in a row every further command is refused (126).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -94,9 +96,34 @@ def inner_argv(
 
 def _stuck_count(path: Path) -> int:
     try:
-        return int(path.read_text().strip() or "0")
+        return int(_read_small(path).strip() or "0")
     except (OSError, ValueError):
         return 0
+
+
+def _read_small(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.read(fd, 64).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def write_plain(path: Path, text: str) -> None:
+    """Replace the contents of a plain file in ``$RUN/tmp``; never through a symlink, never
+    into a FIFO, device or directory (each raises OSError)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise OSError(errno.EINVAL, "not a plain single-link file")
+        os.ftruncate(fd, 0)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def main(
@@ -105,8 +132,10 @@ def main(
     bwrap: Path,
     state: Path,
     args: list[str],
-    timeout: float = TIMEOUT_SECONDS,
+    timeout: float | None = None,
 ) -> int:
+    limit = TIMEOUT_SECONDS if timeout is None else timeout
+
     def say(message: str) -> None:
         print(f"candidate-shell: {message}", file=sys.stderr, flush=True)
 
@@ -117,7 +146,10 @@ def main(
         return EXIT_REFUSED
     stuck_file = run / "tmp/candidate-stuck"
     if _stuck_count(stuck_file) >= STUCK_LIMIT:
-        say("two commands in a row ran past 45 minutes; refused. Return your verdict now.")
+        say(
+            f"{STUCK_LIMIT} commands in a row ran past {_duration(limit)} and were stopped; "
+            "refused. Return your verdict now."
+        )
         return EXIT_REFUSED
     cwd = os.getcwd()
     proc = subprocess.Popen(
@@ -127,20 +159,29 @@ def main(
         close_fds=True,
     )
     try:
-        status = proc.wait(timeout=timeout)
-        stuck_file.write_text("0\n")
+        status = proc.wait(timeout=limit)
+        stuck = 0
     except subprocess.TimeoutExpired:
+        # The outer bwrap's death SIGKILLs the sandbox's pid 1 (--die-with-parent), which
+        # tears the command's PID namespace down with everything in it.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        stuck_file.write_text(f"{_stuck_count(stuck_file) + 1}\n")
-        say(f"the command ran past {timeout:.0f} seconds and was stopped")
+        stuck = _stuck_count(stuck_file) + 1
+        say(f"the command ran past {_duration(limit)} and was stopped")
         status = EXIT_STOPPED
     if status < 0:
         status = 128 - status
-    try:
-        target.write_text(f"{clone}\n")
-    except OSError as exc:
-        say(f"cannot reset the working directory ({exc.strerror}); refused")
-        return EXIT_REFUSED
+    for path, text in ((stuck_file, f"{stuck}\n"), (target, f"{clone}\n")):
+        try:
+            write_plain(path, text)
+        except OSError as exc:
+            say(f"cannot write {path} ({exc.strerror}); refused")
+            return EXIT_REFUSED
     return status
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds:g} seconds"

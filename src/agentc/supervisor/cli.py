@@ -222,14 +222,26 @@ def launch_root_command(
 @click.option("--clone", type=click.Path(path_type=Path), required=True)
 @click.option("--bwrap", type=click.Path(path_type=Path), required=True)
 @click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--timeout-seconds",
+    type=click.FloatRange(min=0, min_open=True, max=86400),
+    default=None,
+    help="stop a command after this long (exit 252); default 45 minutes",
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def candidate_shell_command(
-    run: Path, clone: Path, bwrap: Path, state_dir: Path, args: tuple[str, ...]
+    run: Path,
+    clone: Path,
+    bwrap: Path,
+    state_dir: Path,
+    timeout_seconds: float | None,
+    args: tuple[str, ...],
 ) -> None:
     """Run one reviewer Bash command in the nested candidate sandbox (internal)."""
     from agentc.supervisor import candidate_shell
 
-    sys.exit(candidate_shell.main(run, clone, bwrap, state_dir, list(args)))
+    code = candidate_shell.main(run, clone, bwrap, state_dir, list(args), timeout_seconds)
+    sys.exit(code)
 
 
 def _add_optional_commands() -> None:
