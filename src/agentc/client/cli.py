@@ -414,7 +414,7 @@ def retry() -> None:
     emit(out)
 
 
-def _error_code(exc: BaseException) -> str:
+def error_code(exc: BaseException) -> str:
     if isinstance(exc, CoordinatorError):
         return exc.code
     for kind, code in (
@@ -431,7 +431,7 @@ def _error_code(exc: BaseException) -> str:
 
 def report(exc: BaseException, as_json: bool) -> int:
     code = exit_code(exc)
-    name = _error_code(exc)
+    name = error_code(exc)
     message = exc.message if isinstance(exc, CoordinatorError) else str(exc)
     details = exc.details if isinstance(exc, CoordinatorError) else {}
     line = f"error: {name}: {message}"

@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentc import __version__
-from agentc.client.cli import report
+from agentc.client.cli import error_code, report
 from agentc.client.config import Options, resolve
 from agentc.client.errors import exit_code
 from agentc.client.ops import Agent, Outcome
@@ -120,8 +120,12 @@ def _error(exc: AgentcError) -> dict[str, Any]:
             "details": exc.details,
             "exit_code": exit_code(exc),
         }
-    name = type(exc).__name__
-    return {"code": name, "message": str(exc), "details": {}, "exit_code": exit_code(exc)}
+    return {
+        "code": error_code(exc),
+        "message": str(exc),
+        "details": {},
+        "exit_code": exit_code(exc),
+    }
 
 
 def build(agent: Agent) -> MCPServer:

@@ -194,6 +194,10 @@ class Agent:
         st = self.state()
         if st.session_id and not new:
             view = self.get(f"/api/v1/sessions/{st.session_id}")
+            if view.get("closed_at"):
+                raise SetupRequired(
+                    f"the stored session {st.session_id} is closed: run `connect --new`"
+                )
             return Outcome({**view, "agent": st.agent, "reused": True})
         body: dict[str, Any] = {"harness": harness, "capabilities": list(capabilities)}
         if workstation:
