@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -176,33 +176,36 @@ async def read(request: Request, fn: Callable[[Tx, Actor], Any]) -> Response:
     return Response(body, media_type=JSON)
 
 
-async def mutate(
-    request: Request,
+_RECEIPT = select(receipts).where(
+    receipts.c.principal_id == bindparam("principal_id"),
+    receipts.c.operation == bindparam("operation"),
+    receipts.c.key == bindparam("key"),
+)
+
+
+def mutation(
+    rt: Runtime,
+    creds: Presented,
+    operation: str,
+    key: str,
     body: BaseModel | None,
     fn: Callable[[Op, Any], Result],
-    *,
-    authenticated: bool = True,
-) -> Response:
-    """Run one idempotent mutation in one transaction and answer with its envelope."""
-    rt = runtime_of(request)
-    key = check_idempotency_key(request.headers.get("idempotency-key"))
-    creds = presented(request)
-    operation = f"{request.method} {request.url.path}"
+) -> Callable[[Tx], tuple[int, bytes, bool]]:
+    """The transaction of one idempotent mutation: authenticate under the write lock, replay
+    or refuse a used key, run the operation, store its receipt. Returns (status, body,
+    replayed)."""
     payload = body.model_dump(mode="json") if body is not None else None
     fp = fingerprint(operation, payload, creds.session_id, creds.proof)
     request_id = new_id()
     origin = rt.settings.public_origin
+    closing = operation.endswith("/close")
 
     def work(tx: Tx) -> tuple[int, bytes, bool]:
         actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
-        if actor.session_closed and not request.url.path.endswith("/close"):
+        if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
         prior = tx.conn.execute(
-            select(receipts).where(
-                receipts.c.principal_id == actor.principal_id,
-                receipts.c.operation == operation,
-                receipts.c.key == key,
-            )
+            _RECEIPT, {"principal_id": actor.principal_id, "operation": operation, "key": key}
         ).first()
         if prior is not None:
             return _replay(prior, fp, tx.now)
@@ -226,6 +229,19 @@ async def mutate(
             )
         return result.status, _dumps(env), False
 
+    return work
+
+
+async def mutate(
+    request: Request,
+    body: BaseModel | None,
+    fn: Callable[[Op, Any], Result],
+) -> Response:
+    """Run one idempotent mutation in one transaction and answer with its envelope."""
+    rt = runtime_of(request)
+    key = check_idempotency_key(request.headers.get("idempotency-key"))
+    operation = f"{request.method} {request.url.path}"
+    work = mutation(rt, presented(request), operation, key, body, fn)
     for _ in range(3):
         try:
             status, out, replayed = await asyncio.wrap_future(rt.executor.submit_write(work))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
@@ -168,20 +168,36 @@ def authenticate(
     raise unauthenticated()
 
 
+# Built once: these run on every authenticated request.
+_CREDENTIAL = (
+    select(
+        credentials,
+        principals.c.name.label("principal_name"),
+        principals.c.kind,
+        principals.c.role,
+        principals.c.disabled_at,
+    )
+    .join(principals, principals.c.id == credentials.c.principal_id)
+    .where(credentials.c.token_hash == bindparam("token_hash"))
+)
+_SESSION = select(agent_sessions).where(agent_sessions.c.id == bindparam("session_id"))
+_BROWSER = (
+    select(
+        browser_sessions,
+        principals.c.name.label("principal_name"),
+        principals.c.kind,
+        principals.c.role,
+        principals.c.disabled_at,
+    )
+    .join(principals, principals.c.id == browser_sessions.c.principal_id)
+    .where(browser_sessions.c.token_hash == bindparam("token_hash"))
+)
+
+
 def _agent(conn: Connection, p: Presented, now: int) -> Actor:
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
-    row = conn.execute(
-        select(
-            credentials,
-            principals.c.name.label("principal_name"),
-            principals.c.kind,
-            principals.c.role,
-            principals.c.disabled_at,
-        )
-        .join(principals, principals.c.id == credentials.c.principal_id)
-        .where(credentials.c.token_hash == verifier(p.bearer))
-    ).first()
+    row = conn.execute(_CREDENTIAL, {"token_hash": verifier(p.bearer)}).first()
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
     actor = Actor(
@@ -199,7 +215,7 @@ def _agent(conn: Connection, p: Presented, now: int) -> Actor:
         return actor
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
-    sess = conn.execute(select(agent_sessions).where(agent_sessions.c.id == p.session_id)).first()
+    sess = conn.execute(_SESSION, {"session_id": p.session_id}).first()
     if (
         sess is None
         or sess.credential_id != row.id
@@ -222,17 +238,7 @@ def _agent(conn: Connection, p: Presented, now: int) -> Actor:
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:
     assert p.cookie is not None
     _check_secret(p.cookie, "session cookie")
-    row = conn.execute(
-        select(
-            browser_sessions,
-            principals.c.name,
-            principals.c.kind,
-            principals.c.role,
-            principals.c.disabled_at,
-        )
-        .join(principals, principals.c.id == browser_sessions.c.principal_id)
-        .where(browser_sessions.c.token_hash == verifier(p.cookie))
-    ).first()
+    row = conn.execute(_BROWSER, {"token_hash": verifier(p.cookie)}).first()
     if row is None or row.revoked_at is not None or row.expires_at <= now or row.disabled_at:
         raise unauthenticated("the browser session is unknown, expired or revoked")
     if write:
@@ -240,7 +246,7 @@ def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_or
             raise denied("browser writes must come from the configured public origin")
         if not p.csrf or not hmac.compare_digest(p.csrf, csrf_token(p.cookie)):
             raise denied("browser writes need the X-CSRF-Token returned at sign-in")
-    return Actor(row.principal_id, row.name, row.kind, row.role)
+    return Actor(row.principal_id, row.principal_name, row.kind, row.role)
 
 
 def require_human(actor: Actor, what: str) -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from agentc.core import lease
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import AttemptMode, AttemptState, Lifecycle, Phase, WorkStatus
-from agentc.core.status import work_status
+from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
@@ -26,33 +26,81 @@ from agentc.service.work.views import (
     task_row,
     task_view,
 )
-from agentc.store.schema import attempts, checkpoints, task_contributors, tasks
+from agentc.store.schema import (
+    agent_sessions,
+    attempts,
+    checkpoints,
+    credentials,
+    principals,
+    task_contributors,
+    task_dependencies,
+    tasks,
+)
+
+_prereq = tasks.alias("prereq")
 
 NEXT_SCAN = 50
 
 
-def _candidates(conn: Connection, project_id: str, limit: int) -> list[Row[Any]]:
-    """Open tasks that may be ready or lapsed, in offer order."""
-    return list(
-        conn.execute(
-            select(tasks)
-            .where(
-                tasks.c.project_id == project_id,
-                tasks.c.lifecycle == Lifecycle.OPEN,
-                tasks.c.blocked_reason.is_(None),
-                (tasks.c.phase.is_(None)) | (tasks.c.phase == Phase.REVISION_NEEDED),
-            )
-            .order_by(tasks.c.priority, tasks.c.ready_since, tasks.c.id)
-            .limit(limit)
-        ).all()
+_blocking_prerequisite = (
+    select(task_dependencies.c.task_id)
+    .join(_prereq, _prereq.c.id == task_dependencies.c.prerequisite_id)
+    .where(task_dependencies.c.task_id == tasks.c.id, _prereq.c.lifecycle != Lifecycle.DONE)
+    .exists()
+)
+
+# One query for `next`: open tasks outside review and integration with no blocking
+# prerequisite, each with its current attempt and whether that attempt's owner still holds
+# its credential and session; the pure status rule then picks recovery first, then ready.
+_OFFER = (
+    select(
+        tasks,
+        attempts.c.state.label("attempt_state"),
+        attempts.c.expires_at.label("attempt_expires_at"),
+        principals.c.disabled_at.label("owner_disabled_at"),
+        credentials.c.revoked_at.label("owner_revoked_at"),
+        agent_sessions.c.closed_at.label("owner_closed_at"),
     )
+    .outerjoin(attempts, attempts.c.id == tasks.c.current_attempt_id)
+    .outerjoin(principals, principals.c.id == attempts.c.owner_id)
+    .outerjoin(credentials, credentials.c.id == attempts.c.credential_id)
+    .outerjoin(agent_sessions, agent_sessions.c.id == attempts.c.session_id)
+    .where(
+        tasks.c.project_id == bindparam("project_id"),
+        tasks.c.lifecycle == Lifecycle.OPEN,
+        tasks.c.blocked_reason.is_(None),
+        (tasks.c.phase.is_(None)) | (tasks.c.phase == Phase.REVISION_NEEDED),
+        ~_blocking_prerequisite,
+        # Skip tasks whose current attempt still holds its lease: they are not on offer.
+        attempts.c.id.is_(None)
+        | (attempts.c.state != AttemptState.ACTIVE)
+        | (attempts.c.expires_at <= bindparam("now"))
+        | principals.c.disabled_at.is_not(None)
+        | credentials.c.revoked_at.is_not(None)
+        | agent_sessions.c.closed_at.is_not(None),
+    )
+    .order_by(tasks.c.priority, tasks.c.ready_since, tasks.c.id)
+    .limit(bindparam("limit"))
+)
+
+
+def _offer_status(row: Row[Any], now: int) -> WorkStatus:
+    attempt = None
+    if row.current_attempt_id is not None and row.attempt_state is not None:
+        authorized = (
+            row.owner_disabled_at is None
+            and row.owner_revoked_at is None
+            and row.owner_closed_at is None
+        )
+        attempt = AttemptFacts(row.attempt_state, row.attempt_expires_at, authorized)
+    return work_status(TaskFacts(row.lifecycle, row.phase, row.blocked_reason, attempt, True), now)
 
 
 def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> dict[str, Any]:
     """At most one suggested claim: recoverable work first, then ready work. Read only."""
     project_row(conn, project_id)
-    rows = _candidates(conn, project_id, NEXT_SCAN)
-    statuses = [(r, work_status(task_facts(conn, r), now)) for r in rows]
+    rows = conn.execute(_OFFER, {"project_id": project_id, "limit": NEXT_SCAN, "now": now}).all()
+    statuses = [(r, _offer_status(r, now)) for r in rows]
     chosen: tuple[Row[Any], WorkStatus] | None = next(
         ((r, s) for r, s in statuses if s == WorkStatus.RECOVERY_REQUIRED), None
     ) or next(((r, s) for r, s in statuses if s == WorkStatus.READY), None)
