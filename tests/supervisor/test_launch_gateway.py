@@ -232,6 +232,7 @@ def test_claude_writes_and_commits_in_its_clone_metered_exactly(make_env: MakeEn
         assert [s["state"] for s in status["sentinels"]] == ["revoked"]
 
 
+@pytest.mark.slow  # Codex itself takes several seconds to start and finish
 def test_codex_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
     script = {
         "turns": [
@@ -255,6 +256,7 @@ def test_codex_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
         assert terminal(run)["cap"] is None
 
 
+@pytest.mark.slow  # Pi's startup (node module loading) takes several seconds
 def test_pi_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
     script = {
         "turns": [
@@ -298,6 +300,7 @@ code=$(curl -s -o "$HOME/answer.json" -w '%{http_code}' -H "x-api-key: $ANTHROPI
   -d '{"model":"claude-sonnet-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' \
   "$ANTHROPIC_BASE_URL/v1/messages")
 test "$code" = 200 || exit 26
+curl -s --max-time 3 -o /dev/null "http://$GATEWAY_HOST/" && exit 27
 echo probed > "$HOME/done"
 """
 
@@ -306,7 +309,7 @@ def _probe(env: Env) -> str:
     cred_dir = Path(env.config.upstreams["claude"].credential_file).parent
     return (
         f"KEY_HEAD={KEY_HEAD!s}\nKEY_TAIL={KEY_TAIL}\nCONTROL={env.config.control_socket}\n"
-        f"CRED_DIR={cred_dir}\n" + PROBE.replace("INNER", INNER)
+        f"CRED_DIR={cred_dir}\nGATEWAY_HOST={env.gateway.address}\n" + PROBE.replace("INNER", INNER)
     )
 
 
@@ -317,14 +320,16 @@ def test_no_real_credential_inside_and_the_sentinel_dies_with_the_launch(
         credential = Path(env.config.upstreams["claude"].credential_file)
         assert REAL_KEY in credential.read_text()  # the stand-in exists on the host
         assert env.config.control_socket.exists()
-        result, run, _clone, session = env.launch(_probe(env), "claude")
+        binding = ("--attempt=a7", "--generation=3", "--task=t9")
+        result, run, _clone, session = env.launch(_probe(env), "claude", *binding)
         assert result.returncode == 0, _stderr(run, result)
         home = run / "state/home"
         assert (home / "done").read_text() == "probed\n"
         # The call inside went through and reached the provider with the real key.
         assert json.loads((home / "answer.json").read_text())["type"] == "message"
         assert [r.headers.get("x-api-key") for r in env.provider.requests] == [REAL_KEY]
-        assert [r["session"] for r in env.ledger(session)] == [session]
+        (row,) = env.ledger(session)
+        assert (row["attempt"], row["generation"], row["task"]) == ("a7", 3, "t9")
         sentinel = _sentinel_in(home / "env.txt")
         answer = _refused_after(env, sentinel)
         assert answer.status_code == 401
