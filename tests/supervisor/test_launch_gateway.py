@@ -256,7 +256,7 @@ def test_codex_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
         assert terminal(run)["cap"] is None
 
 
-@pytest.mark.slow  # Pi's startup (node module loading) takes several seconds
+@pytest.mark.slow  # Pi takes several seconds in a launch
 def test_pi_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
     script = {
         "turns": [
