@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "tests/supervisor"))
 from launchkit import make_kit, write_config  # noqa: E402
 
 SRT = REPO / "tools/harnesses/node_modules/.bin/srt"
-SRT_SETTINGS = {
+SRT_SETTINGS: dict[str, dict[str, list[str]]] = {
     "network": {"allowedDomains": [], "deniedDomains": []},
     "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []},
 }
