@@ -56,7 +56,10 @@ class Runtime:
 class Op:
     """A mutation's context inside its transaction: the actor, the time, the event writer."""
 
-    def __init__(self, tx: Tx, actor: Actor, runtime: Runtime) -> None:
+    def __init__(
+        self, tx: Tx, actor: Actor, runtime: Runtime, client_proof: str | None = None
+    ) -> None:
+        self.client_proof = client_proof
         self.tx = tx
         self.conn = tx.conn
         self.actor = actor
@@ -190,6 +193,8 @@ def mutation(
     key: str,
     body: BaseModel | None,
     fn: Callable[[Op, Any], Result],
+    *,
+    lone_proof: bool = False,
 ) -> Callable[[Tx], tuple[int, bytes, bool]]:
     """The transaction of one idempotent mutation: authenticate under the write lock, replay
     or refuse a used key, run the operation, store its receipt. Returns (status, body,
@@ -201,7 +206,9 @@ def mutation(
     closing = operation.endswith("/close")
 
     def work(tx: Tx) -> tuple[int, bytes, bool]:
-        actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
+        actor = authenticate(
+            tx.conn, creds, tx.now, write=True, public_origin=origin, lone_proof=lone_proof
+        )
         if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
         prior = tx.conn.execute(
@@ -209,7 +216,8 @@ def mutation(
         ).first()
         if prior is not None:
             return _replay(prior, fp, tx.now)
-        result = fn(Op(tx, actor, rt), body)
+        client_proof = creds.proof if lone_proof and creds.session_id is None else None
+        result = fn(Op(tx, actor, rt, client_proof), body)
         env = envelope(result.data, request_id, tx.now)
         stored = env
         if result.secret_fields:
@@ -236,12 +244,14 @@ async def mutate(
     request: Request,
     body: BaseModel | None,
     fn: Callable[[Op, Any], Result],
+    *,
+    lone_proof: bool = False,
 ) -> Response:
     """Run one idempotent mutation in one transaction and answer with its envelope."""
     rt = runtime_of(request)
     key = check_idempotency_key(request.headers.get("idempotency-key"))
     operation = f"{request.method} {request.url.path}"
-    work = mutation(rt, presented(request), operation, key, body, fn)
+    work = mutation(rt, presented(request), operation, key, body, fn, lone_proof=lone_proof)
     for _ in range(3):
         try:
             status, out, replayed = await asyncio.wrap_future(rt.executor.submit_write(work))

@@ -157,12 +157,18 @@ def _check_secret(value: str, what: str) -> None:
 
 
 def authenticate(
-    conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str
+    conn: Connection,
+    p: Presented,
+    now: int,
+    *,
+    write: bool,
+    public_origin: str,
+    lone_proof: bool = False,
 ) -> Actor:
     if p.duplicated or (p.bearer and p.cookie):
         raise unauthenticated("send exactly one credential (a bearer token or a browser cookie)")
     if p.bearer:
-        return _agent(conn, p, now)
+        return _agent(conn, p, now, lone_proof)
     if p.cookie:
         return _browser(conn, p, now, write=write, public_origin=public_origin)
     raise unauthenticated()
@@ -194,7 +200,7 @@ _BROWSER = (
 )
 
 
-def _agent(conn: Connection, p: Presented, now: int) -> Actor:
+def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -> Actor:
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
     row = conn.execute(_CREDENTIAL, {"token_hash": verifier(p.bearer)}).first()
@@ -209,6 +215,11 @@ def _agent(conn: Connection, p: Presented, now: int) -> Actor:
         row._mapping["class"],
         row.access,
     )
+    if lone_proof and p.session_id is None and p.proof is not None:
+        # Opening a session: the client made the proof and sends it alone, so it knows the
+        # proof before the request leaves and a lost answer loses nothing.
+        _check_secret(p.proof, "session proof")
+        return actor
     if (p.session_id is None) != (p.proof is None):
         raise unauthenticated("X-Coordinator-Session and X-Coordinator-Session-Proof go together")
     if p.session_id is None:

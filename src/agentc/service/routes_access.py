@@ -152,7 +152,7 @@ async def admin_revoke(request: Request, credential_id: str) -> Response:
 
 @router.post("/api/v1/sessions", tags=["sessions"], status_code=201)
 async def open_session(request: Request, body: SessionIn) -> Response:
-    return await mutate(request, body, accounts.open_session)
+    return await mutate(request, body, accounts.open_session, lone_proof=True)
 
 
 @router.get("/api/v1/sessions/{session_id}", tags=["sessions"])

@@ -15,6 +15,7 @@ from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
     CancelIn,
+    CheckoutIn,
     CheckpointIn,
     ClaimIn,
     GenerationIn,
@@ -167,6 +168,15 @@ async def checkpoint(
 @router.post(P + "/attempts/{attempt_id}/release", tags=["leases"])
 async def release(request: Request, project_id: str, attempt_id: str, body: ReleaseIn) -> Response:
     return await mutate(request, body, lambda op, b: leases.release(op, project_id, attempt_id, b))
+
+
+@router.post(P + "/attempts/{attempt_id}/checkout", tags=["leases"], status_code=201)
+async def register_checkout(
+    request: Request, project_id: str, attempt_id: str, body: CheckoutIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: leases.register_checkout(op, project_id, attempt_id, b)
+    )
 
 
 @router.post(P + "/attempts/{attempt_id}/submissions", tags=["workflow"], status_code=201)

@@ -35,6 +35,12 @@ class AgentIn(Body):
 
 
 class SessionIn(Body):
+    session_id: (
+        Annotated[
+            str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
+        ]
+        | None
+    ) = None
     harness: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     workstation_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     capabilities: Annotated[
@@ -190,3 +196,11 @@ class TelemetryIn(Body):
 class UnblockIn(Body):
     expected_revision: int
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class CheckoutIn(Body):
+    generation: int
+    path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    branch: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s]+$")]
+    base_revision: Revision
+    workstation_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None

@@ -175,8 +175,8 @@ def check_ours(conn: Connection) -> None:
         from alembic.script import ScriptDirectory
 
         rev = current_revision(conn)
-        script = ScriptDirectory(str(MIGRATIONS))
-        if rev is not None and script.get_revision(rev) is None:
+        known = {r.revision for r in ScriptDirectory(str(MIGRATIONS)).walk_revisions()}
+        if rev is not None and rev not in known:
             raise ConfigError(
                 f"the database is at migration {rev}, which this version of agentc does not "
                 "know (is it from a newer release?)"

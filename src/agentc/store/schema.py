@@ -292,3 +292,14 @@ service_state = Table(
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+checkouts = Table(
+    "checkouts",
+    metadata,
+    Column("attempt_id", Id, ForeignKey("attempts.id"), primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("base_revision", String(64), nullable=False),
+    Column("workstation_id", String(200)),
+    Column("created_at", Ms, nullable=False),
+)

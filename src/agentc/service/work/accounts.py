@@ -13,7 +13,7 @@ from agentc.core.rules import rfc3339
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
 from agentc.service.schemas import AgentIn, SessionIn
-from agentc.store.schema import agent_sessions, credentials, principals
+from agentc.store.schema import agent_sessions, attempts, credentials, principals
 
 
 def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
@@ -127,8 +127,12 @@ def open_session(op: Op, body: SessionIn) -> Result:
         raise denied("agent sessions are opened with an agent's bearer token")
     if actor.credential_class == "integrator":
         raise denied("integrator credentials do not open agent sessions")
-    session_id = new_id()
-    proof = new_secret()
+    session_id = body.session_id or new_id()
+    if op.conn.execute(
+        select(agent_sessions.c.id).where(agent_sessions.c.id == session_id)
+    ).first():
+        raise CoordinatorError("session_conflict", f"session {session_id} exists", status=409)
+    proof = op.client_proof or new_secret()
     op.conn.execute(
         insert(agent_sessions).values(
             id=session_id,
@@ -142,16 +146,18 @@ def open_session(op: Op, body: SessionIn) -> Result:
         )
     )
     op.event("agent_session_registered", None, session_id, harness=body.harness)
+    data = {
+        "session_id": session_id,
+        "agent": actor.name,
+        "harness": body.harness,
+        "created_at": rfc3339(op.now),
+        "proof_source": "client",
+    }
+    if op.client_proof:
+        return Result(data, status=201)
+    # A server-made proof is shown once; a replay of this request cannot show it again.
     return Result(
-        {
-            "session_id": session_id,
-            "proof": proof,
-            "agent": actor.name,
-            "harness": body.harness,
-            "created_at": rfc3339(op.now),
-        },
-        status=201,
-        secret_fields=("proof",),
+        {**data, "proof": proof, "proof_source": "server"}, status=201, secret_fields=("proof",)
     )
 
 
@@ -159,7 +165,30 @@ def session_view(conn: Connection, session_id: str) -> dict[str, Any]:
     row = conn.execute(select(agent_sessions).where(agent_sessions.c.id == session_id)).first()
     if row is None:
         raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
+    held = conn.execute(
+        select(
+            attempts.c.id,
+            attempts.c.project_id,
+            attempts.c.task_id,
+            attempts.c.activity_id,
+            attempts.c.generation,
+            attempts.c.expires_at,
+        )
+        .where(attempts.c.session_id == session_id, attempts.c.state == "active")
+        .order_by(attempts.c.created_at)
+    ).all()
     return {
+        "held_attempts": [
+            {
+                "attempt_id": a.id,
+                "project_id": a.project_id,
+                "task_id": a.task_id,
+                "activity_id": a.activity_id,
+                "generation": a.generation,
+                "expires_at": rfc3339(a.expires_at),
+            }
+            for a in held
+        ],
         "session_id": row.id,
         "principal_id": row.principal_id,
         "harness": row.harness,

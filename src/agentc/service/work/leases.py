@@ -15,10 +15,11 @@ from sqlalchemy.exc import IntegrityError
 from agentc.core import lease
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import AttemptMode, AttemptState, Lifecycle, Phase, WorkStatus
+from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
-from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
+from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
 from agentc.service.work.views import (
     attempt_view,
     project_row,
@@ -29,6 +30,7 @@ from agentc.service.work.views import (
 from agentc.store.schema import (
     agent_sessions,
     attempts,
+    checkouts,
     checkpoints,
     credentials,
     principals,
@@ -404,4 +406,54 @@ def attempt_detail(conn: Connection, project_id: str, attempt_id: str, now: int)
         "lease_remaining_ms": remaining,
         "renew_after_seconds": lease.renew_after_seconds(remaining),
         "last_checkpoint": last_checkpoint(conn, attempt_id),
+        "checkout": checkout_view(conn, attempt_id),
+    }
+
+
+def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn) -> Result:
+    """Record where the attempt's work happens (path, branch, base); once per attempt."""
+    row = owned_attempt(op, project_id, attempt_id, body.generation)
+    if row.activity_id is not None:
+        raise CoordinatorError(
+            "checkout_not_allowed", "review attempts register no checkout", status=409
+        )
+    existing = checkout_view(op.conn, attempt_id)
+    wanted = {
+        "path": body.path,
+        "branch": body.branch,
+        "base_revision": body.base_revision,
+        "workstation_id": body.workstation_id,
+    }
+    if existing is not None:
+        if {k: existing[k] for k in wanted} != wanted:
+            raise CoordinatorError(
+                "checkout_registered",
+                "this attempt registered a different checkout",
+                status=409,
+                details={"checkout": existing},
+            )
+        return Result({"checkout": existing})
+    op.conn.execute(insert(checkouts).values(attempt_id=attempt_id, created_at=op.now, **wanted))
+    contribute(op, row.task_id, row.session_id)
+    op.event(
+        "checkout.registered",
+        project_id,
+        attempt_id,
+        branch=body.branch,
+        base_revision=body.base_revision,
+    )
+    return Result({"checkout": checkout_view(op.conn, attempt_id)}, status=201)
+
+
+def checkout_view(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(checkouts).where(checkouts.c.attempt_id == attempt_id)).first()
+    if row is None:
+        return None
+    return {
+        "attempt_id": row.attempt_id,
+        "path": row.path,
+        "branch": row.branch,
+        "base_revision": row.base_revision,
+        "workstation_id": row.workstation_id,
+        "created_at": rfc3339(row.created_at),
     }

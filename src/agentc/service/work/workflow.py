@@ -38,7 +38,7 @@ from agentc.service.schemas import (
     ReviewIn,
     SubmissionIn,
 )
-from agentc.service.work.leases import contribute, end_attempt, owned_attempt
+from agentc.service.work.leases import checkout_view, contribute, end_attempt, owned_attempt
 from agentc.service.work.views import (
     activity_view,
     attempt_view,
@@ -106,6 +106,14 @@ def submit(op: Op, project_id: str, attempt_id: str, body: SubmissionIn) -> Resu
         check_candidate_ref(body.candidate_ref, CANDIDATE_REF_PREFIX)
         check_revision_sha("candidate_revision", body.candidate_revision)
         check_revision_sha("base_revision", body.base_revision)
+        checkout = checkout_view(op.conn, attempt_id)
+        if checkout is not None and checkout["base_revision"] != body.base_revision:
+            raise CoordinatorError(
+                "base_revision_mismatch",
+                "base_revision differs from the base of the attempt's registered checkout",
+                status=409,
+                details={"checkout_base_revision": checkout["base_revision"]},
+            )
     elif body.candidate_ref or body.candidate_revision or body.base_revision:
         raise CoordinatorError(
             "invalid_input",

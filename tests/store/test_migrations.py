@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
+
+from agentc.core.errors import ConfigError
+from agentc.store.engine import Database, head_revision, is_migrated, migrate, open_engine
+from agentc.store.schema import metadata
+
+
+def test_migrations_create_exactly_the_schema(database: str) -> None:
+    engine = open_engine(Database.parse(database))
+    try:
+        assert migrate(engine) == head_revision()
+        assert is_migrated(engine)
+        assert migrate(engine) == head_revision()  # idempotent
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        assert diff == []
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_settings(sqlite_database: str) -> None:
+    engine = open_engine(Database.parse(sqlite_database))
+    try:
+        migrate(engine)
+        assert oct(os.stat(sqlite_database).st_mode & 0o777) == "0o600"
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_newer_schema_is_refused(sqlite_database: str) -> None:
+    engine = open_engine(Database.parse(sqlite_database))
+    migrate(engine)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(ConfigError, match="9999"):
+        migrate(engine)
+    engine.dispose()
+
+
+def test_database_paths(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        Database.parse(str(tmp_path / "missing" / "db.sqlite3"))
+    with pytest.raises(ConfigError, match="directory"):
+        Database.parse(str(tmp_path))
+    with pytest.raises(ConfigError, match="not supported"):
+        Database.parse("mysql://x/y")
+    db = Database.parse("postgresql://user:secret@127.0.0.1:5432/db")
+    assert db.url.startswith("postgresql+psycopg://")
+    assert "secret" not in db.redacted()
