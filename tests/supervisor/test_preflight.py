@@ -298,6 +298,32 @@ def test_a_bad_token_file_is_a_problem_without_its_bytes(kit: Kit) -> None:
     assert not any("secret" in p for p in found), found
 
 
+@pytest.mark.parametrize("present", [False, True])
+def test_gateway_launches_need_no_token_file(kit: Kit, present: bool) -> None:
+    """Without the token_in_env opt-in the token file is never read: broken or absent is fine."""
+    kit.settings["token_in_env"] = False
+    write_config(kit)
+    run, clone = kit.new_run("exit 0\n")
+    private_dirs(run)
+    token = kit.role_dir("implementer") / "claude-token"
+    if present:
+        token.write_text("secret-with space\n")
+        os.chmod(token, 0o644)
+    else:
+        token.unlink()
+    code, report, _err = preflight(kit, run, clone)
+    assert (code, report) == (0, {"ok": True, "problems": []})
+
+
+def test_the_token_opt_in_requires_the_token_file(kit: Kit) -> None:
+    run, clone = kit.new_run("exit 0\n")
+    private_dirs(run)
+    token = kit.role_dir("implementer") / "claude-token"
+    token.unlink()
+    found = problems_of(kit, run, clone)
+    assert any(str(token) in p for p in found), found
+
+
 # -- mount roots and writable trees -------------------------------------------------------
 
 

@@ -261,7 +261,8 @@ def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -
     else:
         for sub in (layout.state_dir, layout.runs, layout.clones):
             found.append(_mode_problem(sub, os.getuid(), None, 0o700))
-    if harness == "claude":
+    if harness == "claude" and config.token_in_env:
+        # Only the token opt-in hands the token file to a launch; gateway launches never read it.
         gid = None
         if config.mode == "host":
             import pwd
