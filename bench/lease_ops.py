@@ -18,11 +18,9 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +30,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests import pg  # noqa: E402
 
 from agentc.service.api import Runtime, mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
@@ -47,7 +47,6 @@ from agentc.service.work.projects import create_project  # noqa: E402
 from agentc.service.work.tasks import create_task  # noqa: E402
 from agentc.store.engine import Database, migrate, open_engine  # noqa: E402
 from agentc.store.tx import Executor  # noqa: E402
-from tests import pg  # noqa: E402
 
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
 ORIGIN = "http://127.0.0.1"
@@ -75,20 +74,37 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
         def as_op(actor: Actor, fn: Any, body: Any) -> Any:
             return ex.write(lambda tx: fn(Op(tx, actor, rt), body).data)
 
-        project = as_op(human, create_project, ProjectIn(
-            name="bench", repository_url="https://example.invalid/r"))["id"]
+        project = as_op(
+            human,
+            create_project,
+            ProjectIn(name="bench", repository_url="https://example.invalid/r"),
+        )["id"]
         for i in range(agents * 2):
-            as_op(human, lambda op, b: create_task(op, project, b),
-                  TaskIn(title=f"t{i}", acceptance_criteria=["c"]))
+            as_op(
+                human,
+                lambda op, b: create_task(op, project, b),
+                TaskIn(title=f"t{i}", acceptance_criteria=["c"]),
+            )
         creds = []
         for i in range(agents):
-            cred = ex.write(lambda tx, i=i: issue_agent_credential(
-                tx.conn, tx.now, f"agent-{i}", "supervised", "write", None))
-            agent = Actor(cred["agent_id"], f"agent-{i}", "agent", "agent",
-                          cred["credential_id"], "supervised", "write")
+            cred = ex.write(
+                lambda tx, i=i: issue_agent_credential(
+                    tx.conn, tx.now, f"agent-{i}", "supervised", "write", None
+                )
+            )
+            agent = Actor(
+                cred["agent_id"],
+                f"agent-{i}",
+                "agent",
+                "agent",
+                cred["credential_id"],
+                "supervised",
+                "write",
+            )
             sess = as_op(agent, open_session, SessionIn(harness="bench"))
-            creds.append(Presented(bearer=cred["token"], session_id=sess["session_id"],
-                                   proof=sess["proof"]))
+            creds.append(
+                Presented(bearer=cred["token"], session_id=sess["session_id"], proof=sess["proof"])
+            )
         return project, creds
     finally:
         ex.close()
@@ -104,62 +120,70 @@ def runtime(database: str) -> Runtime:
 CYCLE = ("claim", "renew", "checkpoint", "release")
 
 
-def direct(database: str, pid: str, creds_list: list[Presented],
-           seconds: float) -> tuple[int, list[float]]:
-    """The ceiling: the same mutation transactions, from N threads, without HTTP."""
+async def direct(
+    database: str, pid: str, creds_list: list[Presented], seconds: float
+) -> tuple[int, list[float]]:
+    """The ceiling: the same mutation transactions (authentication, receipt, operation, audit
+    event) submitted to the same executor by N concurrent agents on one event loop, as the
+    server does, but without HTTP."""
     rt = runtime(database)
     stop = time.monotonic() + seconds
     lat: list[float] = []
     count = 0
-    lock = threading.Lock()
 
-    def agent(creds: Presented) -> None:
+    async def write(creds: Presented, path: str, model: Any, fn: Any) -> Any:
         nonlocal count
-        mine: list[float] = []
-        done = 0
-        while time.monotonic() < stop:
-            key = uuid.uuid4().hex
-            t0 = time.perf_counter()
-            status, body, _ = rt.executor.submit_write(mutation(
-                rt, creds, f"POST /api/v1/projects/{pid}/claims", key, ClaimIn(),
-                lambda op, b: leases.claim(op, pid, b))).result()
-            mine.append(time.perf_counter() - t0)
-            done += 1
-            claim = json.loads(body)["data"]["claim"]
-            if claim is None:
-                time.sleep(0.01)
-                continue
-            att = claim["attempt"]
-            aid, gen = att["id"], att["generation"]
-            for verb, model, fn in (
-                ("renew", GenerationIn(generation=gen), leases.renew),
-                ("checkpoints", CheckpointIn(generation=gen, summary="s"), leases.checkpoint),
-                ("release", ReleaseIn(generation=gen, handoff="h"), leases.release),
-            ):
-                t0 = time.perf_counter()
-                rt.executor.submit_write(mutation(
-                    rt, creds, f"POST /api/v1/projects/{pid}/attempts/{aid}/{verb}",
-                    uuid.uuid4().hex, model,
-                    lambda op, b, fn=fn: fn(op, pid, aid, b))).result()
-                mine.append(time.perf_counter() - t0)
-                done += 1
-        with lock:
-            lat.extend(mine)
-            count += done
+        t0 = time.perf_counter()
+        _status, body, _ = await asyncio.wrap_future(
+            rt.executor.submit_write(
+                mutation(
+                    rt, creds, f"POST /api/v1/projects/{pid}{path}", uuid.uuid4().hex, model, fn
+                )
+            )
+        )
+        lat.append(time.perf_counter() - t0)
+        count += 1
+        return json.loads(body)["data"]
 
-    threads = [threading.Thread(target=agent, args=(c,)) for c in creds_list]
+    async def agent(creds: Presented) -> None:
+        while time.monotonic() < stop:
+            claim = (
+                await write(creds, "/claims", ClaimIn(), lambda op, b: leases.claim(op, pid, b))
+            )["claim"]
+            if claim is None:
+                await asyncio.sleep(0.01)
+                continue
+            aid, gen = claim["attempt"]["id"], claim["attempt"]["generation"]
+            base = f"/attempts/{aid}"
+            await write(
+                creds,
+                base + "/renew",
+                GenerationIn(generation=gen),
+                lambda op, b, aid=aid: leases.renew(op, pid, aid, b),
+            )
+            await write(
+                creds,
+                base + "/checkpoints",
+                CheckpointIn(generation=gen, summary="s"),
+                lambda op, b, aid=aid: leases.checkpoint(op, pid, aid, b),
+            )
+            await write(
+                creds,
+                base + "/release",
+                ReleaseIn(generation=gen, handoff="h"),
+                lambda op, b, aid=aid: leases.release(op, pid, aid, b),
+            )
+
     t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    await asyncio.gather(*(agent(c) for c in creds_list))
     elapsed = time.monotonic() - t0
     rt.executor.close()
     return int(count / elapsed), lat
 
 
-async def over_http(url: str, pid: str, creds_list: list[Presented],
-                    seconds: float) -> tuple[int, list[float]]:
+async def over_http(
+    url: str, pid: str, creds_list: list[Presented], seconds: float
+) -> tuple[int, list[float]]:
     lat: list[float] = []
     count = 0
     stop = time.monotonic() + seconds
@@ -169,8 +193,9 @@ async def over_http(url: str, pid: str, creds_list: list[Presented],
         async def call(headers: dict[str, str], path: str, body: dict[str, Any]) -> Any:
             nonlocal count
             t0 = time.perf_counter()
-            resp = await client.post(path, json=body,
-                                     headers={**headers, "Idempotency-Key": uuid.uuid4().hex})
+            resp = await client.post(
+                path, json=body, headers={**headers, "Idempotency-Key": uuid.uuid4().hex}
+            )
             lat.append(time.perf_counter() - t0)
             count += 1
             if resp.status_code >= 400:
@@ -178,9 +203,11 @@ async def over_http(url: str, pid: str, creds_list: list[Presented],
             return resp.json()["data"]
 
         async def agent(creds: Presented) -> None:
-            headers = {"Authorization": f"Bearer {creds.bearer}",
-                       "X-Coordinator-Session": creds.session_id or "",
-                       "X-Coordinator-Session-Proof": creds.proof or ""}
+            headers = {
+                "Authorization": f"Bearer {creds.bearer}",
+                "X-Coordinator-Session": creds.session_id or "",
+                "X-Coordinator-Session-Proof": creds.proof or "",
+            }
             base = f"/api/v1/projects/{pid}"
             while time.monotonic() < stop:
                 claim = (await call(headers, base + "/claims", {}))["claim"]
@@ -189,10 +216,14 @@ async def over_http(url: str, pid: str, creds_list: list[Presented],
                     continue
                 aid, gen = claim["attempt"]["id"], claim["attempt"]["generation"]
                 await call(headers, f"{base}/attempts/{aid}/renew", {"generation": gen})
-                await call(headers, f"{base}/attempts/{aid}/checkpoints",
-                           {"generation": gen, "summary": "s"})
-                await call(headers, f"{base}/attempts/{aid}/release",
-                           {"generation": gen, "handoff": "h"})
+                await call(
+                    headers,
+                    f"{base}/attempts/{aid}/checkpoints",
+                    {"generation": gen, "summary": "s"},
+                )
+                await call(
+                    headers, f"{base}/attempts/{aid}/release", {"generation": gen, "handoff": "h"}
+                )
 
         t0 = time.monotonic()
         await asyncio.gather(*(agent(c) for c in creds_list))
@@ -204,9 +235,20 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
     port = pg.free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [SERVER, "--database", database, "--public-origin", url, "--allow-insecure-loopback",
-         "--listen", f"127.0.0.1:{port}", "serve"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            SERVER,
+            "--database",
+            database,
+            "--public-origin",
+            url,
+            "--allow-insecure-loopback",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "serve",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -220,7 +262,7 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
 
 def run_backend(name: str, database: str, agents: int, seconds: float) -> dict[str, Any]:
     pid, creds = prepare(database, agents)
-    ceiling, clat = direct(database, pid, creds, seconds)
+    ceiling, clat = asyncio.run(direct(database, pid, creds, seconds))
     # Every cycle ends with a release, so the tasks are ready again for the HTTP run.
     proc, url = serve(database)
     try:
@@ -228,10 +270,15 @@ def run_backend(name: str, database: str, agents: int, seconds: float) -> dict[s
     finally:
         proc.terminate()
         proc.wait()
-    return {"backend": name, "http_ops": ops, "http_p50_ms": percentile(lat, 0.5) * 1000,
-            "http_p99_ms": percentile(lat, 0.99) * 1000, "direct_ops": ceiling,
-            "direct_p50_ms": percentile(clat, 0.5) * 1000,
-            "direct_p99_ms": percentile(clat, 0.99) * 1000}
+    return {
+        "backend": name,
+        "http_ops": ops,
+        "http_p50_ms": percentile(lat, 0.5) * 1000,
+        "http_p99_ms": percentile(lat, 0.99) * 1000,
+        "direct_ops": ceiling,
+        "direct_p50_ms": percentile(clat, 0.5) * 1000,
+        "direct_p99_ms": percentile(clat, 0.99) * 1000,
+    }
 
 
 def main() -> None:
@@ -256,16 +303,24 @@ def main() -> None:
         if server is not None:
             pg.stop(server)
         tmp.cleanup()
-    print(f"lease operations: {args.agents} agents, {args.seconds:.0f} s per measurement, "
-          f"{os.cpu_count()} cores")
+    print(
+        f"lease operations: {args.agents} agents, {args.seconds:.0f} s per measurement, "
+        f"{os.cpu_count()} cores"
+    )
     print(f"{'backend':10} {'mode':8} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for r in results:
-        print(f"{r['backend']:10} {'http':8} {r['http_ops']:>8} {r['http_p50_ms']:>8.1f} "
-              f"{r['http_p99_ms']:>8.1f}")
-        print(f"{r['backend']:10} {'direct':8} {r['direct_ops']:>8} {r['direct_p50_ms']:>8.1f} "
-              f"{r['direct_p99_ms']:>8.1f}")
-        print(f"{r['backend']:10} {'ratio':8} {r['http_ops'] / max(1, r['direct_ops']):>8.2f}"
-              "  (http / direct ceiling)")
+        print(
+            f"{r['backend']:10} {'http':8} {r['http_ops']:>8} {r['http_p50_ms']:>8.1f} "
+            f"{r['http_p99_ms']:>8.1f}"
+        )
+        print(
+            f"{r['backend']:10} {'direct':8} {r['direct_ops']:>8} {r['direct_p50_ms']:>8.1f} "
+            f"{r['direct_p99_ms']:>8.1f}"
+        )
+        print(
+            f"{r['backend']:10} {'ratio':8} {r['http_ops'] / max(1, r['direct_ops']):>8.2f}"
+            "  (http / direct ceiling)"
+        )
 
 
 if __name__ == "__main__":

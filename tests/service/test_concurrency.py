@@ -18,30 +18,41 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
     admin = live.admin_client()
     try:
         key = iter(range(10**6))
-        pid = admin.post("/api/v1/projects", json={"name": "race", "repository_url": "https://x/y"},
-                         headers={"Idempotency-Key": f"p{next(key)}"}).json()["data"]["id"]
+        pid = admin.post(
+            "/api/v1/projects",
+            json={"name": "race", "repository_url": "https://x/y"},
+            headers={"Idempotency-Key": f"p{next(key)}"},
+        ).json()["data"]["id"]
         task_ids = []
         for i in range(TASKS):
-            resp = admin.post(f"/api/v1/projects/{pid}/tasks",
-                              json={"title": f"t{i}", "acceptance_criteria": ["c"]},
-                              headers={"Idempotency-Key": f"t{next(key)}"})
+            resp = admin.post(
+                f"/api/v1/projects/{pid}/tasks",
+                json={"title": f"t{i}", "acceptance_criteria": ["c"]},
+                headers={"Idempotency-Key": f"t{next(key)}"},
+            )
             task_ids.append(resp.json()["data"]["task"]["id"])
         tokens = []
         for i in range(AGENTS):
-            resp = admin.post("/api/v1/admin/agents", json={"name": f"racer-{i}"},
-                              headers={"Idempotency-Key": f"a{next(key)}"})
+            resp = admin.post(
+                "/api/v1/admin/agents",
+                json={"name": f"racer-{i}"},
+                headers={"Idempotency-Key": f"a{next(key)}"},
+            )
             tokens.append(resp.json()["data"]["token"])
     finally:
         admin.close()
 
     clients = []
     for token in tokens:
-        c = httpx.Client(base_url=live.url, timeout=60,
-                         headers={"Authorization": f"Bearer {token}"})
-        s = c.post("/api/v1/sessions", json={"harness": "race"},
-                   headers={"Idempotency-Key": "s"}).json()["data"]
-        c.headers.update({"X-Coordinator-Session": s["session_id"],
-                          "X-Coordinator-Session-Proof": s["proof"]})
+        c = httpx.Client(
+            base_url=live.url, timeout=60, headers={"Authorization": f"Bearer {token}"}
+        )
+        s = c.post(
+            "/api/v1/sessions", json={"harness": "race"}, headers={"Idempotency-Key": "s"}
+        ).json()["data"]
+        c.headers.update(
+            {"X-Coordinator-Session": s["session_id"], "X-Coordinator-Session-Proof": s["proof"]}
+        )
         clients.append(c)
 
     wins: Counter[str] = Counter()
@@ -54,9 +65,11 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
         random.Random(index).shuffle(order)
         start.wait()
         for n, tid in enumerate(order):
-            resp = client.post(f"/api/v1/projects/{pid}/claims",
-                               json={"task_id": tid, "expected_task_revision": 1},
-                               headers={"Idempotency-Key": f"c{index}-{n}"})
+            resp = client.post(
+                f"/api/v1/projects/{pid}/claims",
+                json={"task_id": tid, "expected_task_revision": 1},
+                headers={"Idempotency-Key": f"c{index}-{n}"},
+            )
             with lock:
                 if resp.status_code == 201:
                     wins[tid] += 1

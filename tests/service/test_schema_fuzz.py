@@ -25,9 +25,15 @@ schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", SVC.app)
 
 
 @schema.parametrize()
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 def test_no_server_errors(case: Any) -> None:
     params = case.path_parameters or {}
     if "project_id" in params and hash(repr(case.body)) % 2 == 0:

@@ -12,8 +12,10 @@ from tests.service.kit import SHA_A, SHA_B, ApiError, Caller, Service, claim, ev
 def test_a_client_made_proof_survives_a_lost_answer(svc: Service) -> None:
     data = svc.admin.post("/api/v1/admin/agents", {"name": "careful"})
     proof = secrets.token_hex(32)
-    agent = Caller(svc.client, {"Authorization": f"Bearer {data['token']}",
-                                "X-Coordinator-Session-Proof": proof})
+    agent = Caller(
+        svc.client,
+        {"Authorization": f"Bearer {data['token']}", "X-Coordinator-Session-Proof": proof},
+    )
     body = {"session_id": "careful-1", "harness": "claude"}
     first = agent.raw("POST", "/api/v1/sessions", body, key="open-1")
     assert first.status_code == 201
@@ -26,8 +28,13 @@ def test_a_client_made_proof_survives_a_lost_answer(svc: Service) -> None:
     me = agent.get("/api/v1/me")
     assert me["actor"]["session_id"] == "careful-1"
     # Another key for the same id is a conflict, not a second session.
-    other = Caller(svc.client, {"Authorization": f"Bearer {data['token']}",
-                                "X-Coordinator-Session-Proof": secrets.token_hex(32)})
+    other = Caller(
+        svc.client,
+        {
+            "Authorization": f"Bearer {data['token']}",
+            "X-Coordinator-Session-Proof": secrets.token_hex(32),
+        },
+    )
     resp = other.raw("POST", "/api/v1/sessions", body, key="open-2")
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "session_conflict"
 
@@ -51,8 +58,12 @@ def test_checkout_registration(svc: Service) -> None:
     agent = svc.agent()
     attempt = claim(agent, pid, task)["claim"]["attempt"]
     path = f"/api/v1/projects/{pid}/attempts/{attempt['id']}/checkout"
-    body = {"generation": 1, "path": "/work/clone/agentc-checkout", "branch": "agentc/s1",
-            "base_revision": SHA_B}
+    body = {
+        "generation": 1,
+        "path": "/work/clone/agentc-checkout",
+        "branch": "agentc/s1",
+        "base_revision": SHA_B,
+    }
     out = agent.post(path, body)
     assert out["checkout"]["branch"] == "agentc/s1"
     assert agent.post(path, body)["checkout"] == out["checkout"]  # the same again is fine
@@ -61,13 +72,20 @@ def test_checkout_registration(svc: Service) -> None:
     assert err.value.code == "checkout_registered"
     detail = agent.get(f"/api/v1/projects/{pid}/attempts/{attempt['id']}")
     assert detail["checkout"]["base_revision"] == SHA_B
-    submission = {"generation": 1, "kind": "code", "summary": "s",
-                  "acceptance_evidence": evidence(["it works"]),
-                  "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
-                  "candidate_revision": SHA_A, "base_revision": SHA_A}
+    submission = {
+        "generation": 1,
+        "kind": "code",
+        "summary": "s",
+        "acceptance_evidence": evidence(["it works"]),
+        "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
+        "candidate_revision": SHA_A,
+        "base_revision": SHA_A,
+    }
     with pytest.raises(ApiError) as err:
         agent.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions", submission)
     assert err.value.code == "base_revision_mismatch"
-    out = agent.post(f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-                     {**submission, "base_revision": SHA_B})
+    out = agent.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {**submission, "base_revision": SHA_B},
+    )
     assert out["task"]["work_status"] == "waiting_integration"

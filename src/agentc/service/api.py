@@ -223,7 +223,7 @@ def mutation(
         if result.secret_fields:
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
-        with tx.savepoint():
+        with tx.savepoint_if_concurrent():
             tx.conn.execute(
                 insert(receipts).values(
                     principal_id=actor.principal_id,

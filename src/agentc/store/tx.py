@@ -19,9 +19,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Row, Table, select
+from sqlalchemy import Engine, Row, Table, bindparam, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -38,6 +39,13 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@lru_cache(maxsize=64)
+def _by_key(table: Table, for_update: bool) -> Any:
+    pk = table.c[next(iter(table.primary_key.columns)).name]
+    stmt = select(table).where(pk == bindparam("key"))
+    return stmt.with_for_update() if for_update else stmt
+
+
 class Tx:
     """One transaction: the connection, the service time read under the lock, the dialect."""
 
@@ -49,12 +57,21 @@ class Tx:
 
     def lock(self, table: Table, key: Any) -> Row[Any] | None:
         """Read one row for update; on PostgreSQL this takes a row lock and re-reads time."""
-        stmt = select(table).where(table.c[next(iter(table.primary_key.columns)).name] == key)
+        stmt = _by_key(table, self.is_postgres)
+        row = self.conn.execute(stmt, {"key": key}).first()
         if self.is_postgres:
-            row = self.conn.execute(stmt.with_for_update()).first()
             self.now = max(self.now, self._clock())
-            return row
-        return self.conn.execute(stmt).first()
+        return row
+
+    @contextmanager
+    def savepoint_if_concurrent(self) -> Iterator[None]:
+        """A savepoint where another transaction can race this one (PostgreSQL); SQLite's
+        single writer cannot race, so it needs none."""
+        if not self.is_postgres:
+            yield
+            return
+        with self.savepoint():
+            yield
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -192,7 +192,7 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
     )
     mode = AttemptMode.RECOVERY if previous is not None else AttemptMode.WORK
     try:
-        with op.tx.savepoint():
+        with op.tx.savepoint_if_concurrent():
             op.conn.execute(
                 insert(attempts).values(
                     id=attempt_id,

@@ -276,7 +276,7 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
         op.now, project.lease_seconds, op.now, project.max_attempt_seconds
     )
     try:
-        with op.tx.savepoint():
+        with op.tx.savepoint_if_concurrent():
             op.conn.execute(
                 insert(attempts).values(
                     id=attempt_id,
