@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,9 @@ from tests.client.helpers import (
     Workspace,
     admin_get,
     admin_project,
+    git,
     issue_token,
+    make_clone,
     workspace,
 )
 from tests.live import LiveServer
@@ -115,18 +119,134 @@ def test_request_that_never_arrived_is_sent_by_retry(
     ]
 
 
-def test_lost_session_answer_says_connect_again(
+def _sessions_of(server: LiveServer, agent: str) -> list[str]:
+    """The agent's sessions, read from the coordinator's database (there is no list route)."""
+    uri = Path(server.database).resolve().as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        rows = db.execute(
+            "SELECT s.id FROM agent_sessions s JOIN principals p ON p.id = s.principal_id "
+            "WHERE p.name = ?",
+            (agent,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_lost_connect_answer_is_recovered_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
-    """The API returns a session's proof only once, so a lost connect answer cannot be
-    recovered: retry says so (exit 5), and connect opens a new session."""
+    """The client makes the session id and proof and journals them first, so a lost connect
+    answer loses nothing: retry replays it and the same (only) session is stored."""
     pid = admin_project(admin)
     w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "unlucky"))
     proxy.drop = True
-    assert w.run("connect").returncode == 7
+    lost = w.run("connect", "--workstation", "ws-1")
     proxy.drop = False
-    lost = w.run("retry")
-    assert lost.returncode == 5 and "session_proof_lost" in lost.stderr
-    assert w.ok("status")["pending"] is None
-    assert w.ok("connect")["session_id"]
-    assert w.ok("status")["session_id"]
+    assert proxy.dropped >= 1
+    assert lost.returncode == 7 and "Traceback" not in lost.stderr
+    status = w.ok("status")
+    assert status["pending"]["op"] == "connect" and status["session_id"] is None
+    journal = json.loads((w.state_dir / "sessions" / "default.json").read_text())["pending"]
+    sid = journal["body"]["session_id"]
+    # The server did open it, with the journaled id.
+    assert _sessions_of(server, "unlucky") == [sid]
+
+    recovered = w.ok("retry")
+    assert recovered["session_id"] == sid and recovered["agent"] == "unlucky"
+    assert "proof" not in recovered
+    status = w.ok("status")
+    assert status["pending"] is None and status["session_id"] == sid
+    assert status["agent"] == "unlucky" and status["workstation_id"] == "ws-1"
+    assert _sessions_of(server, "unlucky") == [sid]
+    # The recovered session works: reads and writes carry it.
+    assert w.ok("connect")["reused"] is True
+    task = _task(w)
+    claimed = w.ok("claim", "--task", str(task["id"]))
+    assert claimed["claim"]["attempt"]["session_id"] == sid
+    assert _sessions_of(server, "unlucky") == [sid]
+
+
+def test_lost_checkout_registration_is_recovered_by_retry(
+    server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
+) -> None:
+    pid = admin_project(admin, review_mode="none")
+    _origin, clone = make_clone(tmp_path)
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "checker"), repo=clone)
+    w.ok("connect", "--workstation", "ws-9")
+    task = _task(w)
+    attempt = w.ok("claim", "--task", str(task["id"]))["claim"]["attempt"]
+    base = git(clone, "rev-parse", "HEAD")
+
+    proxy.drop = True
+    lost = w.run("worktree", "prepare", "--source", str(clone))
+    proxy.drop = False
+    assert lost.returncode == 7 and "Traceback" not in lost.stderr
+    local = w.ok("status")["worktrees"][attempt["id"]]
+    assert local["registered"] is False and Path(local["path"]).is_dir()
+    assert w.ok("status")["pending"]["op"] == "checkout"
+
+    w.ok("retry")
+    local = w.ok("status")["worktrees"][attempt["id"]]
+    assert local["registered"] is True
+    detail = admin_get(admin, f"/api/v1/projects/{pid}/attempts/{attempt['id']}")
+    assert detail["checkout"]["path"] == local["path"]
+    assert detail["checkout"]["branch"] == local["branch"]
+    assert detail["checkout"]["base_revision"] == base
+    assert detail["checkout"]["workstation_id"] == "ws-9"
+    again = w.run("worktree", "prepare", "--source", str(clone))
+    assert again.returncode == 5 and "already prepared" in again.stderr
+    kinds = [e["kind"] for e in admin_get(admin, f"/api/v1/projects/{pid}/events")["items"]]
+    assert kinds.count("checkout.registered") == 1
+
+    # A submission naming another base is refused; the default uses the registered one.
+    wt = Path(local["path"])
+    (wt / "x.txt").write_text("x\n")
+    git(wt, "add", "x.txt")
+    git(wt, "commit", "--quiet", "-m", "x")
+    evidence = {"summary": "s", "acceptance_evidence": [{"criterion": "done", "evidence": "e"}]}
+    wrong = w.run(
+        "submissions", "code", "--input",
+        w.file("wrong.json", {**evidence, "base_revision": git(wt, "rev-parse", "HEAD")}),
+    )  # fmt: skip
+    assert wrong.returncode == 5 and "base_revision_mismatch" in wrong.stderr
+    sub = w.ok("submissions", "code", "--input", w.file("s.json", evidence))
+    assert sub["submission"]["base_revision"] == base
+
+
+def test_held_attempts_come_from_the_coordinator(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+) -> None:
+    """A claim the local state does not know about (a raw request here) is found through the
+    session's held_attempts: `session show` lists it and renew/checkpoint/release use it."""
+    pid = admin_project(admin)
+    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "forgetful"))
+    sid = w.ok("connect")["session_id"]
+    assert w.ok("session", "show")["held_attempts"] == []
+    first, second = _task(w, "one"), _task(w, "two")
+    claims = f"/api/v1/projects/{pid}/claims"
+    body = w.file("c.json", {"task_id": first["id"], "expected_task_revision": 1})
+    attempt = w.ok("request", "--method", "POST", "--path", claims, "--input", body)
+    attempt = attempt["claim"]["attempt"]
+    assert w.ok("status")["attempt"] is None
+
+    shown = w.ok("session", "show")
+    assert shown["session_id"] == sid and shown["agent"] == "forgetful"
+    assert [(h["attempt_id"], h["project_id"], h["task_id"], h["generation"])
+            for h in shown["held_attempts"]] == [(attempt["id"], pid, first["id"], 1)]  # fmt: skip
+    human = w.run("session", "show")
+    assert human.returncode == 0 and attempt["id"] in human.stdout
+
+    assert w.ok("renew")["attempt"]["id"] == attempt["id"]
+    assert w.ok("status")["attempt"]["id"] == attempt["id"]  # remembered from now on
+    assert w.ok("checkpoint", "--summary", "half")["attempt"]["id"] == attempt["id"]
+    assert w.ok("release", "--handoff", "later")["attempt"]["state"] == "released"
+    assert w.ok("session", "show")["held_attempts"] == []
+    assert w.ok("status")["attempt"] is None
+
+    # Two held attempts and no local one: the client asks which.
+    for task in (first, second):
+        revision = admin_get(admin, f"/api/v1/projects/{pid}/tasks/{task['id']}")["revision"]
+        body = w.file("c.json", {"task_id": task["id"], "expected_task_revision": revision})
+        w.ok("request", "--method", "POST", "--path", claims, "--input", body)
+    several = w.run("renew")
+    assert several.returncode == 2 and "--attempt" in several.stderr
+    assert len(w.ok("session", "show")["held_attempts"]) == 2

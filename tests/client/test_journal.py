@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from agentc.client.config import Binding, Settings
-from agentc.client.errors import MutationPending, TransportFailure
+from agentc.client.errors import MutationPending, SetupRequired, TransportFailure
 from agentc.client.ops import Agent
 from agentc.client.state import Store
 from agentc.core.errors import ConfigError, CoordinatorError
@@ -131,16 +131,122 @@ def test_journal_is_on_disk_before_the_request_leaves(agent: Agent, script: Scri
     assert pending["key"] == script.sent[0].headers["Idempotency-Key"]
 
 
-def test_lost_session_proof_is_reported(agent: Agent, script: Script) -> None:
-    script.steps = [lost]
+def test_lost_connect_answer_is_recovered_with_the_journaled_proof(
+    agent: Agent, script: Script
+) -> None:
+    seen: list[dict[str, object]] = []
+
+    def lose(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(agent.store.path.read_text())["pending"])
+        return lost(request)
+
+    script.steps = [lose]
     with pytest.raises(TransportFailure):
         agent.connect(new=True)
-    assert "X-Coordinator-Session" not in script.sent[0].headers
-    script.steps = [answer(201, {"session_id": "s2", "secret_unavailable": True})]
-    with pytest.raises(CoordinatorError) as err:
-        agent.retry()
-    assert err.value.code == "session_proof_lost"
-    assert agent.state().pending is None and agent.state().session_id == "s1"
+    first = script.sent[0]
+    # The proof goes alone (no session header), made here and on disk before it was sent.
+    assert "X-Coordinator-Session" not in first.headers
+    proof = first.headers["X-Coordinator-Session-Proof"]
+    assert len(proof) == 64 and int(proof, 16) >= 0
+    sid = json.loads(first.content)["session_id"]
+    assert seen[0]["session_proof"] == proof and seen[0]["body"]["session_id"] == sid  # type: ignore[index]
+    assert agent.state().session_id == "s1"  # nothing is stored until the answer comes
+    assert agent.status()["pending"]["op"] == "connect"
+    assert proof not in json.dumps(agent.status())
+
+    script.steps = [
+        answer(
+            201,
+            {"session_id": sid, "agent": "careful", "harness": "h", "proof_source": "client"},
+            **{"Idempotency-Replayed": "true"},
+        )
+    ]
+    out = agent.retry()
+    assert out is not None and out.replayed and out.data["session_id"] == sid
+    again = script.sent[1]
+    assert (again.content, again.headers["Idempotency-Key"]) == (
+        first.content,
+        first.headers["Idempotency-Key"],
+    )
+    assert again.headers["X-Coordinator-Session-Proof"] == proof
+    assert "X-Coordinator-Session" not in again.headers
+    state = agent.state()
+    assert (state.session_id, state.proof, state.agent) == (sid, proof, "careful")
+    assert state.pending is None
+    # The new session is used from now on.
+    script.steps = [answer(200, {"items": []})]
+    agent.tasks_list()
+    assert script.sent[2].headers["X-Coordinator-Session"] == sid
+    assert script.sent[2].headers["X-Coordinator-Session-Proof"] == proof
+
+
+def test_connect_refuses_an_answer_for_another_session(agent: Agent, script: Script) -> None:
+    script.steps = [
+        answer(201, {"session_id": "other", "proof": "p" * 64, "proof_source": "server"})
+    ]
+    with pytest.raises(SetupRequired, match="client-made"):
+        agent.connect(new=True)
+    state = agent.state()
+    assert state.pending is None and state.session_id == "s1"
+
+
+def test_connect_with_a_caller_key_resends_the_journaled_session(
+    agent: Agent, script: Script
+) -> None:
+    """The MCP adapter's same call with the same key resends the same id and proof."""
+    agent.key = "connect-key-000000001"
+    script.steps = [lost]
+    with pytest.raises(TransportFailure):
+        agent.connect(harness="h", new=True)
+    sid = json.loads(script.sent[0].content)["session_id"]
+    script.steps = [answer(201, {"session_id": sid, "agent": "a", "proof_source": "client"})]
+    assert agent.connect(harness="h", new=True).data["session_id"] == sid
+    assert script.sent[1].content == script.sent[0].content
+    assert (
+        script.sent[1].headers["X-Coordinator-Session-Proof"]
+        == script.sent[0].headers["X-Coordinator-Session-Proof"]
+    )
+    assert agent.state().session_id == sid
+
+
+def _held(*attempts: tuple[str, str | None]) -> Handler:
+    return answer(
+        200,
+        {
+            "session_id": "s1",
+            "held_attempts": [
+                {"attempt_id": a, "project_id": "p1", "task_id": "t", "activity_id": act,
+                 "generation": 3, "expires_at": "z"}
+                for a, act in attempts
+            ],
+        },
+    )  # fmt: skip
+
+
+def test_held_attempt_comes_from_the_coordinator_when_not_known_locally(
+    agent: Agent, script: Script
+) -> None:
+    script.steps = [_held(("a9", None), ("r1", "act1")), answer(200, {"attempt": {"id": "a9"}})]
+    agent.renew()
+    assert script.sent[0].url.path == "/api/v1/sessions/s1"
+    renewal = script.sent[1]
+    assert renewal.url.path == "/api/v1/projects/p1/attempts/a9/renew"
+    assert json.loads(renewal.content) == {"generation": 3}
+    held = agent.state().attempt
+    assert held is not None and (held["id"], held["generation"]) == ("a9", 3)
+    script.steps = [answer(201, {"attempt": {"id": "a9"}})]
+    agent.checkpoint("s")  # now known locally: no second look-up
+    assert script.sent[2].url.path.endswith("/attempts/a9/checkpoints")
+
+
+def test_no_or_several_held_attempts_on_the_coordinator(agent: Agent, script: Script) -> None:
+    script.steps = [_held()]
+    with pytest.raises(ConfigError, match="no attempt is held"):
+        agent.release("h")
+    script.steps = [_held(("a1", None), ("a2", None))]
+    with pytest.raises(ConfigError, match="a1, a2.*--attempt"):
+        agent.release("h")
+    assert agent.state().attempt is None and agent.state().pending is None
 
 
 def test_one_command_at_a_time(agent: Agent) -> None:

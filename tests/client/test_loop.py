@@ -65,6 +65,14 @@ def _loop(live: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
     assert prepared["branch"] == f"agentc/{session['session_id']}"
     assert prepared["base_revision"] == git(clone, "rev-parse", "HEAD")
     assert git(wt, "rev-parse", "--abbrev-ref", "HEAD") == prepared["branch"]
+    assert prepared["registered"] is True
+    assert worker.ok("status")["worktrees"][attempt["id"]]["registered"] is True
+    registered = admin_get(admin, f"/api/v1/projects/{pid}/attempts/{attempt['id']}")["checkout"]
+    assert (registered["path"], registered["branch"], registered["base_revision"]) == (
+        prepared["path"],
+        prepared["branch"],
+        prepared["base_revision"],
+    )
     (wt / "greeting.txt").write_text("hi\n")
     git(wt, "add", "greeting.txt")
     git(wt, "commit", "--quiet", "-m", "greeting")

@@ -11,7 +11,15 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.client.helpers import MCP, Workspace, admin_get, admin_project, issue_token, workspace
+from tests.client.helpers import (
+    MCP,
+    DroppingProxy,
+    Workspace,
+    admin_get,
+    admin_project,
+    issue_token,
+    workspace,
+)
 from tests.live import LiveServer
 
 TOOLS = {
@@ -19,6 +27,7 @@ TOOLS = {
     "coordinator_claim", "coordinator_attempt_renew", "coordinator_checkpoint",
     "coordinator_attempt_release", "coordinator_submit", "coordinator_activity_claim",
     "coordinator_review", "coordinator_transport_status", "coordinator_transport_retry",
+    "coordinator_session_get",
 }  # fmt: skip
 
 
@@ -79,6 +88,8 @@ def test_mcp_claim_to_submit_loop(server: LiveServer, admin: httpx.Client, tmp_p
                     )
                 )
                 attempt = claimed["claim"]["attempt"]
+                held = _ok(await _call(client, "coordinator_session_get"))["held_attempts"]
+                assert [h["attempt_id"] for h in held] == [attempt["id"]]
                 # The same key and arguments: the coordinator replays, no second claim.
                 again = await _call(
                     client,
@@ -211,3 +222,34 @@ def test_mcp_adapter_refuses_bad_setup(tmp_path: Path) -> None:
                          timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert out.returncode == 3 and "must be 0600" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_mcp_lost_session_answer_is_recovered(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+) -> None:
+    """The adapter journals the session id and proof first: after a lost answer,
+    coordinator_transport_retry stores the session the coordinator opened."""
+    proxy = DroppingProxy(int(server.url.rsplit(":", 1)[1]))
+    try:
+        pid = admin_project(admin)
+        w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "mcp-unlucky"))
+
+        async def go() -> None:
+            with (tmp_path / "mcp.log").open("w") as errlog:
+                async with _session(w, errlog) as client:
+                    proxy.drop = True
+                    lost = await _call(client, "coordinator_session_register")
+                    proxy.drop = False
+                    assert lost["error"]["code"] == "transport_failed"
+                    assert lost["error"]["exit_code"] == 7
+                    status = _ok(await _call(client, "coordinator_transport_status"))
+                    assert status["pending"]["op"] == "connect"
+                    got = _ok(await _call(client, "coordinator_transport_retry"))
+                    assert got["agent"] == "mcp-unlucky"
+                    shown = _ok(await _call(client, "coordinator_session_get"))
+                    assert shown["session_id"] == got["session_id"]
+                    assert shown["held_attempts"] == []
+
+        anyio.run(go)
+    finally:
+        proxy.close()

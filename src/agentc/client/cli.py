@@ -153,7 +153,10 @@ def cli(
 @click.option("--new", is_flag=True, help="Open a new session even if one is stored.")
 @json_option
 def connect(harness: str, workstation: str | None, capability: tuple[str, ...], new: bool) -> None:
-    """Open an agent session and store its proof (reuses the stored session unless --new)."""
+    """Open an agent session (reuses the stored session unless --new).
+
+    The session id and its proof are made here and journaled before the request is sent, so
+    if the answer is lost, `retry` recovers the same session."""
     emit(agent().connect(harness, workstation, capability, new))
 
 
@@ -162,6 +165,18 @@ def connect(harness: str, workstation: str | None, capability: tuple[str, ...], 
 def status() -> None:
     """Show the local session state: session, pending mutation, held attempt and review."""
     emit(agent().status(), render.status)
+
+
+@cli.group()
+def session() -> None:
+    """The agent session as the coordinator sees it."""
+
+
+@session.command("show")
+@json_option
+def session_show() -> None:
+    """Show the stored session from the coordinator, with the attempts it holds."""
+    emit(agent().session_show(), render.session)
 
 
 @cli.command("next")
@@ -388,7 +403,8 @@ def worktree() -> None:
 @click.option("--attempt", "attempt_id", help="Attempt id (default: the held one).")
 @json_option
 def worktree_prepare(source: str, path: str | None, base: str, attempt_id: str | None) -> None:
-    """Add the attempt's checkout as a git worktree on branch agentc/<session>."""
+    """Add the attempt's checkout as a git worktree on branch agentc/<session> and register
+    it with the coordinator (run it again to register a worktree whose registration failed)."""
     emit(agent().prepare_worktree(source, path, base, attempt_id))
 
 

@@ -54,14 +54,22 @@ Before each mutation the exact request (method, path, body) and a new `Idempoten
 written to the session file and fsynced. A transport failure, a redirect, 429 or 5xx leaves it
 pending; every other mutation of that session is then refused (exit 7, naming `retry`) until
 `retry` resends exactly that request with that key. A 2xx answer or a 4xx refusal clears it.
-The coordinator returns a session's proof only once: if the answer to `connect` is lost, `retry`
-reports `session_proof_lost` (exit 5) and `connect` opens a new session.
+`connect` makes the session id and its proof (32 random bytes as hex, sent alone in
+`X-Coordinator-Session-Proof`; the coordinator keeps only its verifier) and journals both before
+the request leaves, so a lost `connect` answer is recovered like any other: `retry` replays it
+and stores the same session. `session show` asks the coordinator for the session and the
+attempts it holds; `renew`, `checkpoint`, `release` and `submissions` with no `--attempt` and no
+locally held attempt use the one task attempt the coordinator lists for this session in this
+project.
 
-`worktree prepare` adds the attempt's checkout as a git worktree on branch `agentc/<session-id>`
-and records it locally (`registered: false`: the coordinator has no checkout route yet).
+`worktree prepare` adds the attempt's checkout as a git worktree on branch
+`agentc/<session-id>`, records it locally, then registers it with the coordinator (path,
+branch, base, workstation; `registered: true` once the coordinator accepted it; run it again
+to register a worktree whose registration failed).
 `submissions code` fills `candidate_ref` (`refs/agent-coordinator/candidates/<attempt-id>`),
-`candidate_revision` (the worktree's HEAD) and `base_revision` (the prepared base) when the
-input omits them; `--push REMOTE` creates that ref (never moves it) and reads it back first.
+`candidate_revision` (the worktree's HEAD) and `base_revision` (the registered checkout's
+base, which the coordinator insists on, else the prepared one) when the input omits them;
+`--push REMOTE` creates that ref (never moves it) and reads it back first.
 
 ## Exit codes
 

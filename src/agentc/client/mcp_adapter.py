@@ -145,10 +145,22 @@ def build(agent: Agent) -> MCPServer:
         workstation_id: str | None = None,
         capabilities: list[str] | None = None,
         new: bool = False,
+        idempotency_key: Key = None,
     ) -> CallToolResult:
-        """Open (or reuse) this adapter's agent session; the proof stays in the state file."""
+        """Open (or reuse) this adapter's agent session. The adapter makes the session id and
+        proof and journals them first: after a transport error, coordinator_transport_retry
+        (or the same call with the same idempotency_key) recovers the same session. The proof
+        stays in the state file."""
         caps = tuple(capabilities or ())
-        return await a.call(lambda: agent.connect(harness, workstation_id, caps, new))
+        return await a.call(
+            lambda: agent.connect(harness, workstation_id, caps, new), idempotency_key
+        )
+
+    @server.tool(name="coordinator_session_get")
+    async def session_get() -> CallToolResult:
+        """This session as the coordinator sees it, with the attempts it holds
+        (held_attempts)."""
+        return await a.call(agent.session_show)
 
     @server.tool(name="coordinator_next")
     async def next_(role: Literal["implementer", "reviewer"] = "implementer") -> CallToolResult:
@@ -173,7 +185,8 @@ def build(agent: Agent) -> MCPServer:
     async def renew(
         attempt_id: str | None = None, generation: int | None = None, idempotency_key: Key = None
     ) -> CallToolResult:
-        """Renew the held attempt's lease."""
+        """Renew the held attempt's lease (default: the held attempt, from the local state or
+        else from the coordinator's list of attempts this session holds)."""
         return await a.call(lambda: agent.renew(attempt_id, generation), idempotency_key)
 
     @server.tool(name="coordinator_checkpoint")

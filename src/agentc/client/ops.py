@@ -2,17 +2,23 @@
 
 Every mutation goes through `Agent.mutate`: under the session lock it refuses to start while an
 earlier mutation is unresolved, journals the exact request with a new Idempotency-Key (fsynced),
-sends it, and only a definitive answer clears the journal; what the answer teaches (the session
-proof, the claimed attempt, the claimed review) is saved in the same atomic write. `retry`
-resends the journaled request byte for byte with its key, so a lost answer is recovered from
-the coordinator's receipt instead of being done twice.
+sends it, and only a definitive answer clears the journal; what the answer teaches (the opened
+session, the claimed attempt, the claimed review, the registered checkout) is saved in the same
+atomic write. `retry` resends the journaled request byte for byte with its key, so a lost answer
+is recovered from the coordinator's receipt instead of being done twice.
+
+`connect` makes the session id and its proof here (the proof is 32 random bytes as hex, sent
+alone in `X-Coordinator-Session-Proof`) and journals both before the request leaves, so even a
+lost answer to `connect` loses nothing: `retry` replays it and the same session is stored.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,8 +90,10 @@ class Agent:
         *,
         session: str = "required",
         key: str | None = None,
+        session_proof: str | None = None,
     ) -> Outcome:
-        """Journal, send and resolve one mutation. `session`: required, optional or none."""
+        """Journal, send and resolve one mutation. `session`: required, optional or none.
+        `session_proof`: a client-made proof sent alone (opening a session)."""
         self.settings.require_token()
         check_path(path)
         key = key or self.key
@@ -118,6 +126,7 @@ class Agent:
                 key=key or str(uuid.uuid4()),
                 with_session=creds is not None and session != "none",
                 created_at=time.time(),
+                session_proof=session_proof,
             )
             self.store.save(st)
             return self._deliver(st)
@@ -130,7 +139,12 @@ class Agent:
             raise SetupRequired("the journaled request needs the session, which is gone")
         try:
             answer = self.http.send(
-                pending.method, pending.path, pending.body, key=pending.key, session=creds
+                pending.method,
+                pending.path,
+                pending.body,
+                key=pending.key,
+                session=creds,
+                lone_proof=pending.session_proof,
             )
         except CoordinatorError as refusal:  # definitive: the request did not happen
             st.pending = None
@@ -138,15 +152,10 @@ class Agent:
             raise refusal
         # TransportFailure propagates with the journal still pending.
         st.pending = None
-        data = _learn(st, pending, answer)
-        self.store.save(st)
-        if data is _LOST_PROOF:
-            raise CoordinatorError(
-                "session_proof_lost",
-                "the session was opened but its answer (with the only copy of the proof) was "
-                "lost; that session cannot be used: run `agent-coordinator connect` again",
-                status=409,
-            )
+        try:
+            data = _learn(st, pending, answer)
+        finally:
+            self.store.save(st)
         return Outcome(data, answer.replayed, pending)
 
     def retry(self) -> Outcome | None:
@@ -168,6 +177,7 @@ class Agent:
             "session_id": st.session_id,
             "agent": st.agent,
             "harness": st.harness,
+            "workstation_id": st.workstation_id,
             "token_source": self.settings.token_source if self.settings.token else None,
             "pending": None
             if st.pending is None
@@ -199,10 +209,36 @@ class Agent:
                     f"the stored session {st.session_id} is closed: run `connect --new`"
                 )
             return Outcome({**view, "agent": st.agent, "reused": True})
-        body: dict[str, Any] = {"harness": harness, "capabilities": list(capabilities)}
+        # The id and the proof are made here and journaled before the request leaves. A caller
+        # resending its own Idempotency-Key (the MCP adapter) gets the journaled id and proof.
+        session_id, proof = str(uuid.uuid4()), secrets.token_hex(32)
+        pending = st.pending
+        if (
+            pending is not None
+            and pending.op == "connect"
+            and self.key == pending.key
+            and isinstance(pending.body, dict)
+        ):
+            session_id = str(pending.body.get("session_id", session_id))
+            proof = pending.session_proof or proof
+        body: dict[str, Any] = {
+            "session_id": session_id,
+            "harness": harness,
+            "capabilities": list(capabilities),
+        }
         if workstation:
             body["workstation_id"] = workstation
-        return self.mutate("connect", "POST", "/api/v1/sessions", body, session="none")
+        return self.mutate(
+            "connect", "POST", "/api/v1/sessions", body, session="none", session_proof=proof
+        )
+
+    def session_show(self) -> dict[str, Any]:
+        """The coordinator's view of this session, with the attempts it holds."""
+        st = self.state()
+        if st.session() is None:
+            raise SetupRequired("no agent session: run `agent-coordinator connect` first")
+        view = self.get(f"/api/v1/sessions/{st.session_id}")
+        return {**view, "agent": st.agent, "local_attempt": st.attempt}
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -239,7 +275,8 @@ class Agent:
         return self.mutate("claim", "POST", self.project("/claims"), body)
 
     def held(self, attempt_id: str | None, generation: int | None) -> tuple[str, int]:
-        """The attempt to act on: the one given, or the one this session claimed last."""
+        """The attempt to act on: the one given, the one this session claimed last, or else the
+        one the coordinator says this session holds in this project."""
         if attempt_id is not None:
             check_id(attempt_id, "attempt id")
             if generation is None:
@@ -247,10 +284,44 @@ class Agent:
                     self.get(self.project(f"/attempts/{attempt_id}"))["attempt"]["generation"]
                 )
             return attempt_id, generation
-        held = self.state().attempt
-        if held is None:
-            raise ConfigError("no attempt is held by this session: run `claim`, or pass --attempt")
+        held = self.state().attempt or self._held_on_server()
         return str(held["id"]), int(generation if generation is not None else held["generation"])
+
+    def _held_on_server(self) -> dict[str, Any]:
+        """The one task attempt the coordinator lists as held by this session in this project,
+        remembered locally; refuses when there is none or more than one."""
+        st = self.state()
+        if st.session() is None:
+            raise ConfigError("no attempt is held by this session: run `claim`, or pass --attempt")
+        view = self.get(f"/api/v1/sessions/{st.session_id}")
+        found = [
+            h
+            for h in view.get("held_attempts") or []
+            if isinstance(h, dict)
+            and h.get("project_id") == self.settings.project_id
+            and h.get("activity_id") is None
+        ]
+        if not found:
+            raise ConfigError(
+                "no attempt is held by this session (the coordinator lists none in this "
+                "project): run `claim`, or pass --attempt"
+            )
+        if len(found) > 1:
+            ids = ", ".join(str(h.get("attempt_id")) for h in found)
+            raise ConfigError(f"this session holds several attempts ({ids}): pass --attempt")
+        h = found[0]
+        attempt = {
+            "id": str(h["attempt_id"]),
+            "task_id": h.get("task_id"),
+            "generation": int(h["generation"]),
+            "expires_at": h.get("expires_at"),
+        }
+        with self.store.locked():
+            st = self.state()
+            if st.attempt is None and st.session_id == view.get("session_id"):
+                st.attempt = attempt
+                self.store.save(st)
+        return attempt
 
     def renew(self, attempt_id: str | None = None, generation: int | None = None) -> Outcome:
         aid, gen = self.held(attempt_id, generation)
@@ -313,9 +384,14 @@ class Agent:
     def _code_fields(
         self, attempt_id: str, body: dict[str, Any], checkout: str | None, push: str | None
     ) -> dict[str, Any]:
-        """Fill the candidate ref and revisions from the prepared worktree (and push it)."""
+        """Fill the candidate ref and revisions from the prepared worktree and the checkout
+        registered with the coordinator (whose base is the one the coordinator accepts), and
+        push the candidate when asked."""
         prepared = self.state().worktrees.get(attempt_id, {})
+        registered = self.registered_checkout(attempt_id) or {}
         path = checkout or prepared.get("path")
+        if path is None and registered.get("path") and Path(registered["path"]).is_dir():
+            path = str(registered["path"])
         body.setdefault("candidate_ref", CANDIDATE_PREFIX + attempt_id)
         if not str(body["candidate_ref"]).startswith(CANDIDATE_PREFIX):
             raise ConfigError(f"candidate_ref must start with {CANDIDATE_PREFIX}")
@@ -327,15 +403,24 @@ class Agent:
                 )
             body["candidate_revision"] = worktree.rev_parse(path, "HEAD")
         if "base_revision" not in body:
-            base = prepared.get("base_revision")
+            base = registered.get("base_revision") or prepared.get("base_revision")
             if base is None:
-                raise ConfigError("base_revision: not in the input and no worktree was prepared")
+                raise ConfigError(
+                    "base_revision: not in the input, and no checkout is registered or prepared "
+                    "for this attempt (run `worktree prepare`)"
+                )
             body["base_revision"] = base
         if push is not None:
             if path is None:
                 raise ConfigError("--push needs a checkout (--checkout or a prepared worktree)")
             worktree.push_candidate(path, push, body["candidate_revision"], body["candidate_ref"])
         return body
+
+    def registered_checkout(self, attempt_id: str) -> dict[str, Any] | None:
+        """The checkout the coordinator has on record for the attempt, if any."""
+        detail = self.get(self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}"))
+        checkout = detail.get("checkout") if isinstance(detail, dict) else None
+        return checkout if isinstance(checkout, dict) else None
 
     def review_claim(
         self, activity_id: str | None = None, submission_id: str | None = None
@@ -386,39 +471,70 @@ class Agent:
         base: str,
         attempt_id: str | None = None,
     ) -> dict[str, Any]:
+        """Add the attempt's checkout as a git worktree (recorded locally first), then register
+        it with the coordinator. Running it again for an unregistered worktree registers it."""
+        self.settings.require_token()
         st = self.state()
-        if attempt_id is None and st.attempt is None:
-            raise ConfigError("no attempt is held by this session: run `claim`, or pass --attempt")
-        aid = check_id(attempt_id, "attempt id") if attempt_id else str(st.attempt["id"])  # type: ignore[index]
-        if st.session_id is None:
+        if st.session() is None:
             raise SetupRequired("no agent session: run `agent-coordinator connect` first")
+        aid, generation = self.held(attempt_id, None)
         target = path or str(self.settings.state_dir / "worktrees" / aid)
         with self.store.locked():
             st = self.state()
-            if aid in st.worktrees:
-                where = st.worktrees[aid]["path"]
+            if st.pending is not None:
+                raise MutationPending(
+                    f"an earlier mutation is unresolved: {st.pending.describe()}; run "
+                    "`agent-coordinator retry` to resend it with the same key before anything else"
+                )
+            record = st.worktrees.get(aid)
+            if record is not None and record.get("registered"):
+                where = record["path"]
                 raise LocalConflict(f"a worktree was already prepared for attempt {aid} at {where}")
-            record = worktree.add(source, target, f"agentc/{st.session_id}", base)
-            record["attempt_id"] = aid
-            record["registered"] = False
-            st.worktrees[aid] = record
-            self.store.save(st)
-        return record
-
-
-_LOST_PROOF = object()
+            if record is None:
+                record = worktree.add(source, target, f"agentc/{st.session_id}", base)
+                record["attempt_id"] = aid
+                record["registered"] = False
+                st.worktrees[aid] = record
+                self.store.save(st)
+            workstation = st.workstation_id
+        body: dict[str, Any] = {
+            "generation": generation,
+            "path": record["path"],
+            "branch": record["branch"],
+            "base_revision": record["base_revision"],
+        }
+        if workstation:
+            body["workstation_id"] = workstation
+        out = self.mutate("checkout", "POST", self.project(f"/attempts/{aid}/checkout"), body)
+        got: dict[str, Any] = self.state().worktrees.get(aid, record)
+        return {**got, "checkout": out.data.get("checkout"), "replayed": out.replayed}
 
 
 def _learn(st: State, pending: Pending, answer: Answer) -> Any:
     """Update the session state from a definitive success; returns what to show."""
     data = answer.data
     if pending.op == "connect":
-        if data.get("secret_unavailable") or not data.get("proof"):
-            return _LOST_PROOF
-        st.session_id, st.proof = data["session_id"], data["proof"]
+        wanted = pending.body.get("session_id") if isinstance(pending.body, dict) else None
+        if (
+            not isinstance(data, dict)
+            or pending.session_proof is None
+            or data.get("session_id") != wanted
+            or data.get("proof_source", "client") != "client"
+        ):
+            raise SetupRequired(
+                "the coordinator did not open the session with the client-made id and proof "
+                "(it may be too old for this client); the session was not stored"
+            )
+        st.session_id, st.proof = wanted, pending.session_proof
         st.agent, st.harness = data.get("agent"), data.get("harness")
+        st.workstation_id = pending.body.get("workstation_id")
         st.attempt = st.review = None
         return {k: v for k, v in data.items() if k != "proof"}
+    if pending.op == "checkout" and isinstance(data, dict):
+        for aid, record in st.worktrees.items():
+            if pending.path.endswith(f"/attempts/{aid}/checkout"):
+                record["registered"] = True
+                record["checkout"] = data.get("checkout")
     if pending.op == "claim" and isinstance(data, dict) and data.get("claim"):
         att = data["claim"]["attempt"]
         st.attempt = {

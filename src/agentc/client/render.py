@@ -131,6 +131,19 @@ def decision(console: Console, data: Any) -> None:
         console.print(f"task {data['task']['id']} is now {data['task']['work_status']}")
 
 
+HELD_KEYS = ["attempt_id", "task_id", "activity_id", "generation", "expires_at"]
+
+
+def session(console: Console, data: Any) -> None:
+    kv(console, {k: v for k, v in data.items() if k not in ("held_attempts", "local_attempt")},
+       title="session")  # fmt: skip
+    held = data.get("held_attempts") or []
+    for item in held:
+        kv(console, item, title="held attempt", keys=["project_id", *HELD_KEYS])
+    if not held:
+        console.print("This session holds no attempt.")
+
+
 def status(console: Console, data: Any) -> None:
     kv(console, {k: v for k, v in data.items() if k not in ("attempt", "review", "worktrees")},
        title="session")  # fmt: skip

@@ -1,7 +1,8 @@
 """Session state and the mutation journal: `<state>/sessions/<name>.json` plus `<name>.lock`.
 
 The file holds the agent session (id and proof), the one pending mutation (method, path, body,
-Idempotency-Key: written and fsynced *before* the request leaves), and what the last answers
+Idempotency-Key and, for `connect`, the client-made session id and proof: written and fsynced
+*before* the request leaves), and what the last answers
 taught us (the held attempt, the held review, prepared worktrees). Every write replaces the file
 atomically (temporary file, fsync, rename, fsync of the directory). The directory is 0700 and
 the files 0600. A command holds the lock for its whole read-modify-write, so two commands of
@@ -38,6 +39,8 @@ class Pending:
     key: str
     with_session: bool
     created_at: float
+    # Opening a session: the client-made proof, sent alone (never shown by `status`).
+    session_proof: str | None = None
 
     def describe(self) -> str:
         return f"{self.method} {self.path} (Idempotency-Key {self.key})"
@@ -50,6 +53,7 @@ class State:
     proof: str | None = None
     agent: str | None = None
     harness: str | None = None
+    workstation_id: str | None = None
     pending: Pending | None = None
     attempt: dict[str, Any] | None = None
     review: dict[str, Any] | None = None

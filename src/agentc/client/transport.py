@@ -83,8 +83,12 @@ class Transport:
         *,
         key: str | None = None,
         session: tuple[str, str] | None = None,
+        lone_proof: str | None = None,
     ) -> Answer:
-        """Send one request; a definitive answer or CoordinatorError / TransportFailure."""
+        """Send one request; a definitive answer or CoordinatorError / TransportFailure.
+
+        `session` sends the session id and its proof; `lone_proof` sends only a proof (opening
+        a session with a client-made proof)."""
         method = method.upper()
         if method not in METHODS:
             raise ConfigError(f"method {method!r}: use one of {', '.join(METHODS)}")
@@ -95,9 +99,11 @@ class Transport:
         if session is not None:
             headers["X-Coordinator-Session"] = session[0]
             headers["X-Coordinator-Session-Proof"] = session[1]
+        elif lone_proof is not None:
+            headers["X-Coordinator-Session-Proof"] = lone_proof
         content = None
         if body is not None:
-            content = json.dumps(body, separators=(",", ":")).encode()
+            content = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
             headers["Content-Type"] = "application/json"
         try:
             resp = self._client.request(method, path, content=content, headers=headers)
