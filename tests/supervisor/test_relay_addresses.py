@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -9,14 +12,19 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentc.core.errors import SupervisorError
+from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor import relay
+from agentc.supervisor.config import SupervisorConfig, load_config
+from agentc.supervisor.launch import LaunchRequest, plan
 from agentc.supervisor.relay import (
     LoopbackAddress,
     RelayAddressError,
+    UnixTarget,
     endpoint,
+    parse_host_target,
     parse_loopback_address,
     parse_relay_spec,
+    start_host_relays,
     url_relay_address,
 )
 
@@ -181,6 +189,112 @@ def test_endpoint() -> None:
             endpoint(bad, "127.0.0.1:3128")
     with pytest.raises(RelayAddressError, match="not an IPv4 loopback"):
         endpoint("gateway", "127.0.0.1:4000", "10.0.0.1:4000")
+
+
+# Host targets: a loopback address or a Unix socket ------------------------------------------
+
+
+def test_host_target_unix_socket() -> None:
+    target = UnixTarget(Path("/run/agentc/gateway.sock"))
+    assert parse_host_target("unix:/run/agentc/gateway.sock") == target
+    assert parse_host_target(Path("/run/agentc/gateway.sock")) == target
+    assert str(target) == "unix:/run/agentc/gateway.sock"
+    assert parse_host_target("127.0.0.1:8788") == LoopbackAddress("127.0.0.1", 8788)
+    e = endpoint("gateway", "127.0.0.1:8788", "unix:/run/agentc/gateway.sock")
+    assert (e.listen, e.target) == (LoopbackAddress("127.0.0.1", 8788), target)
+    assert endpoint("gateway", "127.0.0.1:8788", Path("/run/agentc/gateway.sock")) == e
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("unix:run/gateway.sock", "not absolute"),
+        ("unix:", "not absolute"),
+        (Path("gateway.sock"), "not absolute"),
+        ("unix:/" + "a" * 107, "longer than 107 bytes"),
+        ("unix:/run/a\0b.sock", "NUL"),
+        ("unix:/run/../etc/gateway.sock", "normal form"),
+        ("unix:/run/./gateway.sock", "normal form"),
+        ("unix:/run/agentc/", "normal form"),
+        ("unix://run/gateway.sock", "normal form"),
+        ("unix:/", "normal form"),
+        ("UNIX:/run/gateway.sock", "canonical dotted-quad"),
+        ("/run/gateway.sock", "write a Unix socket target as unix:/run/gateway.sock"),
+        ("unix:127.0.0.1:8788", "not absolute"),
+    ],
+)
+def test_host_target_refused(target: str | Path, why: str) -> None:
+    with pytest.raises(RelayAddressError, match=why):
+        endpoint("gateway", "127.0.0.1:8788", target)
+
+
+def test_start_host_relays_takes_unix_targets(tmp_path: Path) -> None:
+    # Nothing needs to listen yet: the socket is checked when a connection is relayed.
+    run = Path(tempfile.mkdtemp(prefix="agentc-t-"))
+    try:
+        host = start_host_relays(run, {"gateway": ("127.0.0.1:8788", tmp_path / "gw.sock")})
+        try:
+            assert host.endpoints[0].target == UnixTarget(tmp_path / "gw.sock")
+        finally:
+            host.close()
+    finally:
+        shutil.rmtree(run)
+
+
+# The launch's gateway relay on the gateway's Unix socket ------------------------------------
+
+
+def test_config_gateway_address_may_be_a_unix_socket(tmp_path: Path) -> None:
+    config = SupervisorConfig(gateway_address="unix:/run/agentc/gateway.sock")
+    assert config.gateway_target() == "unix:/run/agentc/gateway.sock"
+    for bad, why in [
+        ("unix:run/gateway.sock", "absolute, normalized"),
+        ("unix:/run/../gateway.sock", "absolute, normalized"),
+        ("unix:/" + "a" * 107, "107 bytes"),
+        ("127.1:8788", "IPv4"),
+    ]:
+        path = tmp_path / "supervisor.toml"
+        path.write_text(f'gateway_address = "{bad}"\n')
+        with pytest.raises(ConfigError, match=why):
+            load_config(path)
+    # Only the gateway's host side may be a socket: the harness still needs a loopback port.
+    with pytest.raises(ValueError, match="IPv4 loopback"):
+        SupervisorConfig(gateway_listen="unix:/run/agentc/gateway.sock")
+
+
+def test_launch_plan_relays_the_gateway_to_its_unix_socket() -> None:
+    from launchkit import cleanup, make_kit
+
+    root = Path(tempfile.mkdtemp(prefix="agc-relay-"))  # $RUN/net/*.sock must fit sun_path
+    try:
+        (root / "gw").mkdir()
+        (root / "gws").mkdir()
+        gateway_sock = root / "gws" / "gateway.sock"
+        kit = make_kit(
+            root / "kit",
+            gateway_listen="127.0.0.1:18788",
+            gateway_address=f"unix:{gateway_sock}",
+            gateway_control=str(root / "gw" / "control.sock"),
+            token_in_env=False,
+        )
+        run, clone = kit.new_run("exit 0\n")
+        request = LaunchRequest(
+            role="implementer", harness="claude", run=run, clone=clone, session_id=str(uuid.uuid4())
+        )
+        p = plan(load_config(kit.config), request)
+        (gw,) = [r for r in p.description.relays if r.name == "gateway"]
+        assert (gw.address, gw.target) == ("127.0.0.1:18788", f"unix:{gateway_sock}")
+        assert p.gateway is not None and p.gateway.base_url == "http://127.0.0.1:18788"
+        i = p.argv.index("netns-relay")
+        assert p.argv[i + 1 : i + 3] == ["--relay", f"127.0.0.1:18788={p.layout.net}/gateway.sock"]
+        # The host half the launch builds connects to the socket, not to a port.
+        (built,) = [relay.endpoint(r.name, r.address, r.target) for r in [gw]]
+        assert built.target == UnixTarget(gateway_sock)
+        # A Unix socket ignores network namespaces: its directory is masked in the launch.
+        assert ["--tmpfs", str(root / "gws")] in [p.argv[j : j + 2] for j in range(len(p.argv))]
+        cleanup(root / "kit")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # Property tests ---------------------------------------------------------------------------

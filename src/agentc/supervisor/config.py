@@ -1,5 +1,9 @@
 """The supervisor's one settings model (``supervisor.toml``); unknown keys are errors.
 
+Validated by hand, not by pydantic: every launch loads this module, and pydantic's import
+alone cost ~200 ms of each launch (docs/benchmarks.md). Every key has one checker below; a
+file is checked key by key and every problem is reported together, naming its key.
+
 Host mode keeps state under ``/var/lib/agentc`` and launches as the role accounts; personal
 mode keeps it under ``~/.local/state/agentc`` and launches as the invoking user, with that
 user's home and secrets masked. The mode changes where state lives and whether uids switch,
@@ -11,11 +15,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import pwd
-import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any, Literal
 
 from agentc.core.errors import ConfigError
 
@@ -45,15 +48,132 @@ def check_loopback_address(value: str, key: str) -> str:
     return value
 
 
-class SupervisorConfig(BaseModel):
-    """Every supervisor setting, with defaults; an empty file equals the defaults."""
+def check_gateway_address(value: str, key: str) -> str:
+    """A loopback ``a.b.c.d:port``, or ``unix:/abs/path`` for the gateway's ``unix_socket``."""
+    if not value.startswith("unix:"):
+        return check_loopback_address(value, key)
+    path = value.removeprefix("unix:")
+    if not path.startswith("/") or path.startswith("//") or os.path.normpath(path) != path:
+        raise ValueError(f"{key}: {path!r} must be an absolute, normalized socket path")
+    if "\0" in path or len(os.fsencode(path)) > 107:
+        raise ValueError(f"{key}: {path!r} is not a usable Unix socket path (NUL, > 107 bytes)")
+    return value
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _path(value: object) -> Path:
+    if isinstance(value, Path):
+        return value
+    return Path(_string(value))
+
+
+def _absolute(value: object) -> Path:
+    path = _path(value)
+    if not path.is_absolute():
+        raise ValueError(f"must be an absolute path, got {path}")
+    return path
+
+
+def _optional_absolute(value: object) -> Path | None:
+    return None if value is None else _absolute(value)
+
+
+def _absolute_list(value: object) -> list[Path]:
+    paths = [_path(item) for item in _list(value)]
+    for path in paths:
+        if not path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"must be absolute paths without '..', got {path}")
+    return paths
+
+
+def _list(value: object) -> list[object]:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def _strings(value: object) -> list[str]:
+    return [_string(item) for item in _list(value)]
+
+
+def _optional_strings(value: object) -> list[str] | None:
+    return None if value is None else _strings(value)
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _mode(value: object) -> str:
+    if value not in ("host", "personal"):
+        raise ValueError(f"must be 'host' or 'personal', got {value!r}")
+    return _string(value)
+
+
+def _loopback(value: object) -> str | None:
+    # An empty string turns the relay off (TOML has no null).
+    text = None if value is None else _string(value)
+    return check_loopback_address(text, "relay address") if text else None
+
+
+def _gateway_address(value: object) -> str | None:
+    text = None if value is None else _string(value)
+    return check_gateway_address(text, "relay address") if text else None
+
+
+def _harness_table(convert: Callable[[object], Any]) -> Callable[[object], dict[str, Any]]:
+    def check(value: object) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"expected a table, got {type(value).__name__}")
+        for name in value:
+            if name not in HARNESSES:
+                raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
+        return {name: convert(item) for name, item in value.items()}
+
+    return check
+
+
+CHECKS: dict[str, Callable[[object], Any]] = {
+    "mode": _mode,
+    "state_dir": _optional_absolute,
+    "bin_dir": _absolute,
+    "bubblewrap": _absolute,
+    "implementer_user": _string,
+    "reviewer_user": _string,
+    "egress_listen": _loopback,
+    "coordinator_listen": _loopback,
+    "gateway_listen": _loopback,
+    "gateway_address": _gateway_address,
+    "gateway_control": _absolute,
+    "gateway_upstreams": _harness_table(_string),
+    "token_in_env": _bool,
+    "harness_paths": _harness_table(_path),
+    "supervisor_program": _optional_strings,
+    "wrapper": _strings,
+    "masks": _absolute_list,
+    "expose": _absolute_list,
+    "toolchain_dir": _absolute,
+}
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """Every supervisor setting, with defaults; an empty file equals the defaults.
+
+    Constructing one checks (and converts) every field with its checker in ``CHECKS``; a bad
+    value raises ``ValueError`` naming the key.
+    """
 
     mode: Literal["host", "personal"] = "host"
-    state_dir: Path | None = Field(
-        default=None, description="host: /var/lib/agentc; personal: ~/.local/state/agentc"
-    )
+    # host: /var/lib/agentc; personal: ~/.local/state/agentc
+    state_dir: Path | None = None
     bin_dir: Path = Path("/opt/agentc/bin")
     bubblewrap: Path = Path("/usr/bin/bwrap")
     implementer_user: str = "agentc-impl"
@@ -62,56 +182,47 @@ class SupervisorConfig(BaseModel):
     coordinator_listen: str | None = None
     # The model gateway (docs/gateway.md): the default way every launch reaches its model.
     # ``gateway_listen`` is the loopback address the harness uses inside the launch (relayed
-    # to the host's ``gateway_address``, which defaults to the same address); an empty
+    # to the host's ``gateway_address``, which defaults to the same address, or may be the
+    # gateway's ``unix_socket`` as ``unix:/path``, whose directory is masked too); an empty
     # string turns the gateway off. The supervisor issues and revokes each launch's sentinel
     # over ``gateway_control``, whose directory is masked inside every launch.
     gateway_listen: str | None = "127.0.0.1:8788"
     gateway_address: str | None = None
     gateway_control: Path = Path("/run/agentc-gateway/control.sock")
-    gateway_upstreams: dict[str, str] = Field(
-        default_factory=lambda: {"claude": "claude", "codex": "codex", "pi": "claude"},
-        description="the gateway upstream each harness's sentinel is bound to",
+    # The gateway upstream each harness's sentinel is bound to.
+    gateway_upstreams: dict[str, str] = field(
+        default_factory=lambda: {"claude": "claude", "codex": "codex", "pi": "claude"}
     )
     # Opt-in only: hand Claude Code the role's token file as CLAUDE_CODE_OAUTH_TOKEN (any shell
     # the agent opens can read it; docs/security.md). Claude then bypasses the gateway.
     token_in_env: bool = False
-    harness_paths: dict[str, Path] = Field(default_factory=dict)
-    supervisor_program: list[str] | None = Field(
-        default=None, description="argv prefix running agentc-supervisor inside the sandbox"
-    )
-    wrapper: list[str] = Field(default_factory=list, description="e.g. agentns-claude prefix")
-    masks: list[Path] = Field(default_factory=list, description="extra paths to hide")
-    expose: list[Path] = Field(default_factory=list, description="read-only bind-backs")
+    harness_paths: dict[str, Path] = field(default_factory=dict)
+    # The argv prefix running agentc-supervisor inside the sandbox.
+    supervisor_program: list[str] | None = None
+    wrapper: list[str] = field(default_factory=list)  # e.g. an agentns-claude prefix
+    masks: list[Path] = field(default_factory=list)  # extra paths to hide
+    expose: list[Path] = field(default_factory=list)  # read-only bind-backs
     toolchain_dir: Path = Path("/opt/agentc")
 
-    @field_validator("egress_listen", "coordinator_listen", "gateway_listen", "gateway_address")
-    @classmethod
-    def _loopback(cls, value: str | None) -> str | None:
-        # An empty string turns the relay off (TOML has no null).
-        return check_loopback_address(value, "relay address") if value else None
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        for item in fields(self):
+            try:
+                checked = CHECKS[item.name](getattr(self, item.name))
+            except ValueError as exc:
+                problems.append(f"{item.name}: {exc}")
+                continue
+            object.__setattr__(self, item.name, checked)
+        if problems:
+            raise ValueError("; ".join(problems))
 
-    @field_validator("harness_paths", "gateway_upstreams")
     @classmethod
-    def _harness_names(cls, value: dict[str, Path]) -> dict[str, Path]:
-        for name in value:
-            if name not in HARNESSES:
-                raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
-        return value
-
-    @field_validator("state_dir", "bin_dir", "bubblewrap", "toolchain_dir", "gateway_control")
-    @classmethod
-    def _absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"must be an absolute path, got {value}")
-        return value
-
-    @field_validator("masks", "expose")
-    @classmethod
-    def _absolute_list(cls, value: list[Path]) -> list[Path]:
-        for path in value:
-            if not path.is_absolute() or ".." in path.parts:
-                raise ValueError(f"must be absolute paths without '..', got {path}")
-        return value
+    def from_mapping(cls, data: Mapping[str, object]) -> SupervisorConfig:
+        """The settings of a parsed ``supervisor.toml``; unknown keys are errors."""
+        unknown = [f"{key}: unknown setting" for key in data if key not in CHECKS]
+        if unknown:
+            raise ValueError("; ".join(unknown))
+        return cls(**data)  # type: ignore[arg-type]  # every value is checked on construction
 
     def resolved_state_dir(self) -> Path:
         if self.state_dir is not None:
@@ -124,7 +235,7 @@ class SupervisorConfig(BaseModel):
         return self.harness_paths.get(harness, self.bin_dir / harness)
 
     def gateway_target(self) -> str | None:
-        """The gateway's host address the relay connects to, or None when it is off."""
+        """The gateway's host address (or ``unix:/path``) the relay connects to; None: off."""
         if not self.gateway_listen:
             return None
         return self.gateway_address or self.gateway_listen
@@ -144,6 +255,8 @@ def load_config(path: Path | None) -> SupervisorConfig:
         if not DEFAULT_CONFIG.exists():
             return SupervisorConfig()
         path = DEFAULT_CONFIG
+    import tomllib  # only when there is a file to read
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -153,10 +266,6 @@ def load_config(path: Path | None) -> SupervisorConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     try:
-        return SupervisorConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"{path}: {problems}") from None
+        return SupervisorConfig.from_mapping(data)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

@@ -140,9 +140,12 @@ def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
     """Trees replaced by an empty tmpfs: the whole state root (token, other runs, the other
     role), scratch dirs, and in personal mode the user's home and runtime dir."""
     wanted = [state_dir, Path("/tmp"), Path("/var/tmp"), *config.masks]  # noqa: S108
-    if config.gateway_target() is not None:
+    gateway = config.gateway_target()
+    if gateway is not None:
         # The control socket issues sentinels: a Unix socket ignores network namespaces.
         wanted.append(config.gateway_control.parent)
+        if gateway.startswith("unix:"):  # likewise the gateway's own socket: only via the relay
+            wanted.append(Path(gateway.removeprefix("unix:")).parent)
     if config.mode == "personal":
         wanted += [user_home(), Path(f"/run/user/{os.getuid()}")]
     result: list[Path] = []

@@ -2,18 +2,23 @@
 
 Two streams are spliced both ways with half-close (one side's EOF becomes a `shutdown(SHUT_WR)`
 on the other), and both are always closed when the splice ends, so no descriptor outlives its
-connection. `LoopThread` hosts an asyncio loop in a daemon thread for synchronous callers.
+connection. `LoopThread` hosts an asyncio loop in a daemon thread for synchronous callers; when
+it stops, open connections are closed quietly (a normal end, never a traceback).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
+import os
 import socket
+import stat
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -47,6 +52,12 @@ async def splice(a: Streams, b: Streams) -> None:
             # A reset on one side: drop the other too rather than leaving it open forever.
             for w in (a[1], b[1]):
                 w.transport.abort()
+    except asyncio.CancelledError:
+        # The loop is stopping: drop both sides now. A graceful close would wait to flush
+        # buffered bytes to a peer that may never read them, and the shutdown with it.
+        for w in (a[1], b[1]):
+            w.transport.abort()
+        raise
     finally:
         for t in tasks:
             t.cancel()
@@ -70,6 +81,57 @@ async def open_tcp(host: str, port: int) -> Streams:
     except BaseException:
         sock.close()
         raise
+
+
+def _open_nofollow(path: Path) -> int:
+    """An O_PATH descriptor of the socket at `path`, refusing a symlink in any component.
+
+    Each component is opened relative to the previous one with O_NOFOLLOW, so what is checked
+    is what gets connected to: no symlink can be swapped in between the check and the use.
+    """
+    if not path.is_absolute():
+        raise OSError(errno.EINVAL, f"{path} is not an absolute path")
+    parts = path.parts
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, name in enumerate(parts[1:], start=1):
+            where = Path(*parts[: i + 1])
+            try:
+                next_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                raise OSError(exc.errno, f"{where}: {exc.strerror}") from None
+            os.close(fd)
+            fd = next_fd
+            mode = os.fstat(fd).st_mode
+            last = i == len(parts) - 1
+            if stat.S_ISLNK(mode):
+                raise OSError(errno.ELOOP, f"{where} is a symlink")
+            if not last and not stat.S_ISDIR(mode):
+                raise OSError(errno.ENOTDIR, f"{where} is not a directory")
+            if last and not stat.S_ISSOCK(mode):
+                raise OSError(errno.ENOTSOCK, f"{where} is not a socket")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+async def open_unix(path: Path) -> Streams:
+    """Connect to the Unix socket at `path` without following a symlink anywhere in it.
+
+    The connect goes through `/proc/self/fd/N` of an O_PATH descriptor of the checked socket.
+    """
+    fd = _open_nofollow(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, f"/proc/self/fd/{fd}")
+        return await asyncio.open_unix_connection(sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.close(fd)
 
 
 class Forwarder:
@@ -107,17 +169,29 @@ class Forwarder:
                 self.report(f"{self.label}: cannot connect: {exc.strerror or exc}")
                 return
             await splice((reader, writer), peer)
+        except asyncio.CancelledError:
+            # The loop is stopping (the launch or its harness ended) with this connection
+            # open: a normal end. Returning, not re-raising, keeps asyncio from logging it.
+            return
         finally:
             self.tasks.discard(task)
-            # No-op after a finished splice; closes the client on a refusal or a cancel.
-            writer.transport.abort()
+            # Closes the client on a refusal or a cancel before the splice. Not after a splice,
+            # which closed it: CPython 3.11 can then have detached the transport from its loop
+            # without marking it lost, and abort() would fail.
+            if not writer.transport.is_closing():
+                writer.transport.abort()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
 
 class LoopThread:
     """An asyncio loop in a daemon thread, so a synchronous caller (the launch) can host it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, report: Callable[[str], None] = report_stderr) -> None:
+        self.name = name
+        self.report = report
         self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(self._exception)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._servers: list[asyncio.AbstractServer] = []
 
@@ -130,8 +204,16 @@ class LoopThread:
             for task in tasks:
                 task.cancel()
             self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            # One more turn for the transports' scheduled `connection_lost` (socket close).
+            self.loop.run_until_complete(asyncio.sleep(0))
         finally:
             self.loop.close()
+
+    def _exception(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Anything asyncio would log with a traceback becomes one line on `report`."""
+        exc = context.get("exception")
+        detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+        self.report(f"{self.name}: {context.get('message', 'error')}{detail}")
 
     def start(self) -> None:
         self._thread.start()

@@ -6,7 +6,8 @@ coordinator) are relayed in two halves:
 
 - host half (`HostRelay`, run by the launch): listens on `$RUN/net/<name>.sock` (0600 in a
   0700 directory) and pipes each connection to that one service's loopback TCP address, so the
-  host firewall still applies to what the launch reaches;
+  host firewall still applies to what the launch reaches, or to its Unix socket (`unix:/path`,
+  connected to without following any symlink, so file permissions apply);
 - namespace half (`netns-relay`, the first process inside bwrap): listens on the same loopback
   `ip:port` the harness expects, pipes each connection to the Unix socket, and runs the harness
   as its child, exiting with the harness's status.
@@ -37,9 +38,17 @@ from pathlib import Path
 import click
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor.netpipe import Forwarder, LoopThread, open_tcp, report_stderr
+from agentc.supervisor.netpipe import (
+    Forwarder,
+    LoopThread,
+    Opener,
+    open_tcp,
+    open_unix,
+    report_stderr,
+)
 
 MIN_RELAY_PORT = 1024
+UNIX_PREFIX = "unix:"
 # sun_path is 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 107
 DEFAULT_MAX_CONNECTIONS = 256
@@ -77,6 +86,19 @@ class LoopbackAddress:
         return f"{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, order=True)
+class UnixTarget:
+    """A host service's Unix socket: an absolute, normalized path (checked again on connect)."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return f"{UNIX_PREFIX}{self.path}"
+
+
+HostTarget = LoopbackAddress | UnixTarget
+
+
 @dataclass(frozen=True)
 class RelaySpec:
     """One namespace-half relay: listen on `listen`, forward to the Unix socket `socket`."""
@@ -94,7 +116,7 @@ class RelayEndpoint:
 
     name: str
     listen: LoopbackAddress
-    target: LoopbackAddress
+    target: HostTarget
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +189,27 @@ def check_socket_path(path: str, *, what: str = "socket path") -> None:
         )
 
 
+def parse_host_target(target: str | Path, *, what: str = "relay target") -> HostTarget:
+    """A host half's target: `127.0.0.1:PORT`, or a Unix socket as `unix:/abs/path` or a Path.
+
+    A socket path must be absolute and normalized (no `.`, `..`, `//` or trailing `/`): it is
+    carried as written. Whether it is a socket, and that no component is a symlink, is checked
+    each time the relay connects (the service may start after the launch).
+    """
+    if isinstance(target, Path):
+        text = str(target)
+    elif target.startswith(UNIX_PREFIX):
+        text = target.removeprefix(UNIX_PREFIX)
+    elif target.startswith("/"):
+        raise RelayAddressError(f"{what}: write a Unix socket target as {UNIX_PREFIX}{target}")
+    else:
+        return parse_loopback_address(target, what=what)
+    check_socket_path(text, what=what)
+    if text == "/" or text.startswith("//") or os.path.normpath(text) != text:
+        raise RelayAddressError(f"{what}: socket path {text!r} is not in normal form")
+    return UnixTarget(Path(text))
+
+
 def url_relay_address(url: str, *, what: str = "url") -> LoopbackAddress | None:
     """The loopback address a service URL needs relayed, or None for a non-loopback host.
 
@@ -220,13 +263,22 @@ def url_relay_address(url: str, *, what: str = "url") -> LoopbackAddress | None:
     return LoopbackAddress(_loopback_ip(loopback, what), _parse_port(port_text, what))
 
 
-def endpoint(name: str, listen: str, target: str | None = None) -> RelayEndpoint:
-    """Build a checked `RelayEndpoint`; `target` defaults to `listen` (the usual case)."""
+def endpoint(name: str, listen: str, target: str | Path | None = None) -> RelayEndpoint:
+    """Build a checked `RelayEndpoint`; `target` defaults to `listen` (the usual case).
+
+    `target` is a loopback `127.0.0.1:PORT`, or a Unix socket (`unix:/abs/path` or a `Path`).
+    """
     if not _ENDPOINT_NAME.fullmatch(name):
         raise RelayAddressError(f"relay endpoint name {name!r} must match [a-z][a-z0-9_-]*")
     addr = parse_loopback_address(listen, what=f"relay {name}")
-    dest = addr if target is None else parse_loopback_address(target, what=f"relay {name}")
+    dest = addr if target is None else parse_host_target(target, what=f"relay {name}")
     return RelayEndpoint(name, addr, dest)
+
+
+def _opener(target: HostTarget) -> Opener:
+    if isinstance(target, UnixTarget):
+        return functools.partial(open_unix, target.path)
+    return functools.partial(open_tcp, target.host, target.port)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +286,8 @@ def endpoint(name: str, listen: str, target: str | None = None) -> RelayEndpoint
 
 
 class HostRelay:
-    """The host half for one launch: `$RUN/net/<name>.sock` -> the service's loopback address.
+    """The host half for one launch: `$RUN/net/<name>.sock` -> the service's loopback address
+    or Unix socket.
 
     Use as a context manager, or call `start()` and `close()`. `netns_args()` gives the
     `--listen` arguments for the namespace half.
@@ -275,16 +328,14 @@ class HostRelay:
         if self._loop is not None:
             raise SupervisorError("host relay already started")
         _make_net_dir(self.net_dir)
-        loop = LoopThread(f"agentc-host-relay:{self.net_dir}")
+        loop = LoopThread(f"agentc-host-relay:{self.net_dir}", self._report)
         self._loop = loop
         loop.start()
         try:
             for e in self.endpoints:
                 sock = self._bind(e.name)
-                target = e.target
-                label = f"relay {e.name} -> {target}"
-                opener = functools.partial(open_tcp, target.host, target.port)
-                fw = Forwarder(label, opener, self._max, self._report)
+                label = f"relay {e.name} -> {e.target}"
+                fw = Forwarder(label, _opener(e.target), self._max, self._report)
                 try:
                     loop.serve(sock, fw.handle)
                 except BaseException:
@@ -348,13 +399,15 @@ def _make_net_dir(net_dir: Path) -> None:
 
 
 def start_host_relays(
-    run_dir: Path, endpoints: Mapping[str, str | tuple[str, str]] | Sequence[RelayEndpoint]
+    run_dir: Path,
+    endpoints: Mapping[str, str | tuple[str, str | Path]] | Sequence[RelayEndpoint],
 ) -> HostRelay:
     """Start the host half for a launch and return it (call `.close()` when the launch ends).
 
     `endpoints` maps a name (`proxy`, `gateway`, `coordinator`, `staging`) to its loopback
     address `127.0.0.1:PORT`, or to `(listen, target)` when the in-namespace address differs
-    from the host service. Sockets go to `run_dir/net/<name>.sock`.
+    from the host service; a target may be a Unix socket (`unix:/abs/path` or a `Path`).
+    Sockets go to `run_dir/net/<name>.sock`.
     """
     if isinstance(endpoints, Mapping):
         items = [
@@ -428,7 +481,7 @@ def run_netns_relay(
                 child.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
-    loop = LoopThread("agentc-netns-relay")
+    loop = LoopThread("agentc-netns-relay", report)
     socks: list[socket.socket] = []
     try:
         ensure_loopback_up()
