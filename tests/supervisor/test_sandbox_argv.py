@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import PurePosixPath as P
 
@@ -171,17 +172,24 @@ def test_relay_runs_as_init_then_wrapper_then_harness() -> None:
 
 
 @pytest.mark.parametrize(
-    "change",
+    ("change", "message"),
     [
-        {"harness_argv": ()},
-        {"masks": (P("tmp"),)},
-        {"writable": (P("/s/../etc"),)},
-        {"run": P("relative/run")},
-        {"relays": (Relay("proxy", "127.0.0.1:3128", P("/r/net/proxy.sock")),)},
+        ({"harness_argv": ()}, "the harness argv is empty"),
+        ({"masks": (P("tmp"),)}, "mask path must be absolute and without '..': tmp"),
+        ({"writable": (P("/s/../etc"),)}, "writable path must be absolute and without '..'"),
+        ({"run": P("relative/run")}, "launch path must be absolute and without '..'"),
+        ({"clone": P("/s/impl/clones/../../x")}, "launch path must be absolute"),
+        ({"bwrap": P("bwrap")}, "launch path must be absolute"),
+        ({"readonly": (P("claude-config"),)}, "read-only path must be absolute"),
+        ({"readonly": (P("/s/impl/../rev"),)}, "read-only path must be absolute"),
+        (
+            {"relays": (Relay("proxy", "127.0.0.1:3128", P("/r/net/proxy.sock")),)},
+            "relays are configured but no relay program is given",
+        ),
     ],
 )
-def test_refuses_ambiguous_descriptions(change: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+def test_refuses_ambiguous_descriptions(change: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
         build_argv(desc(**change))
 
 
