@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from launchkit import Kit, make_kit
 
 from agentc.core.errors import ConfigError, SupervisorError
-from agentc.supervisor.cli import main
+from agentc.supervisor.commands import main
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.launch import LaunchRequest, Plan, plan
 

@@ -1,164 +1,160 @@
-"""``agentc-supervisor``: preflight, launch, launch-root, candidate-shell, model-gateway (and
-the relays).
+"""``agentc-supervisor``'s entry point, kept lean because every launch starts here.
+
+A ``launch`` command line in its plain form is parsed and run here without importing click:
+an optional ``--config PATH`` first, then ``launch``, then only launch options, each at most
+once, as ``--name value`` or ``--name=value`` with a valid value not starting with ``-``, and
+the harness arguments after ``--``. Anything else (help, every other command, a bad or
+unusual argument) goes to the click application, :data:`agentc.supervisor.commands.main`,
+which parses a launch into the same parameters (tests/supervisor/test_launch_lean.py compares
+the two) and reports errors. Both run the launch with :func:`run_launch`.
 
 Every refusal prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
+if TYPE_CHECKING:
+    from agentc.supervisor.config import SupervisorConfig
+    from agentc.supervisor.launch import LaunchRequest
 
-from agentc.core.errors import AgentcError
-from agentc.supervisor.config import SupervisorConfig, load_config
-
-ROLES = click.Choice(["implementer", "reviewer"])
-HARNESS = click.Choice(["claude", "codex", "pi"])
-
-
-def _fail(message: str) -> None:
-    click.echo(f"agentc-supervisor: {message}", err=True)
-    sys.exit(1)
-
-
-def _config(ctx: click.Context) -> SupervisorConfig:
-    obj: dict[str, Any] = ctx.ensure_object(dict)
-    if "config" not in obj:
-        obj["config"] = load_config(obj.get("config_path"))
-    config: SupervisorConfig = obj["config"]
-    return config
-
-
-def _session(value: str | None) -> str:
-    if value is None:
-        return str(uuid.uuid4())
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a UUID", param_hint="--session-id") from None
-
-
-def launch_options(func: Any) -> Any:
-    """The launch-spec flags shared by preflight, launch and launch-root."""
-    options = [
-        click.option("--role", type=ROLES, required=True),
-        click.option("--harness", type=HARNESS, default="claude", show_default=True),
-        click.option("--run", "run", type=click.Path(path_type=Path), required=True),
-        click.option("--clone", type=click.Path(path_type=Path), required=True),
-        click.option("--model", default="default", show_default=True),
-        click.option("--session-id", default=None, help="UUID; a fresh UUIDv4 if absent"),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+ROLES = ("implementer", "reviewer")
+HARNESSES = ("claude", "codex", "pi")
+# Launch options taking a value, by the parameter name click gives them.
+VALUED = {
+    "--role": "role",
+    "--harness": "harness",
+    "--run": "run",
+    "--clone": "clone",
+    "--model": "model",
+    "--session-id": "session_id",
+    "--attempt": "attempt",
+    "--generation": "generation",
+    "--task": "task",
+    "--launch-usd": "launch_usd",
+}
+DEFAULTS: dict[str, Any] = {
+    "harness": "claude",
+    "model": "default",
+    "session_id": None,
+    "attempt": None,
+    "generation": 1,
+    "task": None,
+    "launch_usd": None,
+    "dry_run": False,
+}
 
 
-# Commands whose modules are imported only when the command is run (the gateway pulls in
-# uvicorn and httpx, which a launch's netns-relay must not pay for).
-LAZY_COMMANDS = {"model-gateway": "agentc.supervisor.gateway.cli"}
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
-class Group(click.Group):
-    """Turns every deliberate agentc error into one line and exit 1."""
+def _convert(name: str, value: str) -> Any:
+    """A value as click converts it, or None where click might differ or refuse."""
+    if name == "role":
+        return value if value in ROLES else None
+    if name == "harness":
+        return value if value in HARNESSES else None
+    if name in ("run", "clone"):
+        return Path(value)
+    if name == "generation":
+        return int(value) if _digits(value) else None
+    if name == "launch_usd":
+        whole, dot, frac = value.partition(".")
+        return float(value) if _digits(whole) and (not dot or _digits(frac)) else None
+    if name == "session_id":
+        import uuid
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        found = super().get_command(ctx, cmd_name)
-        if found is not None or cmd_name not in LAZY_COMMANDS:
-            return found
-        import importlib
-
-        command = getattr(importlib.import_module(LAZY_COMMANDS[cmd_name]), "command", None)
-        return command if isinstance(command, click.Command) else None
-
-    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
-        except AgentcError as exc:
-            _fail(str(exc))
-        except OSError as exc:  # an unexpected host condition: name it, no traceback
-            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+            uuid.UUID(value)
+        except ValueError:
+            return None
+    return value
 
 
-@click.group(cls=Group)
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
-@click.pass_context
-def main(ctx: click.Context, config_path: Path | None) -> None:
-    """Launch agent harnesses in per-launch Bubblewrap sandboxes."""
-    ctx.ensure_object(dict)["config_path"] = config_path
+def parse_launch(argv: Sequence[str]) -> tuple[Path | None, dict[str, Any]] | None:
+    """``(config path, launch parameters)`` of a plain launch command line, else None."""
+    rest = list(argv)
+    config: str | None = None
+    if rest[:1] == ["--config"] and len(rest) > 1:
+        config, rest = rest[1], rest[2:]
+    elif rest and rest[0].startswith("--config="):
+        config, rest = rest[0].removeprefix("--config="), rest[1:]
+    if (config is not None and (not config or config.startswith("-"))) or rest[:1] != ["launch"]:
+        return None
+    params: dict[str, Any] = {}
+    harness_args: tuple[str, ...] = ()
+    i = 1
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--":
+            harness_args = tuple(rest[i + 1 :])
+            break
+        if arg == "--dry-run" and "dry_run" not in params:
+            params["dry_run"] = True
+            i += 1
+            continue
+        option, eq, value = arg.partition("=")
+        name = VALUED.get(option)
+        if name is None or name in params:
+            return None
+        if not eq:
+            if i + 1 >= len(rest):
+                return None
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        converted = _convert(name, value) if value and not value.startswith("-") else None
+        if converted is None:
+            return None
+        params[name] = converted
+    if not {"role", "run", "clone"} <= params.keys():
+        return None
+    return (Path(config) if config is not None else None), {
+        **DEFAULTS,
+        **params,
+        "harness_args": harness_args,
+    }
 
 
-def _request(
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    harness_args: tuple[str, ...],
-) -> Any:
+def launch_request(params: Mapping[str, Any], session_id: str) -> LaunchRequest:
+    """The launch request of parsed launch parameters (either parser's)."""
     from agentc.supervisor.launch import LaunchRequest
 
     return LaunchRequest(
-        role="implementer" if role == "implementer" else "reviewer",
-        harness=harness,
-        run=run,
-        clone=clone,
-        session_id=_session(session_id),
-        model=model,
-        harness_args=harness_args or None,
+        role="implementer" if params["role"] == "implementer" else "reviewer",
+        harness=params["harness"],
+        run=params["run"],
+        clone=params["clone"],
+        session_id=session_id,
+        model=params["model"],
+        harness_args=params["harness_args"] or None,
+        attempt=params.get("attempt"),
+        generation=params.get("generation", 1),
+        task=params.get("task"),
+        launch_usd=params.get("launch_usd"),
     )
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
-@launch_options
-@click.option("--attempt", default=None, help="gateway: the attempt (default: the session)")
-@click.option("--generation", type=click.IntRange(min=0), default=1, show_default=True)
-@click.option("--task", default=None, help="gateway: the task its caps are counted under")
-@click.option("--launch-usd", type=click.FloatRange(min=0), default=None, help="cost cap")
-@click.option("--dry-run", is_flag=True, help="print the argv and environment, run nothing")
-@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_context
-def launch(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    attempt: str | None,
-    generation: int,
-    task: str | None,
-    launch_usd: float | None,
-    dry_run: bool,
-    harness_args: tuple[str, ...],
-) -> None:
-    """Run one harness in its sandbox; arguments after -- replace the harness flags."""
-    import dataclasses
+def run_launch(config: SupervisorConfig, request: LaunchRequest, dry_run: bool) -> int:
+    """Plan, check and run one launch (or print its plan); returns the exit status."""
+    import json
 
+    from agentc.core.errors import SupervisorError
     from agentc.supervisor import launch as launch_mod
     from agentc.supervisor import preflight
 
-    config = _config(ctx)
-    request = _request(role, harness, run, clone, model, session_id, harness_args)
-    request = dataclasses.replace(
-        request, attempt=attempt, generation=generation, task=task, launch_usd=launch_usd
-    )
     plan = launch_mod.plan(config, request)
     if dry_run:
-        click.echo(json.dumps(launch_mod.describe(plan), indent=2))
-        return
+        print(json.dumps(launch_mod.describe(plan), indent=2), flush=True)
+        return 0
     problems = preflight.launch_problems(config, plan)
     if problems:
-        _fail("preflight: " + "; ".join(problems))
+        raise SupervisorError("preflight: " + "; ".join(problems))
     outcome = launch_mod.execute(plan)
     result = {
         "session_id": request.session_id,
@@ -168,97 +164,40 @@ def launch(
     }
     if plan.gateway is not None:
         result["cap"] = outcome.cap
-    click.echo(json.dumps(result))
-    sys.exit(outcome.shell_status)
+    print(json.dumps(result), flush=True)
+    return outcome.shell_status
 
 
-@main.command(name="preflight")
-@launch_options
-@click.pass_context
-def preflight_command(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-) -> None:
-    """Check the host and this launch; print {"ok": bool, "problems": [...]}."""
-    from agentc.supervisor import preflight
-
-    config = _config(ctx)
-    request = _request(role, harness, run, clone, model, session_id, ())
-    problems = preflight.full_problems(config, request)
-    click.echo(json.dumps({"ok": not problems, "problems": problems}))
-    sys.exit(0 if not problems else 1)
+def _fail(message: str) -> NoReturn:
+    print(f"agentc-supervisor: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
 
 
-@main.command(name="launch-root", context_settings={"ignore_unknown_options": True})
-@launch_options
-@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_context
-def launch_root_command(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    harness_args: tuple[str, ...],
-) -> None:
-    """As root: check the host, then run ``launch`` as the role account."""
-    from agentc.supervisor import launch_root
+def main(args: Sequence[str] | None = None) -> None:
+    """The ``agentc-supervisor`` command."""
+    argv = list(sys.argv[1:] if args is None else args)
+    parsed = parse_launch(argv)
+    if parsed is None:
+        from agentc.supervisor import commands
 
-    config = _config(ctx)
-    obj: dict[str, Any] = ctx.ensure_object(dict)
-    request = _request(role, harness, run, clone, model, session_id, harness_args)
-    sys.exit(launch_root.run_as_role(config, obj.get("config_path"), request))
+        commands.main.main(args=argv)  # exits
+    import uuid
 
+    from agentc.core.errors import AgentcError
+    from agentc.supervisor.config import load_config
 
-@main.command(name="candidate-shell", context_settings={"ignore_unknown_options": True})
-@click.option("--run", "run", type=click.Path(path_type=Path), required=True)
-@click.option("--clone", type=click.Path(path_type=Path), required=True)
-@click.option("--bwrap", type=click.Path(path_type=Path), required=True)
-@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
-@click.option(
-    "--timeout-seconds",
-    type=click.FloatRange(min=0, min_open=True, max=86400),
-    default=None,
-    help="stop a command after this long (exit 252); default 45 minutes",
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def candidate_shell_command(
-    run: Path,
-    clone: Path,
-    bwrap: Path,
-    state_dir: Path,
-    timeout_seconds: float | None,
-    args: tuple[str, ...],
-) -> None:
-    """Run one reviewer Bash command in the nested candidate sandbox (internal)."""
-    from agentc.supervisor import candidate_shell
-
-    code = candidate_shell.main(run, clone, bwrap, state_dir, list(args), timeout_seconds)
+    config_path, params = parsed
+    raw = params["session_id"]
+    session = str(uuid.uuid4() if raw is None else uuid.UUID(raw))
+    try:
+        config = load_config(config_path)
+        code = run_launch(config, launch_request(params, session), params["dry_run"])
+    except AgentcError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # an unexpected host condition: name it, no traceback
+        _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
     sys.exit(code)
 
-
-def _add_optional_commands() -> None:
-    """netns-relay and egress-proxy come from sibling modules that may not exist yet."""
-    import importlib
-
-    for module in ("relay", "egress"):
-        try:
-            mod = importlib.import_module(f"agentc.supervisor.{module}")
-        except ImportError:
-            continue
-        command = getattr(mod, "command", None)
-        if isinstance(command, click.Command):
-            main.add_command(command)
-
-
-_add_optional_commands()
 
 if __name__ == "__main__":  # python -m agentc.supervisor.cli (a prefix usable without the script)
     main()

@@ -1,13 +1,20 @@
 """Preflight: every containment precondition, with all problems reported together.
 
 ``full_problems`` backs ``agentc-supervisor preflight`` (``{"ok": bool, "problems": [...]}``);
-``launch_problems`` is the subset every launch re-checks just before spawning (the kernel probe
-is cached per process and boot). An unsafe binary is never executed: protection is checked
-before ``bwrap --version`` runs.
+``launch_problems`` is the subset every launch re-checks just before spawning. An unsafe binary
+is never executed: protection is checked before ``bwrap --version`` runs.
+
+The two checks that run programs (``bwrap --version`` and the kernel probe) depend only on the
+boot and the bwrap binary, so a launch skips them when a private per-user cache file records
+that they passed for this boot, uid and bwrap (device, inode, size, mtime, ctime): see
+:func:`probe_cache`. ``preflight`` always runs them afresh. A kernel setting changed after
+the cache was written (a namespace limit lowered) still fails closed: bwrap then cannot
+create the sandbox and the launch ends ``failed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -56,6 +63,10 @@ def bwrap_problems(config: SupervisorConfig) -> list[str]:
     problems = protected_problems(config.bubblewrap, "bubblewrap", {0})
     if problems:
         return problems  # never run an unprotected binary
+    return bwrap_version_problems(config)
+
+
+def bwrap_version_problems(config: SupervisorConfig) -> list[str]:
     try:
         out = subprocess.run(
             [str(config.bubblewrap), "--version"],
@@ -150,25 +161,103 @@ def kernel_problems(bwrap: Path, boot_and_inode: str) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def sandbox_problems(config: SupervisorConfig) -> list[str]:
-    """The descriptor fence, bubblewrap, then the (cached) kernel probe, in that order:
-    nothing is run without the fence, and an unprotected bwrap is never run."""
+def sandbox_problems(config: SupervisorConfig, *, cached: bool = False) -> list[str]:
+    """The descriptor fence, bubblewrap, then the kernel probe, in that order: nothing is run
+    without the fence, and an unprotected bwrap is never run. With ``cached``, the version
+    check and the kernel probe are skipped when the probe cache says they passed."""
     fence = close_range_problem()
     if fence:
         return [fence]
-    problems = bwrap_problems(config)
+    problems = protected_problems(config.bubblewrap, "bubblewrap", {0})
+    if problems:
+        return problems  # never run an unprotected binary
+    key = _probe_key(config.bubblewrap)
+    cache = probe_cache()
+    if cached and cache is not None and key is not None and _cache_holds(cache, key):
+        return []
+    problems = bwrap_version_problems(config)
     if not problems:
-        problems += kernel_problems(config.bubblewrap, _probe_key(config.bubblewrap))
+        problems += kernel_problems(config.bubblewrap, key or "unknown")
+    if not problems and cache is not None and key is not None:
+        _cache_store(cache, key)
     return problems
 
 
-def _probe_key(bwrap: Path) -> str:
+def _probe_key(bwrap: Path) -> str | None:
+    """What the version check and the kernel probe depend on: boot, uid, the bwrap binary."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         info = os.stat(bwrap)
     except OSError:
-        return "unknown"
-    return f"{boot}:{info.st_ino}:{info.st_mtime_ns}"
+        return None
+    binary = f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+    return f"v1 boot={boot} uid={os.geteuid()} bwrap={bwrap} {binary}\n"
+
+
+def probe_cache() -> Path | None:
+    """The per-user probe cache file: root's under ``/run`` (a per-boot tmpfs), another
+    user's in its runtime directory (masked in every personal-mode launch); None if absent."""
+    uid = os.geteuid()
+    parent = Path("/run") if uid == 0 else Path(f"/run/user/{uid}")
+    try:
+        info = os.lstat(parent)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
+        return None
+    return parent / "agentc-supervisor" / "probe-ok"
+
+
+def _private_dir_fd(path: Path) -> int | None:
+    """An fd of ``path`` if it is a directory of this user's that no one else can write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _cache_holds(cache: Path, key: str) -> bool:
+    """True when the cache file (private, this user's, no symlink) holds exactly ``key``."""
+    dir_fd = _private_dir_fd(cache.parent)
+    if dir_fd is None:
+        return False
+    try:
+        fd = os.open(cache.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            return False
+        return handle.read(4096) == key.encode()
+
+
+def _cache_store(cache: Path, key: str) -> None:
+    """Record a passed probe; any trouble just leaves the cache unwritten."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(cache.parent, 0o700)
+    dir_fd = _private_dir_fd(cache.parent)
+    if dir_fd is None:
+        return
+    temp = f".{cache.name}.{os.getpid()}"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.encode())
+        os.replace(temp, cache.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def tree_problems(root: Path) -> list[str]:
@@ -201,7 +290,7 @@ def tree_problems(root: Path) -> list[str]:
 
 def launch_problems(config: SupervisorConfig, plan_: Plan) -> list[str]:
     """Checks re-run by every launch: bwrap, the (cached) kernel probe, mount roots, trees."""
-    problems = sandbox_problems(config)
+    problems = sandbox_problems(config, cached=True)
     desc = plan_.description
     roots = [desc.run, desc.clone, *desc.writable, *desc.readonly, *desc.masks]
     linked: set[str] = set()

@@ -1,0 +1,225 @@
+"""The click application of ``agentc-supervisor``: preflight, launch, launch-root,
+candidate-shell, model-gateway (and the relays).
+
+The entry point is :func:`agentc.supervisor.cli.main`, which runs a plain ``launch`` command
+line itself and hands everything else to :data:`main` here. Every refusal prints
+``agentc-supervisor: <message>`` and exits 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agentc.core.errors import AgentcError
+from agentc.supervisor import cli
+
+if TYPE_CHECKING:
+    from agentc.supervisor.config import SupervisorConfig
+
+ROLES = click.Choice(list(cli.ROLES))
+HARNESS = click.Choice(list(cli.HARNESSES))
+
+
+def _fail(message: str) -> None:
+    click.echo(f"agentc-supervisor: {message}", err=True)
+    sys.exit(1)
+
+
+def _config(ctx: click.Context) -> SupervisorConfig:
+    obj: dict[str, Any] = ctx.ensure_object(dict)
+    if "config" not in obj:
+        from agentc.supervisor.config import load_config
+
+        obj["config"] = load_config(obj.get("config_path"))
+    config: SupervisorConfig = obj["config"]
+    return config
+
+
+def _session(value: str | None) -> str:
+    if value is None:
+        return str(uuid.uuid4())
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a UUID", param_hint="--session-id") from None
+
+
+def launch_options(func: Any) -> Any:
+    """The launch-spec flags shared by preflight, launch and launch-root."""
+    options = [
+        click.option("--role", type=ROLES, required=True),
+        click.option("--harness", type=HARNESS, default="claude", show_default=True),
+        click.option("--run", "run", type=click.Path(path_type=Path), required=True),
+        click.option("--clone", type=click.Path(path_type=Path), required=True),
+        click.option("--model", default="default", show_default=True),
+        click.option("--session-id", default=None, help="UUID; a fresh UUIDv4 if absent"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+# Commands whose modules are imported only when the command is run: the gateway pulls in
+# uvicorn and httpx, the relays asyncio, which no other command should pay for.
+LAZY_COMMANDS = {
+    "model-gateway": "agentc.supervisor.gateway.cli",
+    "netns-relay": "agentc.supervisor.relay",
+    "egress-proxy": "agentc.supervisor.egress",
+}
+
+
+class Group(click.Group):
+    """Turns every deliberate agentc error into one line and exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in LAZY_COMMANDS:
+            return found
+        import importlib
+
+        command = getattr(importlib.import_module(LAZY_COMMANDS[cmd_name]), "command", None)
+        return command if isinstance(command, click.Command) else None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AgentcError as exc:
+            _fail(str(exc))
+        except OSError as exc:  # an unexpected host condition: name it, no traceback
+            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+
+
+@click.group(cls=Group)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None) -> None:
+    """Launch agent harnesses in per-launch Bubblewrap sandboxes."""
+    ctx.ensure_object(dict)["config_path"] = config_path
+
+
+def _request(
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    harness_args: tuple[str, ...],
+) -> Any:
+    params = {"role": role, "harness": harness, "run": run, "clone": clone, "model": model}
+    return cli.launch_request({**params, "harness_args": harness_args}, _session(session_id))
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@launch_options
+@click.option("--attempt", default=None, help="gateway: the attempt (default: the session)")
+@click.option("--generation", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--task", default=None, help="gateway: the task its caps are counted under")
+@click.option("--launch-usd", type=click.FloatRange(min=0), default=None, help="cost cap")
+@click.option("--dry-run", is_flag=True, help="print the argv and environment, run nothing")
+@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def launch(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    attempt: str | None,
+    generation: int,
+    task: str | None,
+    launch_usd: float | None,
+    dry_run: bool,
+    harness_args: tuple[str, ...],
+) -> None:
+    """Run one harness in its sandbox; arguments after -- replace the harness flags."""
+    params = dict(ctx.params)
+    request = cli.launch_request(params, _session(session_id))
+    sys.exit(cli.run_launch(_config(ctx), request, dry_run))
+
+
+@main.command(name="preflight")
+@launch_options
+@click.pass_context
+def preflight_command(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+) -> None:
+    """Check the host and this launch; print {"ok": bool, "problems": [...]}."""
+    from agentc.supervisor import preflight
+
+    config = _config(ctx)
+    request = _request(role, harness, run, clone, model, session_id, ())
+    problems = preflight.full_problems(config, request)
+    click.echo(json.dumps({"ok": not problems, "problems": problems}))
+    sys.exit(0 if not problems else 1)
+
+
+@main.command(name="launch-root", context_settings={"ignore_unknown_options": True})
+@launch_options
+@click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def launch_root_command(
+    ctx: click.Context,
+    role: str,
+    harness: str,
+    run: Path,
+    clone: Path,
+    model: str,
+    session_id: str | None,
+    harness_args: tuple[str, ...],
+) -> None:
+    """As root: check the host, then run ``launch`` as the role account."""
+    from agentc.supervisor import launch_root
+
+    config = _config(ctx)
+    obj: dict[str, Any] = ctx.ensure_object(dict)
+    request = _request(role, harness, run, clone, model, session_id, harness_args)
+    sys.exit(launch_root.run_as_role(config, obj.get("config_path"), request))
+
+
+@main.command(name="candidate-shell", context_settings={"ignore_unknown_options": True})
+@click.option("--run", "run", type=click.Path(path_type=Path), required=True)
+@click.option("--clone", type=click.Path(path_type=Path), required=True)
+@click.option("--bwrap", type=click.Path(path_type=Path), required=True)
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--timeout-seconds",
+    type=click.FloatRange(min=0, min_open=True, max=86400),
+    default=None,
+    help="stop a command after this long (exit 252); default 45 minutes",
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def candidate_shell_command(
+    run: Path,
+    clone: Path,
+    bwrap: Path,
+    state_dir: Path,
+    timeout_seconds: float | None,
+    args: tuple[str, ...],
+) -> None:
+    """Run one reviewer Bash command in the nested candidate sandbox (internal)."""
+    from agentc.supervisor import candidate_shell
+
+    code = candidate_shell.main(run, clone, bwrap, state_dir, list(args), timeout_seconds)
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m agentc.supervisor.commands: always the click application
+    main()
