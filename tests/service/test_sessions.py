@@ -47,6 +47,8 @@ def test_the_session_lists_what_it_holds(svc: Service) -> None:
     sid = agent.headers["X-Coordinator-Session"]
     view = agent.get(f"/api/v1/sessions/{sid}")
     assert [h["attempt_id"] for h in view["held_attempts"]] == [attempt["id"]]
+    assert view["held_attempts"][0]["lease_live"] is True
+    assert view["agent"] == agent.get("/api/v1/me")["actor"]["name"]
     with pytest.raises(ApiError) as err:
         svc.agent().get(f"/api/v1/sessions/{sid}")
     assert err.value.status == 403

@@ -52,7 +52,9 @@ async def auth_help(request: Request) -> Response:
     data = {
         "agents": "Send Authorization: Bearer <token>. An operator issues a token with "
         "`agent-coordinator-server issue-credential --agent NAME` or as an admin "
-        "through POST /api/v1/admin/agents. Open a session with POST /api/v1/sessions "
+        "through POST /api/v1/admin/agents. Open a session with POST /api/v1/sessions, "
+        "sending a proof you made (32 random bytes, hex) alone in X-Coordinator-Session-Proof "
+        "so a lost answer can be replayed with the same Idempotency-Key, "
         "and send X-Coordinator-Session and X-Coordinator-Session-Proof afterwards.",
         "humans": "Sign in with POST /api/v1/auth/login; browser writes need Origin, "
         "X-CSRF-Token and Idempotency-Key.",
@@ -162,7 +164,7 @@ async def get_session(request: Request, session_id: str) -> Response:
             raise CoordinatorError(
                 "operation_not_permitted", "an agent may read only its own session", status=403
             )
-        return accounts.session_view(tx.conn, session_id)
+        return accounts.session_view(tx.conn, session_id, tx.now)
 
     return await read(request, fn)
 

@@ -161,8 +161,12 @@ def open_session(op: Op, body: SessionIn) -> Result:
     )
 
 
-def session_view(conn: Connection, session_id: str) -> dict[str, Any]:
-    row = conn.execute(select(agent_sessions).where(agent_sessions.c.id == session_id)).first()
+def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
+    row = conn.execute(
+        select(agent_sessions, principals.c.name.label("agent"))
+        .join(principals, principals.c.id == agent_sessions.c.principal_id)
+        .where(agent_sessions.c.id == session_id)
+    ).first()
     if row is None:
         raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
     held = conn.execute(
@@ -186,10 +190,12 @@ def session_view(conn: Connection, session_id: str) -> dict[str, Any]:
                 "activity_id": a.activity_id,
                 "generation": a.generation,
                 "expires_at": rfc3339(a.expires_at),
+                "lease_live": now < a.expires_at,
             }
             for a in held
         ],
         "session_id": row.id,
+        "agent": row.agent,
         "principal_id": row.principal_id,
         "harness": row.harness,
         "workstation_id": row.workstation_id,
@@ -208,4 +214,4 @@ def close_session(op: Op, session_id: str) -> Result:
         .values(closed_at=op.now)
     )
     op.event("agent_session_closed", None, session_id)
-    return Result(session_view(op.conn, session_id))
+    return Result(session_view(op.conn, session_id, op.now))
