@@ -22,15 +22,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import candidate_shell, harness_env, reaper, rundir, sandbox, tokens
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
-from agentc.supervisor.gateway.lease import Lease, LeaseRequest
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay, Role
+
+if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
+    from agentc.supervisor.gateway.lease import Lease, LeaseRequest
 
 TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
 NOBODY = 65534
@@ -262,6 +264,8 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
             raise SupervisorError(f"gateway_upstreams names no upstream for {request.harness}")
         sock = PurePosixPath(layout.net / "gateway.sock")
         relays.append(Relay("gateway", config.gateway_listen, sock, target))
+        from agentc.supervisor.gateway.lease import LeaseRequest
+
         lease = LeaseRequest(
             control=config.gateway_control,
             session=request.session_id,
@@ -386,7 +390,11 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
     With the gateway, the launch's sentinel is issued (held over the control connection)
     before anything is written and revoked when the launch ends, however it ends.
     """
-    lease = Lease(plan_.gateway.lease) if plan_.gateway is not None else None
+    lease = None
+    if plan_.gateway is not None:
+        from agentc.supervisor.gateway.lease import Lease
+
+        lease = Lease(plan_.gateway.lease)
     sentinel = lease.open() if lease is not None else None
     try:
         return _execute(plan_, host_relays, lease, sentinel)
