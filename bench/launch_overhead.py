@@ -7,9 +7,9 @@ hit all three alike:
 - ``bwrap``: ``bwrap --ro-bind / / true``, the floor;
 - ``launch``: ``agentc-supervisor launch`` (a fresh personal-mode run directory per call,
   harness ``/bin/true``, no relays), the whole CLI process: config, plan, the launch
-  preflight (bwrap protection and version, mount roots, writable trees, the kernel probe:
-  its cache is per process, so each CLI launch probes once), run markers, sealed prompt,
-  sandbox, reaping;
+  preflight (the descriptor fence, bwrap protection, mount roots, writable trees; bwrap's
+  version and the kernel probe come from the per-boot probe cache the first launch fills),
+  run markers, sealed prompt, sandbox, reaping;
 - ``srt``: ``srt -s <settings> true``, the Anthropic sandbox runtime from
   ``tools/harnesses`` (it needs ``socat`` and ``rg`` on the host; without them it exits
   with "Sandbox dependencies not available", which is reported instead of a time).
