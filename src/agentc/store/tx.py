@@ -40,10 +40,12 @@ def wall_clock_ms() -> int:
 
 
 @lru_cache(maxsize=64)
-def _by_key(table: Table, for_update: bool) -> Any:
+def _by_key(table: Table, lock: str | None) -> Any:
     pk = table.c[next(iter(table.primary_key.columns)).name]
     stmt = select(table).where(pk == bindparam("key"))
-    return stmt.with_for_update() if for_update else stmt
+    if lock is None:
+        return stmt
+    return stmt.with_for_update(skip_locked=lock == "skip")
 
 
 class Tx:
@@ -55,9 +57,11 @@ class Tx:
         self.now = clock()
         self.is_postgres = conn.dialect.name == "postgresql"
 
-    def lock(self, table: Table, key: Any) -> Row[Any] | None:
-        """Read one row for update; on PostgreSQL this takes a row lock and re-reads time."""
-        stmt = _by_key(table, self.is_postgres)
+    def lock(self, table: Table, key: Any, *, skip_locked: bool = False) -> Row[Any] | None:
+        """Read one row for update; on PostgreSQL this takes a row lock and re-reads time.
+        With skip_locked, a row another transaction holds reads as None instead of waiting."""
+        mode = ("skip" if skip_locked else "wait") if self.is_postgres else None
+        stmt = _by_key(table, mode)
         row = self.conn.execute(stmt, {"key": key}).first()
         if self.is_postgres:
             self.now = max(self.now, self._clock())

@@ -134,6 +134,30 @@ def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> di
     }
 
 
+CLAIMABLE = (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED)
+
+
+def _next_claimable(op: Op, project_id: str) -> tuple[Row[Any], WorkStatus] | None:
+    """The first task on offer that this transaction can take: recovery first, then ready.
+    On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
+    concurrent queue claims spread over the tasks instead of colliding on the first."""
+    rows = op.conn.execute(
+        _OFFER, {"project_id": project_id, "limit": NEXT_SCAN, "now": op.now}
+    ).all()
+    offered = [(r, _offer_status(r, op.now)) for r in rows]
+    ordered = [r for r, s in offered if s == WorkStatus.RECOVERY_REQUIRED] + [
+        r for r, s in offered if s == WorkStatus.READY
+    ]
+    for candidate in ordered:
+        row = op.tx.lock(tasks, candidate.id, skip_locked=True)
+        if row is None:
+            continue
+        status = work_status(task_facts(op.conn, row), op.now)
+        if status in CLAIMABLE:
+            return row, status
+    return None
+
+
 def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
     session_id = require_agent_session(op.actor)
     project = project_row(op.conn, project_id)
@@ -146,31 +170,33 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
             details={"field": "task_id"},
         )
     if body.task_id is None:
-        suggestion = next_action(op.conn, project_id, op.now, op.actor)["action"]
-        if suggestion is None:
+        found = _next_claimable(op, project_id)
+        if found is None:
             op.event("claim.empty", project_id, None)
             return Result({"claim": None, "reasons": ["no ready task"], "retry_after_seconds": 30})
-        task_id, expected = suggestion["task_id"], suggestion["task_revision"]
+        row, status = found
+        task_id = row.id
     else:
-        task_id, expected = body.task_id, body.expected_task_revision
-    row = op.tx.lock(tasks, task_id)
-    if row is None or row.project_id != project_id:
-        raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
-    if row.revision != expected:
-        raise CoordinatorError(
-            "revision_conflict",
-            f"the task is at revision {row.revision}, not {expected}",
-            status=409,
-            details={"current_revision": row.revision},
-        )
-    status = work_status(task_facts(op.conn, row), op.now)
-    if status not in (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED):
-        raise CoordinatorError(
-            "claim_conflict",
-            f"the task is {status.value}, not ready",
-            status=409,
-            details={"task": {"id": row.id, "work_status": status.value}},
-        )
+        task_id = body.task_id
+        locked = op.tx.lock(tasks, task_id)
+        if locked is None or locked.project_id != project_id:
+            raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
+        row = locked
+        if row.revision != body.expected_task_revision:
+            raise CoordinatorError(
+                "revision_conflict",
+                f"the task is at revision {row.revision}, not {body.expected_task_revision}",
+                status=409,
+                details={"current_revision": row.revision},
+            )
+        status = work_status(task_facts(op.conn, row), op.now)
+        if status not in CLAIMABLE:
+            raise CoordinatorError(
+                "claim_conflict",
+                f"the task is {status.value}, not ready",
+                status=409,
+                details={"task": {"id": row.id, "work_status": status.value}},
+            )
     previous = None
     if status == WorkStatus.RECOVERY_REQUIRED:
         previous = op.conn.execute(
