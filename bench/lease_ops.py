@@ -30,6 +30,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from tests import pg  # noqa: E402
 
@@ -47,6 +48,7 @@ from agentc.service.work.projects import create_project  # noqa: E402
 from agentc.service.work.tasks import create_task  # noqa: E402
 from agentc.store.engine import Database, migrate, open_engine  # noqa: E402
 from agentc.store.tx import Executor  # noqa: E402
+from rawhttp import Connection  # noqa: E402
 
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
 ORIGIN = "http://127.0.0.1"
@@ -184,50 +186,52 @@ async def direct(
 async def over_http(
     url: str, pid: str, creds_list: list[Presented], seconds: float
 ) -> tuple[int, list[float]]:
+    """N agents, one keep-alive connection each, doing the lease cycle over real HTTP."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
     lat: list[float] = []
     count = 0
     stop = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=len(creds_list) + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
 
-        async def call(headers: dict[str, str], path: str, body: dict[str, Any]) -> Any:
+    async def agent(creds: Presented) -> None:
+        nonlocal count
+        conn = Connection(host, int(port))
+        headers = {
+            "Authorization": f"Bearer {creds.bearer}",
+            "X-Coordinator-Session": creds.session_id or "",
+            "X-Coordinator-Session-Proof": creds.proof or "",
+        }
+
+        async def call(path: str, body: dict[str, Any]) -> Any:
             nonlocal count
             t0 = time.perf_counter()
-            resp = await client.post(
-                path, json=body, headers={**headers, "Idempotency-Key": uuid.uuid4().hex}
+            status, raw = await conn.request(
+                "POST", path, {**headers, "Idempotency-Key": uuid.uuid4().hex}, body
             )
             lat.append(time.perf_counter() - t0)
             count += 1
-            if resp.status_code >= 400:
-                raise RuntimeError(resp.text)
-            return resp.json()["data"]
+            if status >= 400:
+                raise RuntimeError(raw.decode())
+            return json.loads(raw)["data"]
 
-        async def agent(creds: Presented) -> None:
-            headers = {
-                "Authorization": f"Bearer {creds.bearer}",
-                "X-Coordinator-Session": creds.session_id or "",
-                "X-Coordinator-Session-Proof": creds.proof or "",
-            }
-            base = f"/api/v1/projects/{pid}"
+        base = f"/api/v1/projects/{pid}"
+        try:
             while time.monotonic() < stop:
-                claim = (await call(headers, base + "/claims", {}))["claim"]
+                claim = (await call(base + "/claims", {}))["claim"]
                 if claim is None:
                     await asyncio.sleep(0.01)
                     continue
                 aid, gen = claim["attempt"]["id"], claim["attempt"]["generation"]
-                await call(headers, f"{base}/attempts/{aid}/renew", {"generation": gen})
+                await call(f"{base}/attempts/{aid}/renew", {"generation": gen})
                 await call(
-                    headers,
-                    f"{base}/attempts/{aid}/checkpoints",
-                    {"generation": gen, "summary": "s"},
+                    f"{base}/attempts/{aid}/checkpoints", {"generation": gen, "summary": "s"}
                 )
-                await call(
-                    headers, f"{base}/attempts/{aid}/release", {"generation": gen, "handoff": "h"}
-                )
+                await call(f"{base}/attempts/{aid}/release", {"generation": gen, "handoff": "h"})
+        finally:
+            await conn.close()
 
-        t0 = time.monotonic()
-        await asyncio.gather(*(agent(c) for c in creds_list))
-        elapsed = time.monotonic() - t0
+    t0 = time.monotonic()
+    await asyncio.gather(*(agent(c) for c in creds_list))
+    elapsed = time.monotonic() - t0
     return int(count / elapsed), lat
 
 

@@ -18,7 +18,6 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
-from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -29,8 +28,7 @@ from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import canonical_json, check_idempotency_key, fingerprint, rfc3339
 from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
 from agentc.service.settings import ServerSettings
-from agentc.store.schema import events, receipts
-from agentc.store.tx import Executor, Tx
+from agentc.store.tx import Executor, Tx, x
 
 log = logging.getLogger("agentc.service")
 
@@ -82,6 +80,13 @@ class Op:
         )
 
 
+_EVENT = (
+    "INSERT INTO events (project_id, actor_id, credential_class, kind, record_id, data_json, "
+    "created_at) VALUES (:project_id, :actor_id, :credential_class, :kind, :record_id, "
+    ":data_json, :created_at)"
+)
+
+
 def write_event(
     conn: Any,
     now: int,
@@ -93,16 +98,16 @@ def write_event(
     data: dict[str, Any],
 ) -> None:
     """Append one audit event (in the caller's transaction)."""
-    conn.execute(
-        insert(events).values(
-            project_id=project_id,
-            actor_id=actor_id,
-            credential_class=credential_class,
-            kind=kind,
-            record_id=record_id,
-            data_json=canonical_json(data),
-            created_at=now,
-        )
+    x(
+        conn,
+        _EVENT,
+        project_id=project_id,
+        actor_id=actor_id,
+        credential_class=credential_class,
+        kind=kind,
+        record_id=record_id,
+        data_json=canonical_json(data),
+        created_at=now,
     )
 
 
@@ -179,10 +184,13 @@ async def read(request: Request, fn: Callable[[Tx, Actor], Any]) -> Response:
     return Response(body, media_type=JSON)
 
 
-_RECEIPT = select(receipts).where(
-    receipts.c.principal_id == bindparam("principal_id"),
-    receipts.c.operation == bindparam("operation"),
-    receipts.c.key == bindparam("key"),
+_RECEIPT = (
+    "SELECT fingerprint, status, body, created_at FROM receipts "
+    "WHERE principal_id = :principal_id AND operation = :operation AND key = :key"
+)
+_STORE_RECEIPT = (
+    "INSERT INTO receipts (principal_id, operation, key, fingerprint, status, body, created_at) "
+    "VALUES (:principal_id, :operation, :key, :fingerprint, :status, :body, :created_at)"
 )
 
 
@@ -211,9 +219,7 @@ def mutation(
         )
         if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
-        prior = tx.conn.execute(
-            _RECEIPT, {"principal_id": actor.principal_id, "operation": operation, "key": key}
-        ).first()
+        prior = tx.q1(_RECEIPT, principal_id=actor.principal_id, operation=operation, key=key)
         if prior is not None:
             return _replay(prior, fp, tx.now)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
@@ -224,16 +230,15 @@ def mutation(
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
         with tx.savepoint_if_concurrent():
-            tx.conn.execute(
-                insert(receipts).values(
-                    principal_id=actor.principal_id,
-                    operation=operation,
-                    key=key,
-                    fingerprint=fp,
-                    status=result.status,
-                    body=_dumps(stored).decode(),
-                    created_at=tx.now,
-                )
+            tx.x(
+                _STORE_RECEIPT,
+                principal_id=actor.principal_id,
+                operation=operation,
+                key=key,
+                fingerprint=fp,
+                status=result.status,
+                body=_dumps(stored).decode(),
+                created_at=tx.now,
             )
         return result.status, _dumps(env), False
 

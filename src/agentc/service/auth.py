@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.schema import agent_sessions, browser_sessions, credentials, principals
+from agentc.store.tx import q1
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
 _SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
@@ -174,36 +173,27 @@ def authenticate(
     raise unauthenticated()
 
 
-# Built once: these run on every authenticated request.
+# Plain SQL on the driver: these run on every authenticated request.
 _CREDENTIAL = (
-    select(
-        credentials,
-        principals.c.name.label("principal_name"),
-        principals.c.kind,
-        principals.c.role,
-        principals.c.disabled_at,
-    )
-    .join(principals, principals.c.id == credentials.c.principal_id)
-    .where(credentials.c.token_hash == bindparam("token_hash"))
+    "SELECT c.id, c.principal_id, c.class AS credential_class, c.access, c.revoked_at, "
+    "p.name AS principal_name, p.kind, p.role, p.disabled_at "
+    "FROM credentials c JOIN principals p ON p.id = c.principal_id "
+    "WHERE c.token_hash = :token_hash"
 )
-_SESSION = select(agent_sessions).where(agent_sessions.c.id == bindparam("session_id"))
+_SESSION = (
+    "SELECT id, credential_id, proof_hash, closed_at FROM agent_sessions WHERE id = :session_id"
+)
 _BROWSER = (
-    select(
-        browser_sessions,
-        principals.c.name.label("principal_name"),
-        principals.c.kind,
-        principals.c.role,
-        principals.c.disabled_at,
-    )
-    .join(principals, principals.c.id == browser_sessions.c.principal_id)
-    .where(browser_sessions.c.token_hash == bindparam("token_hash"))
+    "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name AS principal_name, p.kind, "
+    "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
+    "WHERE b.token_hash = :token_hash"
 )
 
 
 def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -> Actor:
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
-    row = conn.execute(_CREDENTIAL, {"token_hash": verifier(p.bearer)}).first()
+    row = q1(conn, _CREDENTIAL, token_hash=verifier(p.bearer))
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
     actor = Actor(
@@ -212,7 +202,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         row.kind,
         row.role,
         row.id,
-        row._mapping["class"],
+        row.credential_class,
         row.access,
     )
     if lone_proof and p.session_id is None and p.proof is not None:
@@ -226,7 +216,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         return actor
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
-    sess = conn.execute(_SESSION, {"session_id": p.session_id}).first()
+    sess = q1(conn, _SESSION, session_id=p.session_id)
     if (
         sess is None
         or sess.credential_id != row.id
@@ -249,7 +239,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:
     assert p.cookie is not None
     _check_secret(p.cookie, "session cookie")
-    row = conn.execute(_BROWSER, {"token_hash": verifier(p.cookie)}).first()
+    row = q1(conn, _BROWSER, token_hash=verifier(p.cookie))
     if row is None or row.revoked_at is not None or row.expires_at <= now or row.disabled_at:
         raise unauthenticated("the browser session is unknown, expired or revoked")
     if write:

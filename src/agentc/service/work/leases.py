@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, bindparam, insert, select, update
+from sqlalchemy import Row, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from agentc.core import lease
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import AttemptMode, AttemptState, Lifecycle, Phase, WorkStatus
+from agentc.core.model import AttemptMode, AttemptState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import Op, Result, new_id
@@ -28,61 +28,45 @@ from agentc.service.work.views import (
     task_view,
 )
 from agentc.store.schema import (
-    agent_sessions,
     attempts,
     checkouts,
-    checkpoints,
-    credentials,
-    principals,
-    task_contributors,
-    task_dependencies,
     tasks,
 )
+from agentc.store.tx import q, q1
 
 _prereq = tasks.alias("prereq")
 
 NEXT_SCAN = 50
 
-
-_blocking_prerequisite = (
-    select(task_dependencies.c.task_id)
-    .join(_prereq, _prereq.c.id == task_dependencies.c.prerequisite_id)
-    .where(task_dependencies.c.task_id == tasks.c.id, _prereq.c.lifecycle != Lifecycle.DONE)
-    .exists()
+_ATTEMPT = "SELECT * FROM attempts WHERE id = :id"
+_NEW_ATTEMPT = (
+    "INSERT INTO attempts (id, project_id, task_id, activity_id, owner_id, session_id, "
+    "credential_id, generation, state, mode, task_revision, policy_revision, expires_at, "
+    "last_heartbeat_at, last_progress_at, created_at) VALUES (:id, :project_id, :task_id, "
+    ":activity_id, :owner_id, :session_id, :credential_id, :generation, 'active', :mode, "
+    ":task_revision, :policy_revision, :expires_at, :now, :now, :now)"
 )
 
-# One query for `next`: open tasks outside review and integration with no blocking
-# prerequisite, each with its current attempt and whether that attempt's owner still holds
-# its credential and session; the pure status rule then picks recovery first, then ready.
+
+# One query for `next`: open tasks outside review and integration with no unfinished
+# prerequisite and no current attempt that still holds its lease, each with its current
+# attempt's facts; the pure status rule then picks recovery first, then ready.
 _OFFER = (
-    select(
-        tasks,
-        attempts.c.state.label("attempt_state"),
-        attempts.c.expires_at.label("attempt_expires_at"),
-        principals.c.disabled_at.label("owner_disabled_at"),
-        credentials.c.revoked_at.label("owner_revoked_at"),
-        agent_sessions.c.closed_at.label("owner_closed_at"),
-    )
-    .outerjoin(attempts, attempts.c.id == tasks.c.current_attempt_id)
-    .outerjoin(principals, principals.c.id == attempts.c.owner_id)
-    .outerjoin(credentials, credentials.c.id == attempts.c.credential_id)
-    .outerjoin(agent_sessions, agent_sessions.c.id == attempts.c.session_id)
-    .where(
-        tasks.c.project_id == bindparam("project_id"),
-        tasks.c.lifecycle == Lifecycle.OPEN,
-        tasks.c.blocked_reason.is_(None),
-        (tasks.c.phase.is_(None)) | (tasks.c.phase == Phase.REVISION_NEEDED),
-        ~_blocking_prerequisite,
-        # Skip tasks whose current attempt still holds its lease: they are not on offer.
-        attempts.c.id.is_(None)
-        | (attempts.c.state != AttemptState.ACTIVE)
-        | (attempts.c.expires_at <= bindparam("now"))
-        | principals.c.disabled_at.is_not(None)
-        | credentials.c.revoked_at.is_not(None)
-        | agent_sessions.c.closed_at.is_not(None),
-    )
-    .order_by(tasks.c.priority, tasks.c.ready_since, tasks.c.id)
-    .limit(bindparam("limit"))
+    "SELECT t.*, a.state AS attempt_state, a.expires_at AS attempt_expires_at, "
+    "p.disabled_at AS owner_disabled_at, c.revoked_at AS owner_revoked_at, "
+    "s.closed_at AS owner_closed_at "
+    "FROM tasks t "
+    "LEFT JOIN attempts a ON a.id = t.current_attempt_id "
+    "LEFT JOIN principals p ON p.id = a.owner_id "
+    "LEFT JOIN credentials c ON c.id = a.credential_id "
+    "LEFT JOIN agent_sessions s ON s.id = a.session_id "
+    "WHERE t.project_id = :project_id AND t.lifecycle = 'open' AND t.blocked_reason IS NULL "
+    "AND (t.phase IS NULL OR t.phase = 'revision_needed') "
+    "AND NOT EXISTS (SELECT 1 FROM task_dependencies d JOIN tasks pr "
+    "ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> 'done') "
+    "AND (a.id IS NULL OR a.state <> 'active' OR a.expires_at <= :now "
+    "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
+    "ORDER BY t.priority, t.ready_since, t.id LIMIT :limit"
 )
 
 
@@ -101,7 +85,7 @@ def _offer_status(row: Row[Any], now: int) -> WorkStatus:
 def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> dict[str, Any]:
     """At most one suggested claim: recoverable work first, then ready work. Read only."""
     project_row(conn, project_id)
-    rows = conn.execute(_OFFER, {"project_id": project_id, "limit": NEXT_SCAN, "now": now}).all()
+    rows = q(conn, _OFFER, project_id=project_id, limit=NEXT_SCAN, now=now)
     statuses = [(r, _offer_status(r, now)) for r in rows]
     chosen: tuple[Row[Any], WorkStatus] | None = next(
         ((r, s) for r, s in statuses if s == WorkStatus.RECOVERY_REQUIRED), None
@@ -141,9 +125,7 @@ def _next_claimable(op: Op, project_id: str) -> tuple[Row[Any], WorkStatus] | No
     """The first task on offer that this transaction can take: recovery first, then ready.
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
     concurrent queue claims spread over the tasks instead of colliding on the first."""
-    rows = op.conn.execute(
-        _OFFER, {"project_id": project_id, "limit": NEXT_SCAN, "now": op.now}
-    ).all()
+    rows = op.tx.q(_OFFER, project_id=project_id, limit=NEXT_SCAN, now=op.now)
     offered = [(r, _offer_status(r, op.now)) for r in rows]
     ordered = [r for r, s in offered if s == WorkStatus.RECOVERY_REQUIRED] + [
         r for r, s in offered if s == WorkStatus.READY
@@ -199,17 +181,13 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
             )
     previous = None
     if status == WorkStatus.RECOVERY_REQUIRED:
-        previous = op.conn.execute(
-            select(attempts).where(attempts.c.id == row.current_attempt_id)
-        ).first()
-        op.conn.execute(
-            update(attempts)
-            .where(attempts.c.id == row.current_attempt_id)
-            .values(
-                state=AttemptState.EXPIRED,
-                ended_at=op.now,
-                outcome="lease lapsed; taken over by a recovery claim",
-            )
+        previous = op.tx.q1(_ATTEMPT, id=row.current_attempt_id)
+        op.tx.x(
+            "UPDATE attempts SET state = 'expired', ended_at = :now, outcome = :outcome "
+            "WHERE id = :id",
+            now=op.now,
+            outcome="lease lapsed; taken over by a recovery claim",
+            id=row.current_attempt_id,
         )
     attempt_id = new_id()
     generation = row.generation + 1
@@ -219,39 +197,44 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
     mode = AttemptMode.RECOVERY if previous is not None else AttemptMode.WORK
     try:
         with op.tx.savepoint_if_concurrent():
-            op.conn.execute(
-                insert(attempts).values(
-                    id=attempt_id,
-                    project_id=project_id,
-                    task_id=task_id,
-                    owner_id=op.actor.principal_id,
-                    session_id=session_id,
-                    credential_id=op.actor.credential_id,
-                    generation=generation,
-                    state=AttemptState.ACTIVE,
-                    mode=mode,
-                    task_revision=row.revision,
-                    policy_revision=project.policy_revision,
-                    expires_at=expires,
-                    last_heartbeat_at=op.now,
-                    last_progress_at=op.now,
-                    created_at=op.now,
-                )
+            op.tx.x(
+                _NEW_ATTEMPT,
+                id=attempt_id,
+                project_id=project_id,
+                task_id=task_id,
+                activity_id=None,
+                owner_id=op.actor.principal_id,
+                session_id=session_id,
+                credential_id=op.actor.credential_id,
+                generation=generation,
+                mode=mode.value,
+                task_revision=row.revision,
+                policy_revision=project.policy_revision,
+                expires_at=expires,
+                now=op.now,
             )
     except IntegrityError as exc:  # another claim won the race
         raise CoordinatorError(
             "claim_conflict", "the task was claimed concurrently", status=409
         ) from exc
-    op.conn.execute(
-        update(tasks)
-        .where(tasks.c.id == task_id)
-        .values(generation=generation, current_attempt_id=attempt_id, updated_at=op.now)
+    op.tx.x(
+        "UPDATE tasks SET generation = :generation, current_attempt_id = :attempt_id, "
+        "updated_at = :now WHERE id = :id",
+        generation=generation,
+        attempt_id=attempt_id,
+        now=op.now,
+        id=task_id,
     )
     contribute(op, task_id, session_id)
     op.event(
-        "attempt.claimed", project_id, attempt_id, task_id=task_id, generation=generation, mode=mode
+        "attempt.claimed",
+        project_id,
+        attempt_id,
+        task_id=task_id,
+        generation=generation,
+        mode=mode.value,
     )
-    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    att = op.tx.q1(_ATTEMPT, id=attempt_id)
     remaining = expires - op.now
     return Result(
         {
@@ -269,31 +252,31 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
 
 
 def contribute(op: Op, task_id: str, session_id: str) -> None:
-    exists = op.conn.execute(
-        select(task_contributors.c.task_id).where(
-            task_contributors.c.task_id == task_id,
-            task_contributors.c.principal_id == op.actor.principal_id,
-            task_contributors.c.session_id == session_id,
-        )
-    ).first()
+    exists = op.tx.q1(
+        "SELECT task_id FROM task_contributors WHERE task_id = :task_id "
+        "AND principal_id = :principal_id AND session_id = :session_id",
+        task_id=task_id,
+        principal_id=op.actor.principal_id,
+        session_id=session_id,
+    )
     if exists is None:
-        op.conn.execute(
-            insert(task_contributors).values(
-                task_id=task_id,
-                principal_id=op.actor.principal_id,
-                session_id=session_id,
-                first_contributed_at=op.now,
-            )
+        op.tx.x(
+            "INSERT INTO task_contributors (task_id, principal_id, session_id, "
+            "first_contributed_at) VALUES (:task_id, :principal_id, :session_id, :now)",
+            task_id=task_id,
+            principal_id=op.actor.principal_id,
+            session_id=session_id,
+            now=op.now,
         )
 
 
 def last_checkpoint(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        select(checkpoints)
-        .where(checkpoints.c.attempt_id == attempt_id)
-        .order_by(checkpoints.c.created_at.desc())
-        .limit(1)
-    ).first()
+    row = q1(
+        conn,
+        "SELECT * FROM checkpoints WHERE attempt_id = :attempt_id "
+        "ORDER BY created_at DESC, id DESC LIMIT 1",
+        attempt_id=attempt_id,
+    )
     if row is None:
         return None
     return {
@@ -338,13 +321,14 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
     result = lease.renew(
         op.now, row.expires_at, project.lease_seconds, row.created_at, project.max_attempt_seconds
     )
-    op.conn.execute(
-        update(attempts)
-        .where(attempts.c.id == attempt_id)
-        .values(expires_at=result.expires_at, last_heartbeat_at=op.now)
+    op.tx.x(
+        "UPDATE attempts SET expires_at = :expires_at, last_heartbeat_at = :now WHERE id = :id",
+        expires_at=result.expires_at,
+        now=op.now,
+        id=attempt_id,
     )
     op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)
-    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    att = row._replace(expires_at=result.expires_at, last_heartbeat_at=op.now)
     return Result(
         {
             "attempt": attempt_view(att, op.now),
@@ -357,26 +341,30 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
 def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     cid = new_id()
-    op.conn.execute(
-        insert(checkpoints).values(
-            id=cid,
-            attempt_id=attempt_id,
-            summary=body.summary,
-            handoff=body.handoff,
-            current_action=body.current_action,
-            next_step=body.next_step,
-            revision=body.revision,
-            created_at=op.now,
-        )
+    op.tx.x(
+        "INSERT INTO checkpoints (id, attempt_id, summary, handoff, current_action, next_step, "
+        "revision, created_at) VALUES (:id, :attempt_id, :summary, :handoff, :current_action, "
+        ":next_step, :revision, :now)",
+        id=cid,
+        attempt_id=attempt_id,
+        summary=body.summary,
+        handoff=body.handoff,
+        current_action=body.current_action,
+        next_step=body.next_step,
+        revision=body.revision,
+        now=op.now,
     )
-    values: dict[str, Any] = {"last_progress_at": op.now}
-    if body.handoff is not None:
-        values["handoff"] = body.handoff
-    op.conn.execute(update(attempts).where(attempts.c.id == attempt_id).values(**values))
+    handoff = body.handoff if body.handoff is not None else row.handoff
+    op.tx.x(
+        "UPDATE attempts SET last_progress_at = :now, handoff = :handoff WHERE id = :id",
+        now=op.now,
+        handoff=handoff,
+        id=attempt_id,
+    )
     op.event(
         "attempt.checkpointed", project_id, attempt_id, generation=row.generation, checkpoint_id=cid
     )
-    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    att = row._replace(last_progress_at=op.now, handoff=handoff)
     return Result({"checkpoint_id": cid, "attempt": attempt_view(att, op.now)}, status=201)
 
 
@@ -390,31 +378,31 @@ def release(op: Op, project_id: str, attempt_id: str, body: ReleaseIn) -> Result
         )
     state = AttemptState.BLOCKED if body.blocked else AttemptState.RELEASED
     end_attempt(op, row, state, body.handoff)
-    task_values: dict[str, Any] = {
-        "current_attempt_id": None,
-        "ready_since": op.now,
-        "updated_at": op.now,
-    }
-    if body.blocked:
-        task_values["blocked_reason"] = body.handoff
-    op.conn.execute(update(tasks).where(tasks.c.id == row.task_id).values(**task_values))
+    op.tx.x(
+        "UPDATE tasks SET current_attempt_id = NULL, ready_since = :now, updated_at = :now, "
+        "blocked_reason = CASE WHEN :blocked THEN :reason ELSE blocked_reason END "
+        "WHERE id = :id",
+        now=op.now,
+        blocked=body.blocked,
+        reason=body.handoff,
+        id=row.task_id,
+    )
     op.event(
         "attempt.released", project_id, attempt_id, generation=row.generation, blocked=body.blocked
     )
-    att = op.conn.execute(select(attempts).where(attempts.c.id == attempt_id)).one()
+    att = op.tx.q1(_ATTEMPT, id=attempt_id)
     return Result({"attempt": attempt_view(att, op.now)})
 
 
-def end_attempt(op: Op, row: Row[Any], state: str, handoff: str | None) -> None:
-    op.conn.execute(
-        update(attempts)
-        .where(attempts.c.id == row.id)
-        .values(
-            state=state,
-            ended_at=op.now,
-            outcome=state,
-            handoff=handoff if handoff is not None else row.handoff,
-        )
+def end_attempt(op: Op, row: Any, state: str, handoff: str | None) -> None:
+    op.tx.x(
+        "UPDATE attempts SET state = :state, ended_at = :now, outcome = :outcome, "
+        "handoff = :handoff WHERE id = :id",
+        state=str(state),
+        outcome=str(state),
+        now=op.now,
+        handoff=handoff if handoff is not None else row.handoff,
+        id=row.id,
     )
 
 

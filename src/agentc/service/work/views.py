@@ -14,16 +14,11 @@ from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.store.schema import (
     activities,
-    agent_sessions,
     attempts,
-    credentials,
-    principals,
-    projects,
     review_decisions,
     submissions,
-    task_dependencies,
-    tasks,
 )
+from agentc.store.tx import q, q1
 
 
 def not_found(what: str, ident: str) -> CoordinatorError:
@@ -32,8 +27,8 @@ def not_found(what: str, ident: str) -> CoordinatorError:
     )
 
 
-def project_row(conn: Connection, project_id: str) -> Row[Any]:
-    row = conn.execute(select(projects).where(projects.c.id == project_id)).first()
+def project_row(conn: Connection, project_id: str) -> Any:
+    row = q1(conn, "SELECT * FROM projects WHERE id = :id", id=project_id)
     if row is None:
         raise CoordinatorError(
             "project_not_found",
@@ -44,16 +39,19 @@ def project_row(conn: Connection, project_id: str) -> Row[Any]:
     return row
 
 
-def task_row(conn: Connection, project_id: str, task_id: str) -> Row[Any]:
-    row = conn.execute(
-        select(tasks).where(tasks.c.id == task_id, tasks.c.project_id == project_id)
-    ).first()
+def task_row(conn: Connection, project_id: str, task_id: str) -> Any:
+    row = q1(
+        conn,
+        "SELECT * FROM tasks WHERE id = :id AND project_id = :project_id",
+        id=task_id,
+        project_id=project_id,
+    )
     if row is None:
         raise not_found("task", task_id)
     return row
 
 
-def project_view(row: Row[Any]) -> dict[str, Any]:
+def project_view(row: Any) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -71,42 +69,40 @@ def project_view(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def owner_authorized(conn: Connection, attempt: Row[Any]) -> bool:
+_OWNER = (
+    "SELECT p.disabled_at, c.revoked_at, s.closed_at FROM attempts a "
+    "JOIN principals p ON p.id = a.owner_id JOIN credentials c ON c.id = a.credential_id "
+    "JOIN agent_sessions s ON s.id = a.session_id WHERE a.id = :id"
+)
+_PENDING_PREREQUISITE = (
+    "SELECT t.id FROM task_dependencies d JOIN tasks t ON t.id = d.prerequisite_id "
+    "WHERE d.task_id = :task_id AND t.lifecycle <> 'done' LIMIT 1"
+)
+
+
+def owner_authorized(conn: Connection, attempt: Any) -> bool:
     """The owner of a lease still holds it only while its principal, credential and session
     are live."""
-    row = conn.execute(
-        select(principals.c.disabled_at, credentials.c.revoked_at, agent_sessions.c.closed_at)
-        .select_from(attempts)
-        .join(principals, principals.c.id == attempts.c.owner_id)
-        .join(credentials, credentials.c.id == attempts.c.credential_id)
-        .join(agent_sessions, agent_sessions.c.id == attempts.c.session_id)
-        .where(attempts.c.id == attempt.id)
-    ).first()
+    row = q1(conn, _OWNER, id=attempt.id)
     return (
         row is not None
         and row.disabled_at is None
         and row.revoked_at is None
-        and (row.closed_at is None)
+        and row.closed_at is None
     )
 
 
-def attempt_row(conn: Connection, attempt_id: str | None) -> Row[Any] | None:
+def attempt_row(conn: Connection, attempt_id: str | None) -> Any:
     if attempt_id is None:
         return None
-    return conn.execute(select(attempts).where(attempts.c.id == attempt_id)).first()
+    return q1(conn, "SELECT * FROM attempts WHERE id = :id", id=attempt_id)
 
 
 def prerequisites_done(conn: Connection, task_id: str) -> bool:
-    pending = conn.execute(
-        select(tasks.c.id)
-        .join(task_dependencies, task_dependencies.c.prerequisite_id == tasks.c.id)
-        .where(task_dependencies.c.task_id == task_id, tasks.c.lifecycle != Lifecycle.DONE)
-        .limit(1)
-    ).first()
-    return pending is None
+    return q1(conn, _PENDING_PREREQUISITE, task_id=task_id) is None
 
 
-def task_facts(conn: Connection, task: Row[Any]) -> TaskFacts:
+def task_facts(conn: Connection, task: Any) -> TaskFacts:
     current = attempt_row(conn, task.current_attempt_id)
     facts = None
     if current is not None:
@@ -121,17 +117,16 @@ def task_facts(conn: Connection, task: Row[Any]) -> TaskFacts:
 
 
 def dependencies_of(conn: Connection, task_id: str) -> list[str]:
-    return [
-        r.prerequisite_id
-        for r in conn.execute(
-            select(task_dependencies.c.prerequisite_id)
-            .where(task_dependencies.c.task_id == task_id)
-            .order_by(task_dependencies.c.prerequisite_id)
-        )
-    ]
+    rows = q(
+        conn,
+        "SELECT prerequisite_id FROM task_dependencies WHERE task_id = :task_id "
+        "ORDER BY prerequisite_id",
+        task_id=task_id,
+    )
+    return [r.prerequisite_id for r in rows]
 
 
-def task_view(conn: Connection, task: Row[Any], now: int) -> dict[str, Any]:
+def task_view(conn: Connection, task: Any, now: int) -> dict[str, Any]:
     return {
         "id": task.id,
         "project_id": task.project_id,
@@ -158,7 +153,7 @@ def task_view(conn: Connection, task: Row[Any], now: int) -> dict[str, Any]:
     }
 
 
-def attempt_view(row: Row[Any], now: int) -> dict[str, Any]:
+def attempt_view(row: Any, now: int) -> dict[str, Any]:
     return {
         "id": row.id,
         "project_id": row.project_id,
