@@ -259,14 +259,15 @@ class _SqliteWriter(threading.Thread):
                 for fut, fn in batch:
                     if not fut.set_running_or_notify_cancel():
                         continue
-                    nested = conn.begin_nested()
+                    x(conn, "SAVEPOINT job")
                     try:
                         result = fn(Tx(conn, self._clock))
                     except BaseException as exc:  # the mutation alone is undone
-                        nested.rollback()
+                        x(conn, "ROLLBACK TO job")
+                        x(conn, "RELEASE job")
                         outcomes.append((fut, None, exc))
                     else:
-                        nested.commit()
+                        x(conn, "RELEASE job")
                         outcomes.append((fut, result, None))
         except Exception as exc:  # the commit itself failed: nobody's work is durable
             log.exception("sqlite batch commit failed")
