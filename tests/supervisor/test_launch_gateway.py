@@ -337,6 +337,37 @@ def test_no_real_credential_inside_and_the_sentinel_dies_with_the_launch(
         assert len(env.provider.requests) == 1  # nothing forwarded after the end
 
 
+AGENTNS_CALL = r"""
+env > "$HOME/env.txt"
+code=$(curl -s -o "$HOME/answer.json" -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" \
+  -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \
+  -d '{"model":"claude-sonnet-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' \
+  "$ANTHROPIC_BASE_URL/v1/messages")
+test "$code" = 200 || exit 26
+"""
+
+
+def test_the_ledger_row_and_the_log_line_name_the_agent_session(make_env: MakeEnv) -> None:
+    with make_env({"turns": []}, {}) as env:  # the mock harness makes one model call
+        result, run, _clone, session = env.launch(AGENTNS_CALL, "claude")
+        assert result.returncode == 0, _stderr(run, result)
+        seen = dict(
+            line.split("=", 1)
+            for line in (run / "state/home/env.txt").read_text().splitlines()
+            if "=" in line
+        )
+        sid, mode = seen["AGENTNS_SESSION_ID"], seen["AGENTNS_MODE"]
+        assert len(sid) == 32 and mode in ("synth-fallback", "prctl")
+        end = terminal(run)
+        assert (end["agentns_session_id"], end["agentns_mode"]) == (sid, mode)
+        (row,) = env.ledger(session)
+        assert (row["agentns_session_id"], row["agentns_mode"]) == (sid, mode)
+        logged = [json.loads(x) for x in env.log.read_text().splitlines()]
+        (line,) = [x for x in logged if x["session"] == session]
+        assert (line["agentns_session_id"], line["agentns_mode"]) == (sid, mode)
+        assert line["outcome"] == "ok"
+
+
 def test_a_killed_launch_loses_its_sentinel(make_env: MakeEnv) -> None:
     script = "env > $HOME/env.tmp && mv $HOME/env.tmp $HOME/env.txt\nexec sleep 600\n"
     with make_env({"turns": []}, {}) as env:

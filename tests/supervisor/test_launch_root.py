@@ -183,6 +183,26 @@ def test_launch_root_runs_the_harness_as_the_role_uid_with_its_token(host: Host,
     assert json.loads(result.stdout.splitlines()[-1])["reason"] == "exited"
 
 
+def test_launch_root_gives_the_role_launch_its_agent_session(host: Host) -> None:
+    """launch-root (root, which may create a real namespace) runs under agentns-claude once;
+    the role account's launch inherits the session instead of running the launcher again."""
+    mock_id = "0badc0de" * 4
+    run, clone = host.new_run('env > "$HOME/env.txt"\n')
+    env = {**ENV, "AGENTNS_SESSION_ID_OVERRIDE": mock_id}
+    argv = host.argv("launch-root", run, clone)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count(f"MOCK MODE: session_id={mock_id}") == 1
+    lines = (run / "state/home/env.txt").read_text().splitlines()
+    seen = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert seen["AGENTNS_SESSION_ID"] == mock_id
+    assert (seen["AGENTNS_INTENT"], seen["AGENTNS_MODE"]) == ("headless:implementer", "mock")
+    assert "AGENTNS_SESSION_ID_OVERRIDE" not in seen
+    end = json.loads((run / ".state-terminal.json").read_text())
+    assert (end["agentns_session_id"], end["agentns_mode"]) == (mock_id, "mock")
+    assert os.lstat(run / ".state-terminal.json").st_uid == host.accounts["implementer"].uid
+
+
 def test_launch_root_passes_the_harness_exit_code_through(host: Host) -> None:
     run, clone = host.new_run("exit 9\n")
     assert host.run("launch-root", run, clone).returncode == 9

@@ -140,8 +140,28 @@ def launch_request(params: Mapping[str, Any], session_id: str) -> LaunchRequest:
     )
 
 
-def run_launch(config: SupervisorConfig, request: LaunchRequest, dry_run: bool) -> int:
-    """Plan, check and run one launch (or print its plan); returns the exit status."""
+def run_launch(
+    config: SupervisorConfig,
+    request: LaunchRequest,
+    dry_run: bool,
+    args: Sequence[str] | None = None,
+) -> int:
+    """Plan, check and run one launch (or print its plan); returns the exit status.
+
+    A real launch first makes sure it runs in its agent session: without one, this process
+    execs ``agentns-claude --intent headless:<role> -- <its own argv>`` (``args``, default
+    ``sys.argv[1:]``) and starts again in place, with the session in its environment.
+    """
+    import dataclasses
+
+    from agentc.supervisor import agentsession
+
+    if dry_run:
+        session = agentsession.current(request.role)
+    else:
+        session = agentsession.ensure(config, request.role, sys.argv[1:] if args is None else args)
+    request = dataclasses.replace(request, agentns=session)
+
     import json
 
     from agentc.core.errors import SupervisorError
@@ -161,6 +181,7 @@ def run_launch(config: SupervisorConfig, request: LaunchRequest, dry_run: bool) 
         "reason": outcome.reason,
         "exit_code": outcome.exit_code,
         "signal": outcome.signal,
+        **launch_mod.agentns_fields(request),
     }
     if plan.gateway is not None:
         result["cap"] = outcome.cap
@@ -191,7 +212,7 @@ def main(args: Sequence[str] | None = None) -> None:
     session = str(uuid.uuid4() if raw is None else uuid.UUID(raw))
     try:
         config = load_config(config_path)
-        code = run_launch(config, launch_request(params, session), params["dry_run"])
+        code = run_launch(config, launch_request(params, session), params["dry_run"], argv)
     except AgentcError as exc:
         _fail(str(exc))
     except OSError as exc:  # an unexpected host condition: name it, no traceback

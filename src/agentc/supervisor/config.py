@@ -160,6 +160,8 @@ CHECKS: dict[str, Callable[[object], Any]] = {
     "masks": _absolute_list,
     "expose": _absolute_list,
     "toolchain_dir": _absolute,
+    "agentns_no_unshare": _bool,
+    "agentns_program": _optional_strings,
 }
 
 
@@ -199,10 +201,17 @@ class SupervisorConfig:
     harness_paths: dict[str, Path] = field(default_factory=dict)
     # The argv prefix running agentc-supervisor inside the sandbox.
     supervisor_program: list[str] | None = None
-    wrapper: list[str] = field(default_factory=list)  # e.g. an agentns-claude prefix
+    wrapper: list[str] = field(default_factory=list)  # a prefix to the harness, in the sandbox
     masks: list[Path] = field(default_factory=list)  # extra paths to hide
     expose: list[Path] = field(default_factory=list)  # read-only bind-backs
     toolchain_dir: Path = Path("/opt/agentc")
+    # Every launch runs under ``agentns-claude --intent headless:<role>`` (docs/agentns.md).
+    # true: pass --no-unshare (a synthesized id, mode no-unshare, never a prctl: for a
+    # wintermute kernel where the launch lacks CAP_SYS_ADMIN). false: agentns decides (a
+    # stock kernel synthesizes with one warning line, mode synth-fallback).
+    agentns_no_unshare: bool = False
+    # The argv prefix running agentns-claude; default: this interpreter running agentc.agentns.
+    agentns_program: list[str] | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []

@@ -32,6 +32,7 @@ from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay, Role
 
 if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
+    from agentc.supervisor.agentsession import AgentSession
     from agentc.supervisor.gateway.lease import Lease, LeaseRequest
 
 TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
@@ -52,6 +53,8 @@ class LaunchRequest:
     generation: int = 1
     task: str | None = None
     launch_usd: float | None = None  # a per-launch cap overriding the gateway's own
+    # The agent session the launch runs in (agentsession.ensure); carried on every record.
+    agentns: AgentSession | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,13 @@ def translate_status(returncode: int) -> Outcome:
     if signum is not None:
         return Outcome("killed", None, signal.Signals(signum).name)
     return Outcome("exited" if returncode == 0 else "failed", returncode, None)
+
+
+def agentns_fields(request: LaunchRequest) -> dict[str, str | None]:
+    """The agent session's fields for the launch's records (null without a session)."""
+    if request.agentns is not None:
+        return dict(request.agentns.record())
+    return {"agentns_session_id": None, "agentns_mode": None, "agentns_intent": None}
 
 
 def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
@@ -215,6 +225,8 @@ def build_env(
             env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / "candidate-shell")
     elif request.harness == "codex":
         env["CODEX_HOME"] = str(run / "state/codex-home")
+    if request.agentns is not None:  # the harness and its children see their session
+        env.update(request.agentns.env())
     return env
 
 
@@ -275,6 +287,8 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
             role=rundir.ROLE_SLUGS[request.role],
             task=request.task,
             launch_usd=request.launch_usd,
+            agentns_session_id=request.agentns.session_id if request.agentns else None,
+            agentns_mode=request.agentns.mode if request.agentns else None,
         )
         gateway = GatewayPlan(lease, f"http://{config.gateway_listen}")
     relay_program = supervisor_program(config)
@@ -336,7 +350,15 @@ def describe(plan_: Plan) -> dict[str, Any]:
         "cwd": "/",
         "stdin": "sealed memfd of prompt.md",
         "model_access": _model_access(plan_),
+        "agent_session": _agent_session(plan_.request),
     }
+
+
+def _agent_session(request: LaunchRequest) -> str:
+    if request.agentns is not None:
+        session = request.agentns
+        return f"{session.intent} {session.session_id} ({session.mode})"
+    return f"headless:{request.role} (agentns-claude resolves it when the launch runs)"
 
 
 def _model_access(plan_: Plan) -> str:
@@ -445,6 +467,7 @@ def _execute(
         "prompt_sha256": sealed.sha256,
         "started_unix_nanos": time.time_ns(),
         "model_access": _model_access(plan_),
+        **agentns_fields(request),
     }
     relays = list(plan_.description.relays)
     serve = host_relays or _default_host_relays
@@ -500,6 +523,7 @@ def _mark_terminal(
         "reason": outcome.reason,
         "exit_code": outcome.exit_code,
         "signal": outcome.signal,
+        **agentns_fields(request),
     }
     if plan_.gateway is not None:
         record["cap"] = outcome.cap  # which gateway cost cap refused a model call, or null

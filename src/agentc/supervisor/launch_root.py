@@ -1,8 +1,14 @@
 """``launch-root``: root checks the host, then runs ``launch`` as the role account.
 
-The role account's ``launch`` gets only ``PATH``, ``LANG`` and ``HOME`` (its role home), no
+The role account's ``launch`` gets only ``PATH``, ``LANG`` and ``HOME`` (its role home) plus
+the agent session's ``AGENTNS_SESSION_ID``, ``AGENTNS_INTENT`` and ``AGENTNS_MODE``, no
 supplementary groups beyond its own, and exits with the launch's code; a signal death of the
 child is reported as 128+n.
+
+``launch-root`` itself runs under ``agentns-claude --intent headless:<role>`` (it execs itself
+under the launcher first, :mod:`agentc.supervisor.agentsession`): as root it may create a real
+agent namespace, which the role account could not (CAP_SYS_ADMIN). The role's ``launch``
+inherits the namespace and the variables, so it does not exec the launcher again.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import pwd
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import preflight
+from agentc.supervisor import agentsession, preflight
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import LaunchRequest, supervisor_program
 from agentc.supervisor.rundir import RunLayout
@@ -33,7 +40,12 @@ def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]
     return problems
 
 
-def run_as_role(config: SupervisorConfig, config_path: Path | None, request: LaunchRequest) -> int:
+def run_as_role(
+    config: SupervisorConfig,
+    config_path: Path | None,
+    request: LaunchRequest,
+    args: Sequence[str] | None = None,
+) -> int:
     if sys.platform != "linux":
         raise SupervisorError("launch-root runs on Linux only")
     if os.geteuid() != 0:
@@ -50,6 +62,9 @@ def run_as_role(config: SupervisorConfig, config_path: Path | None, request: Lau
     problems = host_problems(config, request)
     if problems:
         raise SupervisorError("host checks failed: " + "; ".join(problems))
+    # A refused launch never gets a session; an accepted one execs under agentns-claude here
+    # and passes the checks again in place (they read the host, nothing is written yet).
+    session = agentsession.ensure(config, request.role, sys.argv[1:] if args is None else args)
     argv = [*supervisor_program(config)]
     if config_path is not None:
         argv += ["--config", str(config_path)]
@@ -60,6 +75,7 @@ def run_as_role(config: SupervisorConfig, config_path: Path | None, request: Lau
         argv += ["--", *request.harness_args]
     home = config.resolved_state_dir() / ("impl" if request.role == "implementer" else "rev")
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home / "home")}
+    env.update(session.env())
     proc = subprocess.Popen(
         argv,
         env=env,

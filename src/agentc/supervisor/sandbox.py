@@ -15,7 +15,8 @@ mounted (which paths exist, which masks apply in personal mode) and this module 
 7. read-only bind-backs (harness config, exposed tool trees);
 8. the masks themselves remounted read-only;
 9. ``--chdir`` and the init command: the netns relay (when relays are configured), the
-   wrapper prefix (the seam for ``agentns-claude``), then the harness argv.
+   wrapper prefix (``wrapper`` in the config), then the harness argv. The agent session is
+   not set here: the launch itself already runs under ``agentns-claude`` (agentsession.py).
 """
 
 from __future__ import annotations

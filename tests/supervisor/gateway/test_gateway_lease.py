@@ -157,3 +157,16 @@ def test_write_files_is_private_and_exclusive(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         harness_env.write_files(setup)
     assert not victim.exists()
+
+
+def test_a_lease_binds_the_launch_agent_session_to_its_sentinel(
+    control: tuple[SentinelRegistry, Path],
+) -> None:
+    registry, path = control
+    sid = "0123456789abcdef" * 2
+    with Lease(_request(path, agentns_session_id=sid, agentns_mode="prctl")) as lease:
+        grant = registry.check(lease.open())
+        assert (grant.agentns_session_id, grant.agentns_mode) == (sid, "prctl")
+    with Lease(_request(path, session="s2", attempt="a2")) as lease:  # none: none recorded
+        grant = registry.check(lease.open())
+        assert (grant.agentns_session_id, grant.agentns_mode) == (None, None)

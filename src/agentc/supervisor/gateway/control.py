@@ -4,7 +4,8 @@ The socket is created mode 0600 in a directory the launches cannot reach (never 
 launch). Protocol: one JSON object per line in, one per line out.
 
     {"op": "issue", "session": ..., "attempt": ..., "generation": 3, "upstream": "claude",
-     "role": "impl", "task": ..., "project": ..., "launch_usd": 5.0, "hold": true}
+     "role": "impl", "task": ..., "project": ..., "launch_usd": 5.0, "hold": true,
+     "agentns_session_id": ..., "agentns_mode": "prctl"}
         -> {"ok": true, "sentinel": ...}
     {"op": "revoke", "session": ..., "reason": ...}  -> {"ok": true, "revoked": 1}
     {"op": "status", "session": ...}                 -> {"ok": true, "status": {...}}
@@ -34,6 +35,11 @@ MAX_LINE = 64 * 1024
 HELD_CLOSED = "the launch's control connection closed"
 
 
+def _optional(request: dict[str, Any], key: str) -> str | None:
+    value = request.get(key)
+    return str(value) if value else None
+
+
 def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
     if not isinstance(request, dict):
         return {"ok": False, "error": "a request is a JSON object"}
@@ -50,6 +56,8 @@ def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
                 task=str(request["task"]) if request.get("task") else None,
                 project=str(request["project"]) if request.get("project") else None,
                 launch_usd=float(launch_usd) if launch_usd is not None else None,
+                agentns_session_id=_optional(request, "agentns_session_id"),
+                agentns_mode=_optional(request, "agentns_mode"),
             )
             return {"ok": True, "sentinel": registry.issue(grant)}
         if op == "revoke":

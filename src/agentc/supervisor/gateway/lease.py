@@ -34,6 +34,9 @@ class LeaseRequest:
     role: str = "impl"
     task: str | None = None
     launch_usd: float | None = None
+    # The launch's agent session (agentns-claude), named on every ledger row and log line.
+    agentns_session_id: str | None = None
+    agentns_mode: str | None = None
 
     def issue_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {
@@ -49,6 +52,9 @@ class LeaseRequest:
             message["task"] = self.task
         if self.launch_usd is not None:
             message["launch_usd"] = self.launch_usd
+        if self.agentns_session_id:
+            message["agentns_session_id"] = self.agentns_session_id
+            message["agentns_mode"] = self.agentns_mode
         return message
 
 
