@@ -227,8 +227,10 @@ def url_relay_address(url: str, *, what: str = "url") -> LoopbackAddress | None:
     if not sep or scheme.lower() not in ("http", "https"):
         raise RelayAddressError(f"{what}: {url!r} must be an http:// or https:// URL")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    if "@" in authority:
-        raise RelayAddressError(f"{what}: {url!r} has userinfo, which is not allowed")
+    if "@" in rest:
+        # Anywhere, not only in the authority: parsers disagree on where the authority ends
+        # (`http://a?@127.0.0.1/`), and a service URL never needs an `@`.
+        raise RelayAddressError(f"{what}: {url!r} has an '@' (userinfo), which is not allowed")
     if authority.startswith("[") or authority.count(":") > 1:
         raise RelayAddressError(f"{what}: {url!r} names an IPv6 host, which cannot be relayed")
     host, has_port, port_text = authority.partition(":")
