@@ -53,7 +53,8 @@ def test_values_are_converted(tmp_path: Path) -> None:
         ('gateway_upstreams = "claude"\n', "gateway_upstreams: expected a table"),
         ('implementer_user = ["a"]\n', "implementer_user: expected a string, got list"),
         ('agentns_no_unshare = "yes"\n', "agentns_no_unshare: expected true or false"),
-        ('agentns_program = "agentns-claude"\n', "agentns_program: expected a list"),
+        # The launch establishes its session in process now: no launcher program to name.
+        ('agentns_program = ["agentns-claude"]\n', "agentns_program: unknown setting"),
     ],
 )
 def test_each_problem_names_its_key(tmp_path: Path, text: str, message: str) -> None:

@@ -1,9 +1,9 @@
-"""Every launch runs in its agent session: ``agentns-claude --intent headless:<role>``.
+"""Every launch runs in its agent session ``headless:<role>``, established in process.
 
-Real launches (real bwrap, the mock harness as a probe): the launch execs itself under the
-launcher once, the harness sees the session, and every host-side record of the launch names
-it. Stock kernel here: agentns synthesizes (``synth-fallback``); the mock file and the
-launcher's seams give exact ids and the ``prctl`` path.
+Real launches (real bwrap, the mock harness as a probe): the launch establishes the session
+itself (agentns's ladder, no exec), the harness sees it, and every host-side record of the
+launch names it. Stock kernel here: agentns synthesizes (``synth-fallback``); the mock file and
+agentns's seams give exact ids and the ``prctl`` path.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from launchkit import Kit, terminal, write_config
 
-from agentc.agentns import MODES
+from agentc.agentns import CHILD_ENV_VARS, MODES
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import agentsession
 
@@ -29,6 +29,10 @@ HEX32 = re.compile(r"[0-9a-f]{32}")
 ENV_PROBE = 'env > "$HOME/env.txt"\n'
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 MOCK_ID = "feedfacefeedfacefeedfacefeedface"
+KERNEL_ID = "0123456789abcdef0123456789abcdef"
+# agentns-claude run by this interpreter, for callers that wrap the launch themselves.
+BOOT = "import sys; from agentc.agentns.cli import main; sys.exit(main())"
+AGENTNS = [sys.executable, "-P", "-c", BOOT]
 
 
 def _launch(
@@ -62,19 +66,6 @@ def _probe_run(kit: Kit, env: dict[str, str] | None = None) -> tuple[Path, dict[
     return run, _seen(run)
 
 
-def _counting_launcher(kit: Kit, body: str) -> Path:
-    """A launcher stand-in that counts its runs in ``<root>/count``, then does ``body``."""
-    script = kit.root / "count-launcher"
-    script.write_text(f'#!/bin/sh\necho run >> "{kit.root}/count"\n{body}')
-    os.chmod(script, 0o755)  # noqa: S103 - the stand-in must be executable
-    return script
-
-
-def _count(kit: Kit) -> int:
-    path = kit.root / "count"
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def test_the_harness_and_every_record_name_the_agent_session(kit: Kit) -> None:
     run, clone = kit.new_run(ENV_PROBE)
     result = _launch(kit, run, clone)
@@ -92,7 +83,18 @@ def test_the_harness_and_every_record_name_the_agent_session(kit: Kit) -> None:
     started = json.loads((run / ".state-started").read_text())
     for record in (started, terminal(run), _result(result)):
         assert {k: record[k] for k in expected} == expected
-    assert agentsession.MARKER not in seen  # the loop guard never reaches the harness
+    assert not {k for k in seen if k.startswith("AGENTC_AGENTNS")}  # no re-exec marker
+
+
+def _kernel_seams(kit: Kit, prctl_errno: str = "0") -> dict[str, str]:
+    """agentns's seams for a wintermute kernel: procfs read-back, assay Live, prctl result."""
+    procfs = kit.root / "agent_session"
+    procfs.write_text(KERNEL_ID + "\n")
+    return {
+        "AGENTNS_SESSION_PATH": str(procfs),
+        "AGENTNS_ASSAY_MOCK_VERDICT": "Live",
+        "AGENTNS_PRCTL_MOCK_ERRNO": prctl_errno,
+    }
 
 
 def test_two_launches_get_different_ids(kit: Kit) -> None:
@@ -116,58 +118,40 @@ def test_the_mock_file_gives_an_exact_id(kit: Kit) -> None:
     assert "AGENTNS_MOCK_FILE" not in seen  # the harness environment is still an allow-list
 
 
-def test_a_launch_already_in_its_session_runs_the_launcher_no_more(kit: Kit) -> None:
-    launcher = _counting_launcher(kit, 'exec "$REAL" "$@"\n')
-    real = {"REAL": sys.executable}  # the stand-in then runs: python -P -c BOOT ...
-    kit.settings["agentns_program"] = [str(launcher), "-P", "-c", agentsession.BOOT]
-    write_config(kit)
-    run, seen = _probe_run(kit, real)
-    assert _count(kit) == 1  # a plain launch: exactly one exec of the launcher
-    assert seen["AGENTNS_INTENT"] == "headless:implementer"
-
-    # Wrapped by the caller with the launch's own intent: used as is, no second launcher.
-    wrapped = [sys.executable, "-P", "-c", agentsession.BOOT, "--intent", "headless:implementer"]
-    mock = {"AGENTNS_SESSION_ID_OVERRIDE": MOCK_ID, **real}
+def test_a_launch_already_in_its_session_keeps_it(kit: Kit) -> None:
+    # Wrapped by the caller with the launch's own intent: used as is, none established.
+    wrapped = [*AGENTNS, "--intent", "headless:implementer", "--"]
     run, clone = kit.new_run(ENV_PROBE)
-    result = _launch(kit, run, clone, mock, prefix=[*wrapped, "--"])
+    result = _launch(kit, run, clone, {"AGENTNS_SESSION_ID_OVERRIDE": MOCK_ID}, wrapped)
     assert result.returncode == 0, result.stderr
-    assert _count(kit) == 1
-    assert result.stderr.count("MOCK MODE") == 1
+    assert result.stderr.count("MOCK MODE") == 1  # the wrapper's; the launch resolved nothing
     assert _seen(run)["AGENTNS_SESSION_ID"] == MOCK_ID == terminal(run)["agentns_session_id"]
 
+
+def test_a_launch_in_another_intent_gets_its_own_session(kit: Kit) -> None:
     # Wrapped with another intent (an outer agent's session): the launch gets its own.
-    outer = [sys.executable, "-P", "-c", agentsession.BOOT, "--intent", "/build", "--"]
+    record = kit.root / "outer.json"
+    outer = [*AGENTNS, "--intent", "/build", "--record", str(record), "--"]
     run, clone = kit.new_run(ENV_PROBE)
-    result = _launch(kit, run, clone, real, prefix=outer)
+    result = _launch(kit, run, clone, prefix=outer)
     assert result.returncode == 0, result.stderr
-    assert _count(kit) == 2
+    outer_id = json.loads(record.read_text())["session_id"]
     seen = _seen(run)
-    assert seen["AGENTNS_INTENT"] == "headless:implementer"
-    assert terminal(run)["agentns_intent"] == "headless:implementer"
+    assert seen["AGENTNS_INTENT"] == "headless:implementer" == terminal(run)["agentns_intent"]
+    assert HEX32.fullmatch(seen["AGENTNS_SESSION_ID"])
+    assert seen["AGENTNS_SESSION_ID"] != outer_id
+    assert terminal(run)["agentns_session_id"] == seen["AGENTNS_SESSION_ID"]
 
 
-def test_a_launcher_that_gives_no_session_is_refused_not_looped(kit: Kit) -> None:
-    # Runs the command after "--" without resolving anything.
-    body = 'while [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
-    kit.settings["agentns_program"] = [str(_counting_launcher(kit, body))]
-    write_config(kit)
+def test_an_agentns_refusal_is_a_clear_refusal_before_the_run_is_touched(kit: Kit) -> None:
     run, clone = kit.new_run(ENV_PROBE)
-    result = _launch(kit, run, clone)
+    result = _launch(kit, run, clone, _kernel_seams(kit, "EPERM"))
     assert result.returncode == 1
-    assert "agentns-claude ran but this launch has no agent session" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert _count(kit) == 1
+    assert "agentc-supervisor: agent session headless:implementer: prctl(PR_SET_AGENT_NS) " in (
+        result.stderr
+    )
+    assert "CAP_SYS_ADMIN" in result.stderr and "Traceback" not in result.stderr
     assert sorted(os.listdir(run)) == ["prompt.md"]  # refused before anything was written
-
-
-def test_a_missing_launcher_is_refused_before_the_run_is_touched(kit: Kit) -> None:
-    kit.settings["agentns_program"] = [str(kit.root / "no-such-agentns")]
-    write_config(kit)
-    run, clone = kit.new_run(ENV_PROBE)
-    result = _launch(kit, run, clone)
-    assert result.returncode == 1
-    assert "cannot run agentns-claude" in result.stderr and "Traceback" not in result.stderr
-    assert sorted(os.listdir(run)) == ["prompt.md"]
 
 
 def test_agentns_no_unshare_in_the_config_passes_no_unshare(kit: Kit) -> None:
@@ -178,18 +162,24 @@ def test_agentns_no_unshare_in_the_config_passes_no_unshare(kit: Kit) -> None:
     assert HEX32.fullmatch(seen["AGENTNS_SESSION_ID"])
 
 
-def test_the_prctl_path_through_the_launcher_seams(kit: Kit) -> None:
-    kernel_id = "0123456789abcdef0123456789abcdef"
-    procfs = kit.root / "agent_session"
-    procfs.write_text(kernel_id + "\n")
-    seams = {
-        "AGENTNS_SESSION_PATH": str(procfs),
-        "AGENTNS_ASSAY_MOCK_VERDICT": "Live",
-        "AGENTNS_PRCTL_MOCK_ERRNO": "0",
+def test_the_prctl_path_through_the_agentns_seams(kit: Kit) -> None:
+    run, seen = _probe_run(kit, _kernel_seams(kit))
+    assert (seen["AGENTNS_SESSION_ID"], seen["AGENTNS_MODE"]) == (KERNEL_ID, "prctl")
+    assert terminal(run)["agentns_session_id"] == KERNEL_ID
+    assert terminal(run)["agentns_mode"] == "prctl"
+
+
+def test_an_inherited_prctl_session_it_is_in_is_kept(kit: Kit) -> None:
+    # As launch-root's child gets it: the namespace (here the procfs seam) and the variables.
+    # Establishing again would fail (EPERM, as for a role account), so success means kept.
+    inherited = {
+        "AGENTNS_SESSION_ID": KERNEL_ID,
+        "AGENTNS_INTENT": "headless:implementer",
+        "AGENTNS_MODE": "prctl",
     }
-    run, seen = _probe_run(kit, seams)
-    assert (seen["AGENTNS_SESSION_ID"], seen["AGENTNS_MODE"]) == (kernel_id, "prctl")
-    assert terminal(run)["agentns_session_id"] == kernel_id
+    run, seen = _probe_run(kit, {**_kernel_seams(kit, "EPERM"), **inherited})
+    assert (seen["AGENTNS_SESSION_ID"], seen["AGENTNS_MODE"]) == (KERNEL_ID, "prctl")
+    assert terminal(run)["agentns_session_id"] == KERNEL_ID
 
 
 def test_an_inherited_prctl_claim_outside_its_namespace_is_not_trusted(kit: Kit) -> None:
@@ -204,12 +194,13 @@ def test_an_inherited_prctl_claim_outside_its_namespace_is_not_trusted(kit: Kit)
         assert seen["AGENTNS_MODE"] == "synth-fallback"
 
 
-def test_a_dry_run_runs_no_launcher_and_says_where_the_session_comes_from(kit: Kit) -> None:
+def test_a_dry_run_establishes_nothing_and_says_where_the_session_comes_from(kit: Kit) -> None:
     run, clone = kit.new_run(ENV_PROBE)
     result = kit.launch(run, clone, "--dry-run")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
-    assert plan["agent_session"].startswith("headless:implementer")
+    expected = "headless:implementer (established by agentns when the launch runs)"
+    assert plan["agent_session"] == expected
     assert "agentns-claude" not in result.stderr
     assert sorted(os.listdir(run)) == ["prompt.md"]
 
@@ -225,16 +216,54 @@ def test_the_session_in_the_environment_counts_only_for_its_own_role() -> None:
     assert agentsession.current("implementer", {}) is None
 
 
-def test_the_wrapped_command_line_is_the_launcher_then_this_process() -> None:
+@pytest.fixture
+def agentns_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A clean in-process environment: no AGENTNS_* but a stock kernel's (absent) procfs."""
+    for key in CHILD_ENV_VARS:  # set, then removed: whatever ensure() sets is undone after
+        monkeypatch.setenv(key, "-")
+    for key in list(os.environ):
+        if key.startswith("AGENTNS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AGENTNS_MOCK_FILE", str(tmp_path / "no-such-mock"))
+    monkeypatch.setenv("AGENTNS_SESSION_PATH", str(tmp_path / "agent_session"))
+    return tmp_path / "agent_session"
+
+
+def test_ensure_establishes_in_this_process_and_exports_the_session(
+    agentns_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentc.supervisor.config import SupervisorConfig
 
-    config = SupervisorConfig(agentns_program=["/opt/agentns-claude"], agentns_no_unshare=True)
-    args = sys.orig_argv[len(sys.orig_argv) - 2 :]
-    argv = agentsession.wrapped_argv(config, "reviewer", args)
-    head = ["/opt/agentns-claude", "--intent", "headless:reviewer", "--no-unshare", "--"]
-    assert argv == [*head, sys.executable, *sys.orig_argv[1:]]
-    default = agentsession.wrapped_argv(SupervisorConfig(), "implementer", args)
-    assert default[:4] == [sys.executable, "-P", "-c", agentsession.BOOT]
-    assert "--no-unshare" not in default
-    with pytest.raises(SupervisorError, match="not started as its own"):
-        agentsession.own_argv(["launch", "--role", "not-what-started-us"])
+    monkeypatch.setenv("AGENTNS_BUDGET_ENFORCED", "wall")  # an outer launch's claim
+    session = agentsession.ensure(SupervisorConfig(), "reviewer")
+    assert (session.intent, session.mode) == ("headless:reviewer", "synth-fallback")
+    assert HEX32.fullmatch(session.session_id)
+    assert {k: os.environ[k] for k in session.env()} == session.env()
+    assert "AGENTNS_BUDGET_ENFORCED" not in os.environ
+    assert capsys.readouterr().err.count("WARNING: kernel does not support") == 1
+    # Now in its session: a second call keeps it and says nothing.
+    assert agentsession.ensure(SupervisorConfig(), "reviewer") == session
+    assert capsys.readouterr().err == ""
+    unshared = agentsession.ensure(SupervisorConfig(agentns_no_unshare=True), "implementer")
+    assert unshared.mode == "no-unshare" and unshared.session_id != session.session_id
+
+
+def test_ensure_runs_the_prctl_rung_and_turns_its_errors_into_a_refusal(
+    agentns_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentc.supervisor.config import SupervisorConfig
+
+    agentns_env.write_text(KERNEL_ID + "\n")
+    monkeypatch.setenv("AGENTNS_ASSAY_MOCK_VERDICT", "Live")
+    monkeypatch.setenv("AGENTNS_PRCTL_MOCK_ERRNO", "EPERM")
+    with pytest.raises(SupervisorError, match=r"^agent session headless:implementer: prctl"):
+        agentsession.ensure(SupervisorConfig(), "implementer")
+    assert "AGENTNS_SESSION_ID" not in os.environ
+    monkeypatch.setenv("AGENTNS_PRCTL_MOCK_ERRNO", "0")
+    session = agentsession.ensure(SupervisorConfig(), "implementer")
+    assert (session.session_id, session.mode) == (KERNEL_ID, "prctl")
+    # A forged claim (not the namespace procfs names) is not kept: a new session replaces it.
+    monkeypatch.setenv("AGENTNS_SESSION_ID", "ab" * 16)
+    monkeypatch.setenv("AGENTNS_ASSAY_MOCK_VERDICT", "Broken")
+    forged = agentsession.ensure(SupervisorConfig(), "implementer")
+    assert forged.mode == "synth-fallback" and os.environ["AGENTNS_SESSION_ID"] == forged.session_id

@@ -47,9 +47,12 @@ def test_a_launch_imports_no_heavy_package(kit: Kit) -> None:
     modules = imported(result.stderr)
     names = {m.split(".")[0] for m in modules}
     assert "agentc.supervisor.launch" in modules and "tomllib" in names  # the output parses
-    # The launch execs itself under agentns-claude: the output covers the process before the
-    # exec and the one after it (the launcher's own interpreter is not run with -X importtime).
+    # The session is established in this process (agentns's resolver, no exec): one
+    # interpreter imports the launch modules, once, and agentns-claude's CLI is not loaded.
     assert "agentc.supervisor.agentsession" in modules and "agentns_session_id" in result.stdout
+    assert "agentc.agentns.resolve" in modules and "agentc.agentns.cli" not in modules
+    timed = [x.rpartition("|")[2].strip() for x in result.stderr.splitlines() if "|" in x]
+    assert timed.count("agentc.supervisor.launch") == 1
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
     # Without the gateway (the kit turns it off) its lease client is not loaded either.
     assert not any(m.startswith("agentc.supervisor.gateway") for m in modules)
@@ -60,7 +63,7 @@ def test_the_entry_point_and_the_launch_modules_import_nothing_heavy() -> None:
         "import sys\n"
         "import agentc.supervisor.cli, agentc.supervisor.config, agentc.supervisor.launch\n"
         "import agentc.supervisor.preflight, agentc.supervisor.sandbox\n"
-        "import agentc.supervisor.agentsession, agentc.agentns.cli\n"
+        "import agentc.supervisor.agentsession, agentc.agentns.cli, agentc.agentns.resolve\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -184,8 +184,8 @@ def test_launch_root_runs_the_harness_as_the_role_uid_with_its_token(host: Host,
 
 
 def test_launch_root_gives_the_role_launch_its_agent_session(host: Host) -> None:
-    """launch-root (root, which may create a real namespace) runs under agentns-claude once;
-    the role account's launch inherits the session instead of running the launcher again."""
+    """launch-root (root, which may create a real namespace) establishes the session once;
+    the role account's launch inherits it instead of establishing another."""
     mock_id = "0badc0de" * 4
     run, clone = host.new_run('env > "$HOME/env.txt"\n')
     env = {**ENV, "AGENTNS_SESSION_ID_OVERRIDE": mock_id}

@@ -3,6 +3,8 @@
 Self-contained on purpose (it imports nothing else from ``agentc``), so the package can be
 copied on its own. The public surface for callers:
 
+* :func:`establish`: put the calling process into an agent session (the launcher's ladder, in
+  process: no exec) and get its :class:`SessionRecord` (id, mode, intent);
 * :func:`wrapper_argv` / :func:`headless_intent`: the argv that wraps a harness launch;
 * :func:`read_record` / :class:`SessionRecord`: the ``--record`` file (session id and mode);
 * the names of the variables the wrapped command sees (``ENV_*``, :data:`CHILD_ENV_VARS`) and
@@ -41,6 +43,7 @@ from agentc.agentns.launch import (
     session_from_env,
     wrapper_argv,
 )
+from agentc.agentns.resolve import establish
 
 __all__ = [
     "BUDGET_KEYS",
@@ -66,6 +69,7 @@ __all__ = [
     "SessionIdError",
     "SessionRecord",
     "UsageError",
+    "establish",
     "headless_intent",
     "parse_budget",
     "read_record",

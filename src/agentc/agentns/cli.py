@@ -1,14 +1,16 @@
 """``agentns-claude``: run a command inside an agent session whose id exists before it starts.
 
-Order of work: validate the intent, parse ``--budget``, resolve the session id (the ladder in
-:mod:`agentc.agentns.resolve`), log with ``--verbose``, write ``--record``, start the userspace
-budget enforcement, then exec the command in place: same pid, and its exit status is ours.
+Order of work: validate the intent, parse ``--budget``, establish the session
+(:func:`agentc.agentns.resolve.establish`, the ladder; it logs the session with ``--verbose``),
+log the budget with ``--verbose``, write ``--record``, start the userspace budget enforcement,
+then exec the command in place: same pid, and its exit status is ours.
 Launcher errors exit 2, a missing program 127, a non-executable one 126.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -17,7 +19,7 @@ from typing import NamedTuple
 
 from agentc.agentns import enforce
 from agentc.agentns.budget import Budget, parse_budget
-from agentc.agentns.errors import AgentnsError, BudgetError, UsageError
+from agentc.agentns.errors import AgentnsError, BudgetError
 from agentc.agentns.launch import (
     ENV_BUDGET_ENFORCED,
     ENV_BUDGET_UNENFORCED,
@@ -25,11 +27,9 @@ from agentc.agentns.launch import (
     ENV_MODE,
     ENV_SESSION_ID,
     LAUNCHER,
-    PREFIX,
-    SessionRecord,
     write_record,
 )
-from agentc.agentns.resolve import resolve_session
+from agentc.agentns.resolve import establish, say_stderr, validate_intent
 
 EPILOG = """\
 session id (exported as AGENTNS_SESSION_ID, with AGENTNS_INTENT and AGENTNS_MODE):
@@ -113,10 +113,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(PREFIX + line + "\n")
-
-
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = _parser()
     if "--" in argv:
@@ -156,9 +152,7 @@ class _Prepared(NamedTuple):
 
 def _prepare(opts: argparse.Namespace) -> _Prepared:
     """Everything before exec; raises :class:`AgentnsError` (exit 2) on any failure."""
-    intent: str = opts.intent
-    if not intent.strip():
-        raise UsageError("--intent must be a non-empty tag")
+    intent = validate_intent(opts.intent)  # before the budget, as the usage promises
     budget: Budget | None = None
     plan: enforce.Plan | None = None
     if opts.budget is not None:
@@ -169,33 +163,28 @@ def _prepare(opts: argparse.Namespace) -> _Prepared:
         plan = enforce.plan_budget(budget)
     grace_s = enforce.grace_from_env(os.environ) if plan and "wall" in plan.enforced else 0.0
 
-    res = resolve_session(intent, no_unshare=opts.no_unshare, env=os.environ, say=_say)
-    if opts.verbose:
-        _say(f"mode={res.mode} session_id={res.session_id} intent={intent}")
-        if budget is not None and plan is not None:
-            _say(f"budget={budget.raw}")
-            _say(
-                f"budget enforced={','.join(plan.enforced) or '-'} "
-                f"unenforced={','.join(plan.unenforced) or '-'}"
-            )
+    session = establish(intent, no_unshare=opts.no_unshare, verbose=opts.verbose)
+    if opts.verbose and budget is not None and plan is not None:
+        say_stderr(f"budget={budget.raw}")
+        say_stderr(
+            f"budget enforced={','.join(plan.enforced) or '-'} "
+            f"unenforced={','.join(plan.unenforced) or '-'}"
+        )
     if plan is not None and plan.unenforced:
         # Reported on every launch, not only with --verbose: a budget is never dropped silently.
         detail = "; ".join(f"{k}: {why}" for k, why in plan.unenforced.items())
-        _say(f"WARNING: budget keys not enforced: {detail}")
+        say_stderr(f"WARNING: budget keys not enforced: {detail}")
     if opts.record is not None:
         write_record(
             opts.record,
-            SessionRecord(
-                session_id=res.session_id,
-                mode=res.mode,
-                intent=intent,
-                pid=os.getpid(),
+            dataclasses.replace(
+                session,
                 budget=budget.raw if budget else None,
                 budget_enforced=plan.enforced if plan else (),
                 budget_unenforced=tuple(plan.unenforced) if plan else (),
             ),
         )
-    env = _child_env(res.session_id, res.mode, intent, budget, plan)
+    env = _child_env(session.session_id, session.mode, intent, budget, plan)
     return _Prepared(env, budget, plan, grace_s)
 
 

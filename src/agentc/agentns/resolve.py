@@ -11,6 +11,11 @@
 
 Where the original code and its README disagree, the README (the seed) wins: a stock kernel
 without ``--no-unshare`` synthesizes and warns instead of refusing.
+
+:func:`establish` is the in-process form, and the only one: ``agentns-claude`` calls it before
+it execs its command, and a supervisor calls it in its own process instead of exec'ing itself
+under the launcher. Either way a kernel session (``prctl``) is made for the calling process
+and inherited by every child it starts afterwards.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -31,6 +37,8 @@ from agentc.agentns.launch import (
     MODE_NO_UNSHARE,
     MODE_PRCTL,
     MODE_SYNTH_FALLBACK,
+    PREFIX,
+    SessionRecord,
 )
 
 Say = Callable[[str], None]
@@ -109,3 +117,45 @@ def resolve_session(
         say(f"WARNING: prctl(PR_SET_AGENT_INTENT_TAG) failed: {os.strerror(ierr)}; continuing")
     # A zero or malformed id after a successful create is fatal: never ship a fake-looking id.
     return Resolution(kernel.read_session_id(path), MODE_PRCTL)
+
+
+def validate_intent(intent: str) -> str:
+    """``intent`` if it is a usable tag; :class:`UsageError` for an empty or blank one."""
+    if not intent.strip():
+        raise UsageError("--intent must be a non-empty tag")
+    return intent
+
+
+def say_stderr(line: str) -> None:
+    """The launcher's stderr voice: ``[agentns-claude] <line>``."""
+    sys.stderr.write(PREFIX + line + "\n")
+    sys.stderr.flush()
+
+
+def establish(
+    intent: str,
+    *,
+    no_unshare: bool = False,
+    verbose: bool = False,
+    env: Mapping[str, str] | None = None,
+    say: Say | None = None,
+) -> SessionRecord:
+    """Put the calling process into an agent session for ``intent``; return its record.
+
+    The ladder ``agentns-claude`` runs (module docstring), here and now: the mock file or
+    override, ``no_unshare``, the stock-kernel and assay checks, then ``prctl`` with its errno
+    handling; a stock kernel gets a synthesized id and one warning line. ``env`` (default
+    ``os.environ``) holds the mock inputs and test seams; ``say`` (default: stderr, with the
+    launcher's prefix) receives the warnings and, with ``verbose``, the resolved session.
+    Sets no variables: exporting ``AGENTNS_*`` to children is the caller's choice. Raises
+    :class:`~agentc.agentns.errors.AgentnsError` (``PermissionDenied`` on EPERM); a failed
+    prctl leaves the process as it was.
+    """
+    validate_intent(intent)
+    out = say_stderr if say is None else say
+    res = resolve_session(
+        intent, no_unshare=no_unshare, env=os.environ if env is None else env, say=out
+    )
+    if verbose:
+        out(f"mode={res.mode} session_id={res.session_id} intent={intent}")
+    return SessionRecord(session_id=res.session_id, mode=res.mode, intent=intent, pid=os.getpid())

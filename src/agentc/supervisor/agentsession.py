@@ -1,34 +1,36 @@
-"""Every launch runs inside an agent session: ``agentns-claude --intent headless:<role>``.
+"""Every launch runs inside an agent session with the intent ``headless:<role>``.
 
 The session id must exist before anything that carries it (the run markers, the gateway
-sentinel, the harness environment), so the launch process itself runs under the launcher:
-when ``agentc-supervisor launch`` (or ``launch-root``) starts without a session for its role,
-:func:`ensure` execs ``agentns-claude --intent headless:<role> [--no-unshare] -- <its own
-argv>``. The launcher resolves the id (a real agent namespace on a wintermute kernel, else a
-synthesized id) and execs the supervisor again in place: the same pid, now with
-``AGENTNS_SESSION_ID``, ``AGENTNS_INTENT`` and ``AGENTNS_MODE`` in its environment, which
-:func:`current` reads back.
+sentinel, the harness environment), so the launch establishes it first, in its own process:
+:func:`ensure` calls :func:`agentc.agentns.establish`, the ladder ``agentns-claude`` runs (a
+real agent namespace via ``prctl`` on a wintermute kernel, applied to this process and so
+inherited by the sandbox and the harness; else a synthesized id), with no exec and no second
+interpreter. It then sets ``AGENTNS_SESSION_ID``, ``AGENTNS_INTENT`` and ``AGENTNS_MODE`` in
+this process's environment, as the launcher would have for its command.
 
-A process that already runs under ``headless:<role>`` (a caller that wrapped the launch
-itself, or the role account's ``launch`` started by ``launch-root``) is not re-exec'd. A
-``prctl`` claim is checked against ``/proc/self/agent_session``: an inherited variable naming
-a namespace the process is not in is not a session. :data:`MARKER` (the pid that exec'd) stops
-a loop when the launcher hands back no usable session.
+A process that already runs in a session for ``headless:<role>`` (a caller that wrapped the
+launch in ``agentns-claude``, or the role account's ``launch`` started by ``launch-root``,
+which established it as root) keeps it and establishes none. A ``prctl`` claim is checked
+against ``/proc/self/agent_session``: an inherited variable naming a namespace the process is
+not in is not a session.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentc.agentns import (
+    ENV_BUDGET_ENFORCED,
+    ENV_BUDGET_UNENFORCED,
     ENV_INTENT,
     ENV_MODE,
     ENV_SESSION_ID,
     MODE_PRCTL,
+    AgentnsError,
+    establish,
     headless_intent,
     session_from_env,
 )
@@ -37,16 +39,13 @@ from agentc.core.errors import SupervisorError
 if TYPE_CHECKING:
     from agentc.supervisor.config import SupervisorConfig
 
-MARKER = "AGENTC_AGENTNS_EXEC"
-# agentns-claude run by this supervisor's own interpreter: always the same agentc version.
-BOOT = "import sys; from agentc.agentns.cli import main; sys.exit(main())"
 SESSION_PATH = "/proc/self/agent_session"
-ENV_SESSION_PATH = "AGENTNS_SESSION_PATH"  # agentns-claude's seam for the procfs entry
+ENV_SESSION_PATH = "AGENTNS_SESSION_PATH"  # agentns's seam for the procfs entry
 
 
 @dataclass(frozen=True)
 class AgentSession:
-    """The launch's agent session, as agentns-claude resolved it."""
+    """The launch's agent session (established here, or inherited with the right intent)."""
 
     session_id: str
     mode: str
@@ -87,52 +86,23 @@ def current(role: str, environ: Mapping[str, str] | None = None) -> AgentSession
     return AgentSession(session_id, mode, intent)
 
 
-def launcher(config: SupervisorConfig) -> list[str]:
-    """The argv prefix that runs agentns-claude (``agentns_program``, else our interpreter)."""
-    if config.agentns_program:
-        return list(config.agentns_program)
-    if not sys.executable:
-        raise SupervisorError("cannot find the Python interpreter to run agentns-claude")
-    return [sys.executable, "-P", "-c", BOOT]
+def ensure(config: SupervisorConfig, role: str) -> AgentSession:
+    """This launch's session: the inherited one for ``role``, else one established now.
 
-
-def own_argv(args: Sequence[str]) -> list[str]:
-    """This process's command line, to run again under the launcher."""
-    orig = list(sys.orig_argv)
-    tail = orig[len(orig) - len(args) :] if args else []
-    if not sys.executable or len(orig) <= len(args) or tail != list(args):
-        raise SupervisorError(
-            "cannot run this launch under agentns-claude: it was not started as its own "
-            "agentc-supervisor process"
-        )
-    return [sys.executable, *orig[1:]]
-
-
-def wrapped_argv(config: SupervisorConfig, role: str, args: Sequence[str]) -> list[str]:
-    """``<launcher> --intent headless:<role> [--no-unshare] -- <own argv>``."""
-    argv = [*launcher(config), "--intent", headless_intent(role)]
-    if config.agentns_no_unshare:
-        argv.append("--no-unshare")
-    return [*argv, "--", *own_argv(args)]
-
-
-def ensure(config: SupervisorConfig, role: str, args: Sequence[str]) -> AgentSession:
-    """This launch's session; if there is none yet, exec under agentns-claude (no return)."""
+    Establishing happens in this process (``agentns_no_unshare`` passes ``no_unshare``); an
+    agentns refusal (EPERM without CAP_SYS_ADMIN, a bad kernel read-back) is a
+    :class:`SupervisorError` naming the intent, raised before anything is written.
+    """
     session = current(role)
-    if session is not None:
-        os.environ.pop(MARKER, None)
-        return session
-    pid = str(os.getpid())
-    if os.environ.get(MARKER) == pid:
-        raise SupervisorError(
-            f"agentns-claude ran but this launch has no agent session for {headless_intent(role)}"
-        )
-    argv = wrapped_argv(config, role, args)
-    os.environ[MARKER] = pid
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(argv[0], argv)  # noqa: S606 - in place: the launch keeps its pid
-    except OSError as exc:
-        os.environ.pop(MARKER, None)
-        raise SupervisorError(f"cannot run agentns-claude ({argv[0]}): {exc.strerror}") from None
+    if session is None:
+        intent = headless_intent(role)
+        try:
+            made = establish(intent, no_unshare=config.agentns_no_unshare)
+        except AgentnsError as exc:
+            raise SupervisorError(f"agent session {intent}: {exc}") from None
+        session = AgentSession(made.session_id, made.mode, made.intent)
+        # As agentns-claude would for its command: no budget claim from an outer launch.
+        os.environ.pop(ENV_BUDGET_ENFORCED, None)
+        os.environ.pop(ENV_BUDGET_UNENFORCED, None)
+    os.environ.update(session.env())
+    return session

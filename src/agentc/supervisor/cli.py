@@ -140,17 +140,11 @@ def launch_request(params: Mapping[str, Any], session_id: str) -> LaunchRequest:
     )
 
 
-def run_launch(
-    config: SupervisorConfig,
-    request: LaunchRequest,
-    dry_run: bool,
-    args: Sequence[str] | None = None,
-) -> int:
+def run_launch(config: SupervisorConfig, request: LaunchRequest, dry_run: bool) -> int:
     """Plan, check and run one launch (or print its plan); returns the exit status.
 
-    A real launch first makes sure it runs in its agent session: without one, this process
-    execs ``agentns-claude --intent headless:<role> -- <its own argv>`` (``args``, default
-    ``sys.argv[1:]``) and starts again in place, with the session in its environment.
+    A real launch first makes sure it runs in its agent session: it keeps an inherited one for
+    ``headless:<role>``, else establishes one in this process (:mod:`.agentsession`).
     """
     import dataclasses
 
@@ -159,7 +153,7 @@ def run_launch(
     if dry_run:
         session = agentsession.current(request.role)
     else:
-        session = agentsession.ensure(config, request.role, sys.argv[1:] if args is None else args)
+        session = agentsession.ensure(config, request.role)
     request = dataclasses.replace(request, agentns=session)
 
     import json
@@ -212,7 +206,7 @@ def main(args: Sequence[str] | None = None) -> None:
     session = str(uuid.uuid4() if raw is None else uuid.UUID(raw))
     try:
         config = load_config(config_path)
-        code = run_launch(config, launch_request(params, session), params["dry_run"], argv)
+        code = run_launch(config, launch_request(params, session), params["dry_run"])
     except AgentcError as exc:
         _fail(str(exc))
     except OSError as exc:  # an unexpected host condition: name it, no traceback

@@ -161,7 +161,6 @@ CHECKS: dict[str, Callable[[object], Any]] = {
     "expose": _absolute_list,
     "toolchain_dir": _absolute,
     "agentns_no_unshare": _bool,
-    "agentns_program": _optional_strings,
 }
 
 
@@ -205,13 +204,12 @@ class SupervisorConfig:
     masks: list[Path] = field(default_factory=list)  # extra paths to hide
     expose: list[Path] = field(default_factory=list)  # read-only bind-backs
     toolchain_dir: Path = Path("/opt/agentc")
-    # Every launch runs under ``agentns-claude --intent headless:<role>`` (docs/agentns.md).
-    # true: pass --no-unshare (a synthesized id, mode no-unshare, never a prctl: for a
-    # wintermute kernel where the launch lacks CAP_SYS_ADMIN). false: agentns decides (a
-    # stock kernel synthesizes with one warning line, mode synth-fallback).
+    # Every launch runs in an agent session ``headless:<role>``, established in the launch
+    # process by agentns's ladder (docs/agentns.md). true: no_unshare (a synthesized id, mode
+    # no-unshare, never a prctl: for a wintermute kernel where the launch lacks
+    # CAP_SYS_ADMIN). false: agentns decides (a stock kernel synthesizes with one warning
+    # line, mode synth-fallback).
     agentns_no_unshare: bool = False
-    # The argv prefix running agentns-claude; default: this interpreter running agentc.agentns.
-    agentns_program: list[str] | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []

@@ -358,7 +358,7 @@ def _agent_session(request: LaunchRequest) -> str:
     if request.agentns is not None:
         session = request.agentns
         return f"{session.intent} {session.session_id} ({session.mode})"
-    return f"headless:{request.role} (agentns-claude resolves it when the launch runs)"
+    return f"headless:{request.role} (established by agentns when the launch runs)"
 
 
 def _model_access(plan_: Plan) -> str:

@@ -5,10 +5,11 @@ the agent session's ``AGENTNS_SESSION_ID``, ``AGENTNS_INTENT`` and ``AGENTNS_MOD
 supplementary groups beyond its own, and exits with the launch's code; a signal death of the
 child is reported as 128+n.
 
-``launch-root`` itself runs under ``agentns-claude --intent headless:<role>`` (it execs itself
-under the launcher first, :mod:`agentc.supervisor.agentsession`): as root it may create a real
-agent namespace, which the role account could not (CAP_SYS_ADMIN). The role's ``launch``
-inherits the namespace and the variables, so it does not exec the launcher again.
+``launch-root`` establishes the agent session ``headless:<role>`` itself, in its own process,
+after its host checks and before it switches accounts (:mod:`agentc.supervisor.agentsession`):
+as root it may create a real agent namespace, which the role account could not
+(CAP_SYS_ADMIN). The role's ``launch`` inherits the namespace and the variables, and keeps
+that session instead of establishing another.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pwd
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
@@ -44,7 +44,6 @@ def run_as_role(
     config: SupervisorConfig,
     config_path: Path | None,
     request: LaunchRequest,
-    args: Sequence[str] | None = None,
 ) -> int:
     if sys.platform != "linux":
         raise SupervisorError("launch-root runs on Linux only")
@@ -62,9 +61,8 @@ def run_as_role(
     problems = host_problems(config, request)
     if problems:
         raise SupervisorError("host checks failed: " + "; ".join(problems))
-    # A refused launch never gets a session; an accepted one execs under agentns-claude here
-    # and passes the checks again in place (they read the host, nothing is written yet).
-    session = agentsession.ensure(config, request.role, sys.argv[1:] if args is None else args)
+    # A refused launch never gets a session; an accepted one gets it here, as root.
+    session = agentsession.ensure(config, request.role)
     argv = [*supervisor_program(config)]
     if config_path is not None:
         argv += ["--config", str(config_path)]

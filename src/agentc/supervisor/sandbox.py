@@ -16,7 +16,7 @@ mounted (which paths exist, which masks apply in personal mode) and this module 
 8. the masks themselves remounted read-only;
 9. ``--chdir`` and the init command: the netns relay (when relays are configured), the
    wrapper prefix (``wrapper`` in the config), then the harness argv. The agent session is
-   not set here: the launch itself already runs under ``agentns-claude`` (agentsession.py).
+   not set here: the launch process already established it (agentsession.py).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class LeaseRequest:
     role: str = "impl"
     task: str | None = None
     launch_usd: float | None = None
-    # The launch's agent session (agentns-claude), named on every ledger row and log line.
+    # The launch's agent session (agentns), named on every ledger row and log line.
     agentns_session_id: str | None = None
     agentns_mode: str | None = None
 

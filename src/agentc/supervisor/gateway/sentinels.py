@@ -37,7 +37,7 @@ class Grant:
     task: str | None = None
     project: str | None = None
     launch_usd: float | None = None  # per-launch cap override (else the configured one)
-    agentns_session_id: str | None = None  # the launch's agent session (agentns-claude)
+    agentns_session_id: str | None = None  # the launch's agent session (agentns)
     agentns_mode: str | None = None
 
 
