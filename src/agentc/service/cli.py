@@ -339,7 +339,7 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
             if secret_file.exists():
                 click.echo(f"  admin user: admin, password in {secret_file} (mode 0600)")
             click.echo(
-                f"  issue an agent token: agent-coordinator-server --database "
+                f"  issue an agent token: {Path(sys.argv[0]).absolute()} --database "
                 f"{settings.database} issue-credential --agent NAME"
             )
             sys.stdout.flush()
