@@ -143,6 +143,7 @@ def test_no_new_privs_no_capabilities_and_no_inherited_fds(kit: Kit) -> None:
         (0, "exited", 0, None),
         (3, "failed", 3, None),
         (128, "failed", 128, None),
+        (129, "killed", None, "SIGHUP"),
         (137, "killed", None, "SIGKILL"),
         (143, "killed", None, "SIGTERM"),
         (-9, "killed", None, "SIGKILL"),
