@@ -310,6 +310,9 @@ RUN = Path("/s/rev/runs/r1")
         ("x && pwd -P >| /s/rev/runs/r1/tmp/a$b", None),
         ("x && pwd -P >| /s/rev/runs/r1/tmp/cwd x", None),
         ("x && pwd -P >|/s/rev/runs/r1/tmp/cwd", None),
+        ("pwd -P >| /s/rev/runs/r1/tmp/cwd", "/s/rev/runs/r1/tmp/cwd"),  # marker at index 0
+        ("x && pwd -P >| /s/rev/runs/r1/tmp/..", None),
+        ("x && pwd -P >| /s/rev/runs/r1/tmp/../tmp/cwd", None),
         ("x", None),
         ("", None),
     ],

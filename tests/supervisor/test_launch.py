@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from launchkit import Kit, terminal
 
-from agentc.supervisor.launch import translate_status
+from agentc.supervisor.launch import Outcome, translate_status
 
 
 def test_markers_are_fresh_private_and_the_prompt_hash_is_recorded(kit: Kit) -> None:
@@ -227,3 +227,20 @@ def test_leftover_processes_are_gone_when_the_run_is_terminal(kit: Kit) -> None:
     assert left.stdout == ""
     # Exactly one stderr line from the reaper.
     assert len([ln for ln in result.stderr.splitlines() if "launch process" in ln]) == 1
+
+
+@pytest.mark.parametrize(
+    ("reason", "code", "sig", "status"),
+    [
+        ("exited", 0, None, 0),
+        ("failed", 3, None, 3),
+        ("failed", 255, None, 255),
+        ("failed", 256, None, 1),
+        ("failed", -1, None, 1),
+        ("killed", None, "SIGTERM", 143),
+        ("killed", None, "SIGHUP", 129),
+        ("killed", None, None, 137),  # a kill without a recorded signal reads as SIGKILL
+    ],
+)
+def test_shell_status(reason: str, code: int | None, sig: str | None, status: int) -> None:
+    assert Outcome(reason, code, sig).shell_status == status
