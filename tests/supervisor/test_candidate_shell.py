@@ -363,3 +363,12 @@ def test_script_text_quotes_every_argument() -> None:
     )
     with pytest.raises(ValueError, match="NUL"):
         candidate_shell.quote("a\0b")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(60, "1 minutes"), (120, "2 minutes"), (2700, "45 minutes"), (59, "59 seconds"),
+     (90, "90 seconds"), (61, "61 seconds"), (0.5, "0.5 seconds")],
+)  # fmt: skip
+def test_duration_text(seconds: float, text: str) -> None:
+    assert candidate_shell._duration(seconds) == text
