@@ -30,7 +30,7 @@ from agentc.service.schemas import (
     TelemetryIn,
     UnblockIn,
 )
-from agentc.service.work import leases, projects, tasks, telemetry, workflow
+from agentc.service.work import leases, projects, reviews, tasks, telemetry, workflow
 from agentc.service.work.views import (
     project_row,
     project_view,
@@ -131,7 +131,7 @@ async def next_action(
     def fn(tx: Tx, actor: Any) -> dict[str, Any]:
         if role == "reviewer":
             project_row(tx.conn, project_id)
-            return workflow.review_queue_next(
+            return reviews.review_queue_next(
                 tx.conn, project_id, tx.now, actor.principal_id, actor.session_id, actor.is_human
             )
         return leases.next_action(tx.conn, project_id, tx.now, actor)
@@ -194,15 +194,13 @@ async def claim_activity(
     request: Request, project_id: str, activity_id: str, body: ActivityClaimIn
 ) -> Response:
     return await mutate(
-        request, body, lambda op, b: workflow.claim_activity(op, project_id, activity_id, b)
+        request, body, lambda op, b: reviews.claim_activity(op, project_id, activity_id, b)
     )
 
 
 @router.post(A + "/review", tags=["workflow"], status_code=201)
 async def review(request: Request, project_id: str, activity_id: str, body: ReviewIn) -> Response:
-    return await mutate(
-        request, body, lambda op, b: workflow.decide(op, project_id, activity_id, b)
-    )
+    return await mutate(request, body, lambda op, b: reviews.decide(op, project_id, activity_id, b))
 
 
 @router.post(A + "/release", tags=["workflow"])
@@ -210,7 +208,7 @@ async def release_activity(
     request: Request, project_id: str, activity_id: str, body: ActivityReleaseIn
 ) -> Response:
     return await mutate(
-        request, body, lambda op, b: workflow.release_activity(op, project_id, activity_id, b)
+        request, body, lambda op, b: reviews.release_activity(op, project_id, activity_id, b)
     )
 
 
