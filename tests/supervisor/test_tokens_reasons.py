@@ -80,3 +80,9 @@ def test_personal_refusal_names_the_mode(tmp_path: Path) -> None:
     assert reason(path, mode="personal", gid=None) == (
         "must be yours with no group or other access (mode 0640)"
     )
+
+
+def test_an_unopenable_path_names_the_system_reason(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    assert reason(plain / "token") == "cannot open (Not a directory)"
