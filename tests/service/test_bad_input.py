@@ -92,3 +92,17 @@ def test_stale_revision_on_edit(svc: Service, project: str) -> None:
     )
     assert resp.status_code == 409
     assert resp.json()["error"]["code"] == "revision_conflict"
+
+
+def test_numbers_beyond_64_bits_are_refused(svc: Service, project: str) -> None:
+    resp = svc.admin.raw("GET", f"/api/v1/projects/{project}/events?cursor={2**63}")
+    assert resp.status_code == 422
+    assert resp.json()["error"]["message"].startswith("query.cursor")
+    task = svc.task(project)
+    resp = svc.admin.raw(
+        "PATCH",
+        f"/api/v1/projects/{project}/tasks/{task['id']}",
+        {"expected_revision": 2**70, "title": "x"},
+    )
+    assert resp.status_code == 422
+    assert resp.json()["error"]["message"].startswith("expected_revision")

@@ -231,7 +231,10 @@ async def canary_results(request: Request, project_id: str, body: TelemetryIn) -
 
 @router.get(P + "/events", tags=["events"])
 async def list_events(
-    request: Request, project_id: str, limit: Limit = 100, cursor: Annotated[int, Query(ge=0)] = 0
+    request: Request,
+    project_id: str,
+    limit: Limit = 100,
+    cursor: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> Response:
     def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
         project_row(tx.conn, project_id)

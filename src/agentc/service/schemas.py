@@ -17,6 +17,8 @@ Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 Revision = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 ReviewMode = Literal["none", "agent", "human", "both", "either"]
+# Revisions and generations are counters the database stores as 64-bit integers.
+Counter = Annotated[int, Field(ge=0, le=2**62)]
 
 
 class Body(BaseModel):
@@ -69,7 +71,7 @@ class ProjectIn(Body):
 
 
 class PolicyIn(Body):
-    expected_revision: int
+    expected_revision: Counter
     repository_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
     target_branch: (
         Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s-][^\s]*$")]
@@ -99,7 +101,7 @@ class TaskIn(Body):
 
 
 class TaskEditIn(Body):
-    expected_revision: int
+    expected_revision: Counter
     title: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
     description: Annotated[str, StringConstraints(max_length=32768)] | None = None
     acceptance_criteria: Criteria | None = None
@@ -109,21 +111,21 @@ class TaskEditIn(Body):
 
 
 class CancelIn(Body):
-    expected_revision: int
+    expected_revision: Counter
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 
 class ClaimIn(Body):
     task_id: Id | None = None
-    expected_task_revision: int | None = None
+    expected_task_revision: Counter | None = None
 
 
 class GenerationIn(Body):
-    generation: int
+    generation: Counter
 
 
 class CheckpointIn(Body):
-    generation: int
+    generation: Counter
     summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
     handoff: Annotated[str, StringConstraints(max_length=16384)] | None = None
     current_action: Annotated[str, StringConstraints(max_length=4096)] | None = None
@@ -132,7 +134,7 @@ class CheckpointIn(Body):
 
 
 class ReleaseIn(Body):
-    generation: int
+    generation: Counter
     handoff: Annotated[str, StringConstraints(min_length=1, max_length=16384)]
     blocked: bool = False
 
@@ -148,7 +150,7 @@ class Amendment(Body):
 
 
 class SubmissionIn(Body):
-    generation: int
+    generation: Counter
     kind: Literal["code", "general"]
     summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
     acceptance_evidence: Annotated[list[Evidence], Field(min_length=1, max_length=100)]
@@ -170,7 +172,7 @@ class Finding(Body):
 
 
 class ReviewIn(Body):
-    generation: int | None = None
+    generation: Counter | None = None
     submission_id: Id
     decision: Literal["approved", "changes_requested"]
     summary: Annotated[str, StringConstraints(min_length=1, max_length=16384)]
@@ -179,7 +181,7 @@ class ReviewIn(Body):
 
 
 class ActivityReleaseIn(Body):
-    generation: int
+    generation: Counter
     summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
 
 
@@ -194,12 +196,12 @@ class TelemetryIn(Body):
 
 
 class UnblockIn(Body):
-    expected_revision: int
+    expected_revision: Counter
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 
 class CheckoutIn(Body):
-    generation: int
+    generation: Counter
     path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     branch: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s]+$")]
     base_revision: Revision
