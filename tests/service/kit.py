@@ -171,6 +171,25 @@ def claim(agent: Caller, project_id: str, task: dict[str, Any]) -> dict[str, Any
     return data
 
 
+def submit_general(
+    agent: Caller,
+    project_id: str,
+    attempt: dict[str, Any],
+    criteria: tuple[str, ...] = ("it works",),
+) -> dict[str, Any]:
+    """Submit a general task's attempt with evidence for each criterion."""
+    data: dict[str, Any] = agent.post(
+        f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": attempt["generation"],
+            "kind": "general",
+            "summary": "s",
+            "acceptance_evidence": evidence(list(criteria)),
+        },
+    )
+    return data
+
+
 def evidence(criteria: list[str]) -> list[dict[str, str]]:
     return [{"criterion": c, "evidence": f"checked: {c}"} for c in criteria]
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service.kit import SHA_A, SHA_B, ApiError, Clock, Service, claim, evidence
+from tests.service.kit import (
+    SHA_A,
+    SHA_B,
+    ApiError,
+    Clock,
+    Service,
+    claim,
+    evidence,
+    submit_general,
+)
 
 
 def _submit_code(agent, pid, attempt, criteria, **extra):
@@ -116,15 +125,7 @@ def test_changes_requested_returns_the_task_with_findings(svc: Service) -> None:
     task = svc.task(pid, kind="general")
     worker, reviewer = svc.agent(), svc.agent()
     attempt = claim(worker, pid, task)["claim"]["attempt"]
-    sub = worker.post(
-        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": 1,
-            "kind": "general",
-            "summary": "s",
-            "acceptance_evidence": evidence(["it works"]),
-        },
-    )
+    sub = submit_general(worker, pid, attempt)
     review = sub["activities"][0]
     rc = reviewer.post(
         f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
@@ -167,15 +168,7 @@ def test_general_task_without_review_is_done_on_submission(svc: Service) -> None
     assert second["work_status"] == "blocked"
     worker = svc.agent()
     attempt = claim(worker, pid, first)["claim"]["attempt"]
-    out = worker.post(
-        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": 1,
-            "kind": "general",
-            "summary": "s",
-            "acceptance_evidence": evidence(["it works"]),
-        },
-    )
+    out = submit_general(worker, pid, attempt)
     assert out["task"]["work_status"] == "done"
     assert svc.admin.get(f"/api/v1/projects/{pid}/tasks/{second['id']}")["work_status"] == ("ready")
 
@@ -185,15 +178,7 @@ def test_human_and_both_review_modes(svc: Service) -> None:
     task = svc.task(pid, kind="general")
     worker, reviewer = svc.agent(), svc.agent()
     attempt = claim(worker, pid, task)["claim"]["attempt"]
-    sub = worker.post(
-        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": 1,
-            "kind": "general",
-            "summary": "s",
-            "acceptance_evidence": evidence(["it works"]),
-        },
-    )
+    sub = submit_general(worker, pid, attempt)
     kinds = {a["kind"]: a for a in sub["activities"]}
     assert set(kinds) == {"agent_review", "human_review"}
     with pytest.raises(ApiError) as err:  # agents cannot take the human slot

@@ -19,15 +19,6 @@ def is_live(now_ms: int, expires_at_ms: int) -> bool:
     return now_ms < expires_at_ms
 
 
-def claim_expiry(
-    now_ms: int,
-    lease_seconds: int,
-    attempt_created_ms: int | None = None,
-    max_attempt_seconds: int = 0,
-) -> int:
-    return renewed_expiry(now_ms, lease_seconds, attempt_created_ms or now_ms, max_attempt_seconds)
-
-
 def attempt_cap(created_ms: int, max_attempt_seconds: int) -> int | None:
     return created_ms + max_attempt_seconds * 1000 if max_attempt_seconds > 0 else None
 

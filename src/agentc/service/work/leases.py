@@ -16,7 +16,7 @@ from agentc.core import lease
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import AttemptMode, AttemptState, WorkStatus
 from agentc.core.rules import rfc3339
-from agentc.core.status import AttemptFacts, TaskFacts, work_status
+from agentc.core.status import AttemptFacts, TaskFacts, offer_key, work_status
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
@@ -82,11 +82,18 @@ def _offer_status(row: Row[Any], now: int) -> WorkStatus:
     return work_status(TaskFacts(row.lifecycle, row.phase, row.blocked_reason, attempt, True), now)
 
 
+def _offered(rows: list[Any], now: int) -> list[tuple[Any, WorkStatus]]:
+    """Candidates in the core's offer order (the SQL orders the same way so LIMIT keeps the
+    best), each with its derived status."""
+    ordered = sorted(rows, key=lambda r: offer_key(r.priority, r.ready_since, r.id))
+    return [(r, _offer_status(r, now)) for r in ordered]
+
+
 def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> dict[str, Any]:
     """At most one suggested claim: recoverable work first, then ready work. Read only."""
     project_row(conn, project_id)
     rows = q(conn, _OFFER, project_id=project_id, limit=NEXT_SCAN, now=now)
-    statuses = [(r, _offer_status(r, now)) for r in rows]
+    statuses = _offered(rows, now)
     chosen: tuple[Row[Any], WorkStatus] | None = next(
         ((r, s) for r, s in statuses if s == WorkStatus.RECOVERY_REQUIRED), None
     ) or next(((r, s) for r, s in statuses if s == WorkStatus.READY), None)
@@ -126,7 +133,7 @@ def _next_claimable(op: Op, project_id: str) -> tuple[Row[Any], WorkStatus] | No
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
     concurrent queue claims spread over the tasks instead of colliding on the first."""
     rows = op.tx.q(_OFFER, project_id=project_id, limit=NEXT_SCAN, now=op.now)
-    offered = [(r, _offer_status(r, op.now)) for r in rows]
+    offered = _offered(rows, op.now)
     ordered = [r for r, s in offered if s == WorkStatus.RECOVERY_REQUIRED] + [
         r for r, s in offered if s == WorkStatus.READY
     ]
