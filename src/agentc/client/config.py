@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import stat
@@ -27,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentc.client.errors import SetupRequired
+from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 
 BINDING_FILE = ".agent-coordinator.toml"
@@ -83,15 +83,6 @@ def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def normalize_origin(url: str, *, allow_insecure_loopback: bool, what: str) -> str:
     """`scheme://host[:port]`, lower case, default port dropped; refuses paths and userinfo."""
     if not isinstance(url, str) or not url:
@@ -110,7 +101,7 @@ def normalize_origin(url: str, *, allow_insecure_loopback: bool, what: str) -> s
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(f"{what}: {url!r} must be an origin only (no path, query or fragment)")
     if scheme == "http":
-        if not is_loopback(host):
+        if not is_loopback_host(host):
             raise ConfigError(
                 f"{what}: plain http is refused for {host}; use https (http is allowed only "
                 "for a loopback host)"

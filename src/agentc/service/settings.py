@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.core.model import AGENT_TASK_WEEKLY_BUDGET_DEFAULT
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_listen(value: str) -> tuple[str, int]:

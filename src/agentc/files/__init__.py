@@ -1,0 +1,16 @@
+"""Small file-system helpers every agentc program shares (standard library only).
+
+One home each for the rules that used to be written per program: reading a secret or private file
+safely (:mod:`agentc.files.private`), replacing a file atomically and durably
+(:mod:`agentc.files.atomic`), appending JSON lines (:mod:`agentc.files.jsonl`) and loading a TOML
+file with one error format (:mod:`agentc.files.toml`). This package imports nothing else of
+agentc but :mod:`agentc.core`, so the client, the service, the supervisor and the helpers may all
+use it.
+"""
+
+from agentc.files.atomic import write_atomic
+from agentc.files.jsonl import JsonLines, json_line
+from agentc.files.private import UnsafeFile, read_private
+from agentc.files.toml import load_toml
+
+__all__ = ["JsonLines", "UnsafeFile", "json_line", "load_toml", "read_private", "write_atomic"]
