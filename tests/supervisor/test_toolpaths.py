@@ -24,7 +24,7 @@ def link(path: Path, target: str) -> Path:
 
 
 def nvm_node(home: Path) -> Path:
-    return executable(home / ".nvm/versions/node/v22.1.0/bin/node", "#!/bin/sh\nexit 0\n")
+    return executable(home / ".nvm/versions/node/v22.1.0/bin/node", "\x7fELF")
 
 
 def test_npm_prefix_in_the_home_with_nvm_node(tmp_path: Path) -> None:
