@@ -232,13 +232,16 @@ def json_line_sink(lines: JsonLines) -> LogSink:
 
 @dataclass
 class _Decision:
-    """What one connection asked for, filled in as its request is read; logged either way."""
+    """What one connection asked for, filled in as its request is read; logged either way.
+
+    At first only the client is known; `address` is the upstream address tried or refused.
+    """
 
     client: str
-    method: str | None = None
-    host: str | None = None
-    port: int | None = None
-    address: str | None = None
+    method: str | None
+    host: str | None
+    port: int | None
+    address: str | None
 
 
 class _Refusal(Exception):
@@ -294,7 +297,8 @@ class EgressProxy:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        d = _Decision(client=f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer))
+        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        d = _Decision(client, None, None, None, None)
         task = asyncio.current_task()
         try:
             if task is None or len(self._tasks) >= self.max_clients:
