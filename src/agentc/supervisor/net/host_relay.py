@@ -46,10 +46,6 @@ def _opener(target: HostTarget) -> Opener:
     return functools.partial(open_tcp, target.host, target.port)
 
 
-# ---------------------------------------------------------------------------------------------
-# Host half
-
-
 class HostRelay:
     """The host half for one launch: `$RUN/net/<name>.sock` -> the service's loopback address
     or Unix socket.
