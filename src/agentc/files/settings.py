@@ -95,6 +95,10 @@ def _checked(
     return converted, problems
 
 
+def _fields(cls: type[Settings]) -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(cls)  # type: ignore[arg-type]  # each subclass is a dataclass
+
+
 @dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(setting,))
 class Settings:
     """Base of a settings table: each subclass becomes a frozen, keyword-only dataclass."""
@@ -102,14 +106,13 @@ class Settings:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
-        for item in dataclasses.fields(cls):  # type: ignore[arg-type]  # made a dataclass above
+        for item in _fields(cls):
             if _CHECK not in item.metadata:
                 raise TypeError(f"{cls.__name__}.{item.name} is not declared with setting()")
 
     @classmethod
     def _checks(cls) -> dict[str, Check[Any]]:
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # every subclass is one
-        return {item.name: item.metadata[_CHECK] for item in fields}
+        return {item.name: item.metadata[_CHECK] for item in _fields(cls)}
 
     def __post_init__(self) -> None:
         values = {name: getattr(self, name) for name in self._checks()}
@@ -123,10 +126,9 @@ class Settings:
     def from_mapping(cls, data: Mapping[str, object]) -> Self:
         """The settings of a parsed table; raises :class:`SettingsError` with every problem."""
         converted, problems = _checked(cls._checks(), data)
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # every subclass is one
         problems += [
             (item.name, "required, but missing")
-            for item in fields
+            for item in _fields(cls)
             if item.name not in data
             and item.default is dataclasses.MISSING
             and item.default_factory is dataclasses.MISSING
