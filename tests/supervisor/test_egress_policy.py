@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentc.supervisor.egress import (
+from agentc.supervisor.net.egress import (
     DEFAULT_ALLOW,
     Allowlist,
     EgressConfigError,

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agentc.supervisor import egress
-from agentc.supervisor.egress import Allowlist, EgressProxy, IPAddress, address_refusal
-from agentc.supervisor.netpipe import Streams
+from agentc.supervisor.net import egress
+from agentc.supervisor.net.egress import Allowlist, EgressProxy, IPAddress, address_refusal
+from agentc.supervisor.net.pipe import Streams
 
 ALLOW = Allowlist.parse(["allowed.test", ".suffix.test"])
 TEST_PUBLIC = IPv4Address("127.0.0.1")
@@ -344,7 +344,7 @@ def test_connection_limit() -> None:
     ("args", "why"),
     [
         (["--listen", "127.1:3128"], "canonical dotted-quad"),
-        (["--listen", "0.0.0.0:3128"], "not an IPv4 loopback"),
+        (["--listen", "0.0.0.0:3128"], "not a loopback address"),
         (["--listen", "[::1]:3128"], "IPv6"),
         (["--listen", "127.0.0.1:80"], "privileged"),
         (["--allow", "*.example.com"], "allowlist entry"),
@@ -364,7 +364,7 @@ def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
     port = probe.getsockname()[1]
     probe.close()
     log_path = tmp_path / "egress.jsonl"
-    argv = [sys.executable, "-m", "agentc.supervisor.egress", "--listen", f"127.0.0.1:{port}"]
+    argv = [sys.executable, "-m", "agentc.supervisor.net.egress", "--listen", f"127.0.0.1:{port}"]
     with subprocess.Popen([*argv, "--log", str(log_path)], stderr=subprocess.PIPE) as proc:
         try:
 

@@ -100,7 +100,7 @@ def make_env() -> Iterator[MakeEnv]:
         host.mkdir(mode=0o700)
         with ScriptedProvider(parse_script(script)) as provider:
             upstream = {"base_url": provider.url, "credential_file": str(credential)}
-            config = GatewayConfig.model_validate(
+            config = GatewayConfig.from_mapping(
                 {
                     "control_socket": host / "control.sock",
                     "ledger": host / "ledger.jsonl",

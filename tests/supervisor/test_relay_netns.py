@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor.relay import HostRelay, endpoint, start_host_relays
+from agentc.supervisor.net.addresses import endpoint
+from agentc.supervisor.net.host_relay import HostRelay, start_host_relays
 
 PY = sys.executable
-RELAY = [PY, "-m", "agentc.supervisor.relay"]
+RELAY = [PY, "-m", "agentc.supervisor.net.netns_relay"]
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root to create network namespaces")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
@@ -686,8 +687,8 @@ def test_launch_reaches_the_egress_proxy_through_the_relay(echo: EchoServer, run
     """
     from ipaddress import IPv4Address
 
-    from agentc.supervisor.egress import Allowlist, EgressProxy, IPAddress, address_refusal
-    from agentc.supervisor.netpipe import LoopThread, Streams, open_tcp
+    from agentc.supervisor.net.egress import Allowlist, EgressProxy, IPAddress, address_refusal
+    from agentc.supervisor.net.pipe import LoopThread, Streams, open_tcp
 
     async def resolve(host: str, port: int) -> list[str]:
         return {"allowed.test": ["127.0.0.1"]}[host]
@@ -783,7 +784,7 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
         sock = gw_dir / "gateway.sock"
         with ScriptedProvider(parse_script({"turns": []})) as provider:
             upstream = {"base_url": provider.url, "credential_file": str(root / "host/claude.key")}
-            config = GatewayConfig.model_validate(
+            config = GatewayConfig.from_mapping(
                 {
                     "unix_socket": sock,
                     "control_socket": root / "host" / "control.sock",

@@ -69,8 +69,8 @@ def launch_options(func: Any) -> Any:
 # uvicorn and httpx, the relays asyncio, which no other command should pay for.
 LAZY_COMMANDS = {
     "model-gateway": "agentc.supervisor.gateway.cli",
-    "netns-relay": "agentc.supervisor.relay",
-    "egress-proxy": "agentc.supervisor.egress",
+    "netns-relay": "agentc.supervisor.net.netns_relay",
+    "egress-proxy": "agentc.supervisor.net.egress",
 }
 
 

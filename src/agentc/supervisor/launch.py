@@ -331,7 +331,7 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
 def _check_relays(relays: list[Relay]) -> None:
     """Refuse relay addresses the relay cannot carry, before anything is written."""
     try:
-        from agentc.supervisor import relay
+        from agentc.supervisor.net import addresses as relay
     except ImportError:
         raise SupervisorError(
             "relays are configured but agentc.supervisor.relay is missing"
@@ -373,12 +373,13 @@ HostRelays = Callable[[list[Relay]], contextlib.AbstractContextManager[None]]
 def _default_host_relays(relays: list[Relay]) -> contextlib.AbstractContextManager[None]:
     """The host half of the relays: agentc.supervisor.relay.HostRelay (a sibling module)."""
     try:
-        from agentc.supervisor import relay
+        from agentc.supervisor.net import addresses
+        from agentc.supervisor.net import host_relay as relay
     except ImportError:
         raise SupervisorError(
             "relays are configured but agentc.supervisor.relay is missing"
         ) from None
-    endpoints = [relay.endpoint(r.name, r.address, r.target) for r in relays]
+    endpoints = [addresses.endpoint(r.name, r.address, r.target) for r in relays]
     net_dirs = {Path(r.socket).parent for r in relays}
     host = relay.HostRelay(net_dirs.pop(), endpoints)
 

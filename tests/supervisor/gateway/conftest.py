@@ -84,7 +84,7 @@ def make_stack(tmp_path: Path, credential: Path) -> Iterator[MakeStack]:
                 },
             }
             base.update(config)
-            cfg = GatewayConfig.model_validate(base)
+            cfg = GatewayConfig.from_mapping(base)
             log = io.StringIO()
             gateway = Gateway(cfg, log=log)
             with ThreadedGateway(gateway) as server:

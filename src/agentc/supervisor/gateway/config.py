@@ -1,54 +1,67 @@
-"""Gateway configuration (TOML, validated; unknown keys refused). See docs/gateway.md."""
+"""Gateway configuration (TOML, checked; unknown keys refused). See docs/gateway.md.
+
+Declared with :mod:`agentc.files.settings`, the supervisor's mechanism: one loader, one error
+format (``<file>: <key>: <problem>; ...``, every problem together), each default in its field.
+"""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from agentc.core.errors import ConfigError
+from agentc.files.settings import (
+    Settings,
+    integer,
+    number,
+    one_of,
+    optional,
+    path,
+    section,
+    setting,
+    string,
+    table_of,
+)
 from agentc.supervisor.gateway.ledger import Caps
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class UpstreamConfig(_Strict):
-    api: Literal["anthropic", "openai"]
-    base_url: str
-    credential_file: Path
+Api = Literal["anthropic", "openai"]
+APIS: tuple[Api, ...] = ("anthropic", "openai")
+_USD = number(minimum=0)
 
 
-class CapsConfig(_Strict):
-    launch_usd: float | None = Field(default=None, ge=0)
-    task_usd: float | None = Field(default=None, ge=0)
-    day_usd: float | None = Field(default=None, ge=0)
+class UpstreamConfig(Settings):
+    api: Api = setting(one_of(APIS))
+    base_url: str = setting(string)
+    credential_file: Path = setting(path)
 
 
-class PriceConfig(_Strict):
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_write: float = Field(ge=0)
-    cache_read: float = Field(ge=0)
+class CapsConfig(Settings):
+    launch_usd: float | None = setting(optional(_USD), default=None)
+    task_usd: float | None = setting(optional(_USD), default=None)
+    day_usd: float | None = setting(optional(_USD), default=None)
 
 
-class GatewayConfig(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8788, ge=0, le=65535)
-    unix_socket: Path | None = None  # listen here instead of host:port (the relay's end)
-    control_socket: Path
-    ledger: Path
-    vendors: Path
-    log: Path | None = None  # JSON lines; stderr when unset
-    exhausted_minutes: int = Field(default=60, ge=1)
-    upstream_timeout_s: float = Field(default=600.0, gt=0)
-    caps: CapsConfig = Field(default_factory=CapsConfig)
-    upstreams: dict[str, UpstreamConfig]
-    prices: dict[str, PriceConfig] = Field(default_factory=dict)
+class PriceConfig(Settings):
+    input: float = setting(_USD)
+    output: float = setting(_USD)
+    cache_write: float = setting(_USD)
+    cache_read: float = setting(_USD)
+
+
+class GatewayConfig(Settings):
+    host: str = setting(string, default="127.0.0.1")
+    port: int = setting(integer(minimum=0, maximum=65535), default=8788)
+    # Listen here instead of host:port (the relay's end).
+    unix_socket: Path | None = setting(optional(path), default=None)
+    control_socket: Path = setting(path)
+    ledger: Path = setting(path)
+    vendors: Path = setting(path)
+    log: Path | None = setting(optional(path), default=None)  # JSON lines; stderr when unset
+    exhausted_minutes: int = setting(integer(minimum=1), default=60)
+    upstream_timeout_s: float = setting(number(above=0), default=600.0)
+    caps: CapsConfig = setting(section(CapsConfig), default_factory=CapsConfig)
+    upstreams: dict[str, UpstreamConfig] = setting(table_of(section(UpstreamConfig)))
+    prices: dict[str, PriceConfig] = setting(table_of(section(PriceConfig)), default_factory=dict)
 
     def cap_limits(self) -> Caps:
         return Caps(self.caps.launch_usd, self.caps.task_usd, self.caps.day_usd)
@@ -61,16 +74,4 @@ class GatewayConfig(_Strict):
 
 
 def load_config(path: Path) -> GatewayConfig:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read gateway config: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        return GatewayConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"{path}: invalid gateway config: {problems}") from None
+    return GatewayConfig.load(path, what="gateway configuration")

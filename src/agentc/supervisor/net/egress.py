@@ -17,23 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import re
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
+from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address, ip_network
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor.netpipe import CHUNK, Streams, open_tcp, splice
-from agentc.supervisor.relay import RelayAddressError, parse_loopback_address
+from agentc.files import JsonLines
+from agentc.supervisor.net.addresses import (
+    LoopbackAddress,
+    RelayAddressError,
+    parse_loopback_address,
+)
+from agentc.supervisor.net.pipe import CHUNK, Streams, listen_tcp, open_tcp, splice
 
 DEFAULT_LISTEN = "127.0.0.1:3128"
 DEFAULT_ALLOW = (
@@ -75,8 +78,10 @@ class EgressConfigError(SupervisorError):
 # ---------------------------------------------------------------------------------------------
 # Address policy (pure)
 
-_V4_REFUSED: tuple[tuple[IPv4Network, str], ...] = tuple(
-    (IPv4Network(net), why)
+# Special ranges, checked in order (an address is only ever inside a network of its own
+# version). The IPv6 forms that embed an IPv4 address are judged by it, before this table.
+_REFUSED = tuple(
+    (ip_network(net), why)
     for net, why in (
         ("0.0.0.0/8", "unspecified"),
         ("10.0.0.0/8", "private"),
@@ -93,15 +98,6 @@ _V4_REFUSED: tuple[tuple[IPv4Network, str], ...] = tuple(
         ("203.0.113.0/24", "documentation"),
         ("224.0.0.0/4", "multicast"),
         ("240.0.0.0/4", "reserved"),  # includes 255.255.255.255 (broadcast)
-    )
-)
-_V6_GLOBAL_UNICAST = IPv6Network("2000::/3")
-_V6_NAT64 = IPv6Network("64:ff9b::/96")
-_V6_6TO4 = IPv6Network("2002::/16")
-# Special ranges, checked in order. The forms that embed an IPv4 address are judged by it.
-_V6_REFUSED: tuple[tuple[IPv6Network, str], ...] = tuple(
-    (IPv6Network(net), why)
-    for net, why in (
         ("::/128", "unspecified"),
         ("::1/128", "loopback"),
         ("::/96", "ipv4-compatible"),
@@ -116,10 +112,13 @@ _V6_REFUSED: tuple[tuple[IPv6Network, str], ...] = tuple(
         ("ff00::/8", "multicast"),
     )
 )
+_V6_GLOBAL_UNICAST = IPv6Network("2000::/3")
+_V6_NAT64 = IPv6Network("64:ff9b::/96")
+_V6_6TO4 = IPv6Network("2002::/16")
 
 
-def _v4_refusal(ip: IPv4Address) -> str | None:
-    for net, why in _V4_REFUSED:
+def _special(ip: IPAddress) -> str | None:
+    for net, why in _REFUSED:
         if ip in net:
             return why
     return None
@@ -128,24 +127,19 @@ def _v4_refusal(ip: IPv4Address) -> str | None:
 def address_refusal(ip: IPAddress) -> str | None:
     """Why `ip` is not a public address the proxy may connect to, or None if it is."""
     if isinstance(ip, IPv4Address):
-        return _v4_refusal(ip)
+        return _special(ip)
     if ip.scope_id:
         return "scoped"
     if ip.ipv4_mapped is not None:
-        inner = _v4_refusal(ip.ipv4_mapped)
+        inner = _special(ip.ipv4_mapped)
         return None if inner is None else f"ipv4-mapped {inner}"
     if ip in _V6_NAT64 or ip in _V6_6TO4:
         # NAT64 keeps the IPv4 address in the low 32 bits, 6to4 in bits 16-47.
         raw = int(ip) & 0xFFFFFFFF if ip in _V6_NAT64 else (int(ip) >> 80) & 0xFFFFFFFF
-        inner = _v4_refusal(IPv4Address(raw))
+        inner = _special(IPv4Address(raw))
         kind = "nat64" if ip in _V6_NAT64 else "6to4"
         return None if inner is None else f"{kind} {inner}"
-    for net, why in _V6_REFUSED:
-        if ip in net:
-            return why
-    if ip not in _V6_GLOBAL_UNICAST:
-        return "reserved"
-    return None
+    return _special(ip) or (None if ip in _V6_GLOBAL_UNICAST else "reserved")
 
 
 def is_public_address(ip: IPAddress) -> bool:
@@ -222,11 +216,12 @@ async def direct_connector(address: str, port: int) -> Streams:
     return await open_tcp(address, port)
 
 
-def json_line_sink(stream: IO[str]) -> LogSink:
+def json_line_sink(lines: JsonLines) -> LogSink:
+    """Each decision as one JSON line; a closed or failing log never stops the proxy."""
+
     def sink(record: dict[str, Any]) -> None:
         with contextlib.suppress(OSError, ValueError):
-            stream.write(json.dumps(record, sort_keys=False) + "\n")
-            stream.flush()
+            lines.write(record)
 
     return sink
 
@@ -237,11 +232,16 @@ def json_line_sink(stream: IO[str]) -> LogSink:
 
 @dataclass
 class _Decision:
+    """What one connection asked for, filled in as its request is read; logged either way.
+
+    At first only the client is known; `address` is the upstream address tried or refused.
+    """
+
     client: str
-    method: str | None = None
-    host: str | None = None
-    port: int | None = None
-    address: str | None = None
+    method: str | None
+    host: str | None
+    port: int | None
+    address: str | None
 
 
 class _Refusal(Exception):
@@ -272,7 +272,7 @@ class EgressProxy:
     resolver: Resolver = system_resolver
     policy: AddressPolicy = address_refusal
     connector: Connector = direct_connector
-    log: LogSink = field(default_factory=lambda: json_line_sink(sys.stdout))
+    log: LogSink = field(default_factory=lambda: json_line_sink(JsonLines(sys.stdout)))
     max_clients: int = DEFAULT_MAX_CLIENTS
     head_timeout: float = HEAD_TIMEOUT_SECONDS
     connect_timeout: float = CONNECT_TIMEOUT_SECONDS
@@ -297,7 +297,8 @@ class EgressProxy:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        d = _Decision(client=f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer))
+        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        d = _Decision(client, None, None, None, None)
         task = asyncio.current_task()
         try:
             if task is None or len(self._tasks) >= self.max_clients:
@@ -423,21 +424,17 @@ async def _send_refusal(
         await writer.wait_closed()
 
 
-def listen_socket(address: str) -> socket.socket:
-    """Bind the proxy's listening socket: IPv4 loopback only, port >= 1024."""
+def parse_listen(address: str) -> LoopbackAddress:
+    """The proxy's listen address: IPv4 loopback only, port >= 1024 (the relay's rules)."""
     try:
-        addr = parse_loopback_address(address, what="egress_listen")
+        return parse_loopback_address(address, what="egress_listen")
     except RelayAddressError as exc:
         raise EgressConfigError(str(exc)) from None
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((addr.host, addr.port))
-        sock.listen(512)
-    except OSError as exc:
-        sock.close()
-        raise SupervisorError(f"egress proxy cannot listen on {addr}: {exc.strerror}") from exc
-    return sock
+
+
+def listen_socket(address: str) -> socket.socket:
+    """Bind the proxy's listening socket on `address` (see `parse_listen`)."""
+    return listen_tcp(parse_listen(address), backlog=512, who="egress proxy ")
 
 
 @click.command("egress-proxy")
@@ -457,33 +454,26 @@ def command(
     entries = list(allow) if no_default_allow else [*DEFAULT_ALLOW, *allow]
     try:
         allowlist = Allowlist.parse(entries)
-        parse_loopback_address(listen, what="egress_listen")
-    except (EgressConfigError, RelayAddressError) as exc:
+        parse_listen(listen)
+    except EgressConfigError as exc:
         raise click.UsageError(str(exc)) from None
     try:
         sock = listen_socket(listen)
     except SupervisorError as exc:
         raise click.ClickException(str(exc)) from None
-    log_file: IO[str] | None = None
-    if log_path is not None:
-        fd = _open_log(log_path)
-        log_file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the proxy
-    proxy = EgressProxy(allowlist, log=json_line_sink(log_file or sys.stdout))
     try:
-        asyncio.run(proxy.serve(sock))
+        log = JsonLines(sys.stdout) if log_path is None else JsonLines.open(log_path)
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(f"cannot open egress log {log_path}: {exc.strerror}") from None
+    try:
+        asyncio.run(EgressProxy(allowlist, log=json_line_sink(log)).serve(sock))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
-        if log_file is not None:
-            log_file.close()
-
-
-def _open_log(path: Path) -> int:
-    try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise click.ClickException(f"cannot open egress log {path}: {exc.strerror}") from None
+        if log_path is not None:
+            log.close()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Byte pumping shared by the launch relay and the egress proxy.
+"""Byte pumping and listening shared by the launch relay's two halves and the egress proxy.
 
 Two streams are spliced both ways with half-close (one side's EOF becomes a `shutdown(SHUT_WR)`
 on the other), and both are always closed when the splice ends, so no descriptor outlives its
@@ -21,11 +21,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentc.core.errors import SupervisorError
+from agentc.supervisor.net.addresses import LoopbackAddress
+
 _T = TypeVar("_T")
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Opener = Callable[[], Awaitable[Streams]]
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 CHUNK = 65536
+DEFAULT_MAX_CONNECTIONS = 256
 
 
 def report_stderr(message: str) -> None:
@@ -67,6 +71,19 @@ async def splice(a: Streams, b: Streams) -> None:
         for w in (a[1], b[1]):
             with contextlib.suppress(Exception):
                 await w.wait_closed()
+
+
+def listen_tcp(addr: LoopbackAddress, *, backlog: int, who: str = "") -> socket.socket:
+    """A listening IPv4 socket on a checked loopback address; `who` prefixes the error."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((addr.host, addr.port))
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise SupervisorError(f"{who}cannot listen on {addr}: {exc.strerror or exc}") from exc
+    return sock
 
 
 async def open_tcp(host: str, port: int) -> Streams:

@@ -1,0 +1,159 @@
+"""The relay's namespace half: `netns-relay`, the first process inside a launch's bwrap.
+
+It listens on the loopback `ip:port` the harness expects (as many as there are relayed
+services), pipes each connection to the Unix socket the host half
+(:mod:`agentc.supervisor.net.host_relay`) serves, and runs the harness as its child, exiting
+with the harness's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import signal
+import socket
+import struct
+import subprocess
+from collections.abc import Callable, Sequence
+
+import click
+
+from agentc.core.errors import SupervisorError
+from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec, parse_relay_spec
+from agentc.supervisor.net.pipe import (
+    DEFAULT_MAX_CONNECTIONS,
+    Forwarder,
+    LoopThread,
+    listen_tcp,
+    report_stderr,
+)
+
+# Exit codes of the namespace half itself, following env(1)/timeout(1): the relay failed (125),
+# the command could not be executed (126) or was not found (127).
+EXIT_RELAY_FAILED = 125
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+FORWARDED_SIGNALS = (*_STOP_SIGNALS, signal.SIGUSR1, signal.SIGUSR2)
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+
+
+def ensure_loopback_up() -> None:
+    """Bring `lo` up if it is down (bwrap already does; a bare `unshare --net` does not)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH22x", b"lo", 0)
+        try:
+            flags = struct.unpack("16sH22x", fcntl.ioctl(s, _SIOCGIFFLAGS, ifreq))[1]
+            if flags & _IFF_UP:
+                return
+            fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+        except OSError as exc:
+            raise SupervisorError(f"loopback is down and cannot be brought up: {exc}") from exc
+
+
+def run_netns_relay(
+    relays: Sequence[RelaySpec],
+    argv: Sequence[str],
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    report: Callable[[str], None] = report_stderr,
+) -> int:
+    """Relay `relays` while `argv` runs; return its exit status (128+n if killed by signal n).
+
+    Raises `SupervisorError` if the relay cannot start; the command then never runs.
+    """
+    if not argv:
+        raise SupervisorError("netns-relay needs a command after --")
+    listens = [r.listen for r in relays]
+    if len(set(listens)) != len(listens):
+        raise RelayAddressError("two relays listen on the same address")
+    child: subprocess.Popen[bytes] | None = None
+    early: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is None:
+            early.append(signum)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+    loop = LoopThread("agentc-netns-relay", report)
+    socks: list[socket.socket] = []
+    try:
+        ensure_loopback_up()
+        for r in relays:
+            socks.append(listen_tcp(r.listen, backlog=128))
+        loop.start()
+        for r, sock in zip(relays, socks, strict=True):
+            path = str(r.socket)
+            opener = functools.partial(asyncio.open_unix_connection, path)
+            fw = Forwarder(f"relay {r.listen} -> {path}", opener, max_connections, report)
+            loop.serve(sock, fw.handle)
+        stops = [s for s in early if s in _STOP_SIGNALS]
+        if stops:  # told to stop before the harness started: never start it
+            return 128 + stops[0]
+        try:
+            child = subprocess.Popen(list(argv))  # the launch's harness argv
+        except FileNotFoundError:
+            report(f"netns-relay: command not found: {argv[0]}")
+            return EXIT_NOT_FOUND
+        except OSError as exc:
+            report(f"netns-relay: cannot run {argv[0]}: {exc.strerror or exc}")
+            return EXIT_NOT_EXECUTABLE
+        for s in early:
+            forward(s, None)
+        status = child.wait()
+        return 128 - status if status < 0 else status
+    finally:
+        loop.stop()
+        for sock in socks:
+            sock.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _relay_option(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> list[RelaySpec]:
+    try:
+        specs = [parse_relay_spec(v) for v in values]
+    except RelayAddressError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if len({s.listen for s in specs}) != len(specs):
+        raise click.BadParameter("two relays listen on the same address")
+    return specs
+
+
+@click.command(
+    "netns-relay",
+    hidden=True,
+    context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False},
+)
+@click.option(
+    "--listen",
+    "--relay",
+    "relays",
+    multiple=True,
+    metavar="127.0.0.1:PORT=/SOCKET",
+    callback=_relay_option,
+    help="Listen on this loopback address and forward to this Unix socket (repeatable).",
+)
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def command(ctx: click.Context, relays: list[RelaySpec], argv: tuple[str, ...]) -> None:
+    """Inside a launch's network namespace: relay loopback ports, run the command after --."""
+    try:
+        status = run_netns_relay(relays, argv)
+    except SupervisorError as exc:
+        report_stderr(f"agentc-supervisor netns-relay: {exc}")
+        status = EXIT_RELAY_FAILED
+    ctx.exit(status)
+
+
+if __name__ == "__main__":  # `python -m agentc.supervisor.net.netns_relay` (tests)
+    command()
