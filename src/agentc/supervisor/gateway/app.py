@@ -11,14 +11,11 @@ its turn cleanly instead of retrying.
 from __future__ import annotations
 
 import importlib.util
-import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import httpx
@@ -27,6 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agentc.core.rules import rfc3339
+from agentc.files import JsonLines
 from agentc.supervisor.gateway.config import GatewayConfig
 from agentc.supervisor.gateway.credentials import CredentialStore
 from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
@@ -117,8 +116,7 @@ class Gateway:
         self.prices = config.price_table()
         self.caps = config.cap_limits()
         self._clock = clock
-        self._log = log if log is not None else sys.stderr
-        self._log_lock = threading.Lock()
+        self._log = JsonLines(log if log is not None else sys.stderr)
         self._client: httpx.AsyncClient | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
@@ -167,7 +165,7 @@ class Gateway:
             name, spent, limit = over
             call.status, call.outcome, call.cap = 402, "refused_cap", name
             call.reason = f"{name} cap reached: {_usd(spent)} of {_usd(limit)}"
-            self.registry.note_cap(grant.session, name)
+            self.registry.note_cap(grant.launch_id, name)
             self._emit(call, None, None, ledger=True)
             # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do
             # not retry it (a 400 makes Claude Code try again several times, a 403 reads as
@@ -244,7 +242,7 @@ class Gateway:
             call.reason = "429 without a reset header"
         until = self.vendors.mark_exhausted(grant.upstream, until)
         call.outcome = "rate_limited"
-        call.reason = (call.reason or "") + f" exhausted until {_rfc3339(until)}"
+        call.reason = (call.reason or "") + f" exhausted until {rfc3339(until)}"
 
     # ------------------------------------------------------------ records
 
@@ -255,12 +253,12 @@ class Gateway:
         grant = call.grant
         cost = price_call(model, tokens, self.prices) if tokens is not None else None
         line: dict[str, Any] = {
-            "at": _rfc3339(int(now * 1000)),
+            "at": rfc3339(int(now * 1000)),
             "event": "model_call",
-            "session": grant.session if grant else None,
+            "session": grant.launch_id if grant else None,
             "attempt": grant.attempt if grant else None,
             "generation": grant.generation if grant else None,
-            "role": grant.role if grant else None,
+            "role": grant.role_slug if grant else None,
             "task": grant.task if grant else None,
             "upstream": grant.upstream if grant else None,
             "agentns_session_id": grant.agentns_session_id if grant else None,
@@ -285,10 +283,10 @@ class Gateway:
         if ledger and grant is not None:
             row: dict[str, Any] = {
                 "at_ms": int(now * 1000),
-                "session": grant.session,
+                "session": grant.launch_id,
                 "attempt": grant.attempt,
                 "generation": grant.generation,
-                "role": grant.role,
+                "role": grant.role_slug,
                 "task": grant.task,
                 "project": grant.project,
                 "upstream": grant.upstream,
@@ -311,18 +309,8 @@ class Gateway:
                 row["refused_cap"] = call.cap
                 row["reason"] = call.reason
             self.ledger.append(row)
-        self._write_log(line)
-
-    def _write_log(self, line: dict[str, Any]) -> None:
-        text = json.dumps(line, separators=(",", ":")) + "\n"
-        with self._log_lock:
-            self._log.write(text)
-            self._log.flush()
+        self._log.write(line)
 
 
 def _usd(value: float) -> str:
     return f"${value:.2f}" if value >= 1 else f"${value:.4g}"
-
-
-def _rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
