@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from agentc.supervisor.gateway.control import ControlClient
+from agentc.testing.gateway import ControlClient
 
 TEXT = "lorem ipsum dolor sit amet " * 80  # ~2 KB of answer text
 BODY = {

@@ -28,7 +28,7 @@ from launchkit import HARNESS_BIN, Kit, make_kit, terminal
 
 from agentc.supervisor.gateway.app import Gateway
 from agentc.supervisor.gateway.config import GatewayConfig
-from agentc.supervisor.gateway.server import ThreadedGateway
+from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
 

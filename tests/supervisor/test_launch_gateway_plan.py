@@ -17,7 +17,8 @@ from launchkit import Kit, make_kit
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.commands import main
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.launch import LaunchRequest, Plan, plan
+from agentc.supervisor.launch_plan import Plan, plan
+from agentc.supervisor.launch_request import LaunchRequest
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def _plan(kit: Kit, harness: str = "claude", **kw: object) -> Plan:
         harness=harness,
         run=run,
         clone=clone,
-        session_id=str(uuid.uuid4()),
+        launch_id=str(uuid.uuid4()),
         **kw,  # type: ignore[arg-type]
     )
     return plan(load_config(kit.config), request)
@@ -63,9 +64,13 @@ def test_the_gateway_is_the_default(short: Path) -> None:
     assert p.token is None
     assert not any(k in p.env for k in ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY"))
     assert p.gateway is not None and p.gateway.base_url == "http://127.0.0.1:18788"
-    lease = p.gateway.lease
+    lease = p.gateway.lease.grant
     assert (lease.attempt, lease.generation, lease.task, lease.launch_usd) == ("a7", 3, "t9", 1.5)
-    assert (lease.upstream, lease.role, lease.session) == ("claude", "impl", p.request.session_id)
+    assert (lease.upstream, lease.role_slug, lease.launch_id) == (
+        "claude",
+        "impl",
+        p.request.launch_id,
+    )
     (relay,) = [r for r in p.description.relays if r.name == "gateway"]
     assert (relay.address, relay.target) == ("127.0.0.1:18788", "127.0.0.1:28788")
     sock = p.layout.net / "gateway.sock"
@@ -78,7 +83,7 @@ def test_the_gateway_is_the_default(short: Path) -> None:
     assert p.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     attempt_default = _plan(kit)
     assert attempt_default.gateway is not None
-    assert attempt_default.gateway.lease.attempt == attempt_default.request.session_id
+    assert attempt_default.gateway.lease.grant.attempt == attempt_default.request.launch_id
 
 
 def test_each_harness_gets_its_upstream(short: Path) -> None:
@@ -87,7 +92,7 @@ def test_each_harness_gets_its_upstream(short: Path) -> None:
     for harness in ("claude", "codex", "pi"):
         gateway = _plan(kit, harness).gateway
         assert gateway is not None
-        upstreams[harness] = gateway.lease.upstream
+        upstreams[harness] = gateway.lease.grant.upstream
     assert upstreams == {"claude": "claude", "codex": "codex", "pi": "claude"}
     codex = _plan(kit, "codex")
     assert "--ignore-user-config" not in codex.argv  # its config.toml holds the provider

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from launchkit import Kit
 
-from agentc.supervisor import cli, commands
+from agentc.supervisor import commands
+from agentc.supervisor.launch_request import parse_launch
 
 # Heavy packages no launch may import (the relays' asyncio runs only inside the sandbox, in
 # netns-relay, and only when relays are configured; the kit configures none).
@@ -62,6 +63,7 @@ def test_the_entry_point_and_the_launch_modules_import_nothing_heavy() -> None:
     code = (
         "import sys\n"
         "import agentc.supervisor.cli, agentc.supervisor.config, agentc.supervisor.launch\n"
+        "import agentc.supervisor.launch_plan, agentc.supervisor.launch_execute\n"
         "import agentc.supervisor.preflight, agentc.supervisor.sandbox\n"
         "import agentc.supervisor.agentsession, agentc.agentns.cli, agentc.agentns.resolve\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
@@ -108,18 +110,18 @@ UNUSUAL = [
 
 @pytest.mark.parametrize("args", PLAIN)
 def test_the_fast_parser_agrees_with_click(args: list[str]) -> None:
-    parsed = cli.parse_launch(["--config", "/etc/s.toml", "launch", *args])
+    parsed = parse_launch(["--config", "/etc/s.toml", "launch", *args])
     assert parsed is not None
     config_path, params = parsed
     assert config_path == Path("/etc/s.toml")
     assert params == commands.launch.make_context("launch", list(args)).params
-    assert cli.parse_launch(["--config=/x", "launch", *args]) == (Path("/x"), params)
-    assert cli.parse_launch(["launch", *args]) == (None, params)
+    assert parse_launch(["--config=/x", "launch", *args]) == (Path("/x"), params)
+    assert parse_launch(["launch", *args]) == (None, params)
 
 
 @pytest.mark.parametrize("args", UNUSUAL)
 def test_anything_unusual_is_left_to_click(args: list[str]) -> None:
-    assert cli.parse_launch(["launch", *args]) is None
+    assert parse_launch(["launch", *args]) is None
 
 
 @pytest.mark.parametrize(
@@ -132,4 +134,4 @@ def test_anything_unusual_is_left_to_click(args: list[str]) -> None:
     ],
 )
 def test_other_command_lines_are_left_to_click(argv: list[str]) -> None:
-    assert cli.parse_launch(argv) is None
+    assert parse_launch(argv) is None

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.launch import LaunchRequest, plan
+from agentc.supervisor.launch_plan import plan
+from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.net import netns_relay
 from agentc.supervisor.net.addresses import (
     LoopbackAddress,
@@ -279,7 +280,7 @@ def test_launch_plan_relays_the_gateway_to_its_unix_socket() -> None:
         )
         run, clone = kit.new_run("exit 0\n")
         request = LaunchRequest(
-            role="implementer", harness="claude", run=run, clone=clone, session_id=str(uuid.uuid4())
+            role="implementer", harness="claude", run=run, clone=clone, launch_id=str(uuid.uuid4())
         )
         p = plan(load_config(kit.config), request)
         (gw,) = [r for r in p.description.relays if r.name == "gateway"]

@@ -768,7 +768,8 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
 
     from agentc.supervisor.gateway.app import Gateway
     from agentc.supervisor.gateway.config import GatewayConfig
-    from agentc.supervisor.gateway.server import _serve, _uvicorn_config
+    from agentc.supervisor.gateway.server import serve_with_control as _serve
+    from agentc.supervisor.gateway.server import uvicorn_config as _uvicorn_config
     from agentc.testing.provider import ScriptedProvider
     from agentc.testing.script import parse_script
 

@@ -7,8 +7,10 @@ copied on its own. The public surface for callers:
   process: no exec) and get its :class:`SessionRecord` (id, mode, intent);
 * :func:`wrapper_argv` / :func:`headless_intent`: the argv that wraps a harness launch;
 * :func:`read_record` / :class:`SessionRecord`: the ``--record`` file (session id and mode);
-* the names of the variables the wrapped command sees (``ENV_*``, :data:`CHILD_ENV_VARS`) and
-  the ``AGENTNS_MODE`` values (:data:`MODES`);
+* :func:`session_from_env` / :func:`in_kernel_session`: the session a process inherited, and
+  whether a ``prctl`` session's claim holds for this process;
+* the names of the variables the wrapped command sees (``ENV_*``, :data:`CHILD_ENV_VARS`,
+  :func:`session_env`) and the ``AGENTNS_MODE`` values (:data:`MODES`);
 * :func:`parse_budget` / :class:`Budget` for validating a budget spec before launching;
 * the error tree rooted at :class:`AgentnsError`.
 """
@@ -23,6 +25,7 @@ from agentc.agentns.errors import (
     SessionIdError,
     UsageError,
 )
+from agentc.agentns.kernel import in_kernel_session
 from agentc.agentns.launch import (
     CHILD_ENV_VARS,
     ENV_BUDGET_ENFORCED,
@@ -40,6 +43,7 @@ from agentc.agentns.launch import (
     SessionRecord,
     headless_intent,
     read_record,
+    session_env,
     session_from_env,
     wrapper_argv,
 )
@@ -71,8 +75,10 @@ __all__ = [
     "UsageError",
     "establish",
     "headless_intent",
+    "in_kernel_session",
     "parse_budget",
     "read_record",
+    "session_env",
     "session_from_env",
     "wrapper_argv",
 ]

@@ -23,10 +23,8 @@ from agentc.agentns.errors import AgentnsError, BudgetError
 from agentc.agentns.launch import (
     ENV_BUDGET_ENFORCED,
     ENV_BUDGET_UNENFORCED,
-    ENV_INTENT,
-    ENV_MODE,
-    ENV_SESSION_ID,
     LAUNCHER,
+    SessionRecord,
     write_record,
 )
 from agentc.agentns.resolve import establish, say_stderr, validate_intent
@@ -127,12 +125,9 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _child_env(
-    session_id: str, mode: str, intent: str, budget: Budget | None, plan: enforce.Plan | None
+    session: SessionRecord, budget: Budget | None, plan: enforce.Plan | None
 ) -> dict[str, str]:
-    env = dict(os.environ)
-    env[ENV_SESSION_ID] = session_id
-    env[ENV_INTENT] = intent
-    env[ENV_MODE] = mode
+    env = {**os.environ, **session.env()}
     if budget is not None and plan is not None:
         env[ENV_BUDGET_ENFORCED] = ",".join(plan.enforced)
         env[ENV_BUDGET_UNENFORCED] = ",".join(plan.unenforced)
@@ -184,7 +179,7 @@ def _prepare(opts: argparse.Namespace) -> _Prepared:
                 budget_unenforced=tuple(plan.unenforced) if plan else (),
             ),
         )
-    env = _child_env(session.session_id, session.mode, intent, budget, plan)
+    env = _child_env(session, budget, plan)
     return _Prepared(env, budget, plan, grace_s)
 
 

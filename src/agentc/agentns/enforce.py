@@ -19,7 +19,7 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -146,21 +146,28 @@ def terminate_tree(tracked: Iterable[Proc], grace_s: float) -> None:
     _say(f"budget: wall grace {grace_s:g}s over; SIGKILL to {len(live)} processes")
     # Freeze first: a stopped process cannot fork and its children stay attached to it, so the
     # tree is complete before the first SIGKILL reparents anything out of sight.
+    live = _signal_rounds(
+        live, signal.SIGSTOP, 0.01, lambda t: [p for p, s in t.items() if s not in "Tt"]
+    )
+    _signal_rounds(live, signal.SIGKILL, 0.02, list)
+
+
+def _signal_rounds(
+    live: dict[Proc, str],
+    sig: int,
+    pause: float,
+    targets: Callable[[dict[Proc, str]], list[Proc]],
+) -> dict[Proc, str]:
+    """Up to 100 rounds: send ``sig`` to the ``targets`` of the tree, until there are none."""
     for _ in range(100):
-        running = [p for p, state in live.items() if state not in "Tt"]
-        if not running:
+        chosen = targets(live)
+        if not chosen:
             break
-        for p in running:
-            _signal(p, signal.SIGSTOP)
-        time.sleep(0.01)
+        for p in chosen:
+            _signal(p, sig)
+        time.sleep(pause)
         live = live_tree(live)
-    for _ in range(100):
-        if not live:
-            return
-        for p in live:
-            _signal(p, signal.SIGKILL)
-        time.sleep(0.02)
-        live = live_tree(live)
+    return live
 
 
 def _watch(root: Proc, deadline: float, wall_s: int, grace_s: float) -> None:

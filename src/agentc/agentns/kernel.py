@@ -43,6 +43,15 @@ def session_path(env: Mapping[str, str]) -> str:
     return env.get(ENV_SESSION_PATH) or DEFAULT_SESSION_PATH
 
 
+def in_kernel_session(session_id: str, env: Mapping[str, str]) -> bool:
+    """Whether this process is in the kernel agent session ``session_id`` (procfs says so)."""
+    try:
+        with open(session_path(env), encoding="ascii", errors="replace") as handle:
+            return handle.read().strip() == session_id
+    except OSError:
+        return False
+
+
 def _prctl(option: int, arg2: int = 0) -> int:
     """Call prctl(2); return 0 or the errno. Arguments 3 to 5 are always 0 here."""
     import ctypes  # only the kernel rungs need it; most launches never get here

@@ -53,6 +53,11 @@ RECORD_FILENAME = "agentns.json"
 RECORD_FORMAT = 1
 
 
+def session_env(session_id: str, intent: str, mode: str) -> dict[str, str]:
+    """The variables that name the agent session to the wrapped command (always all three)."""
+    return {ENV_SESSION_ID: session_id, ENV_INTENT: intent, ENV_MODE: mode}
+
+
 def headless_intent(role: str) -> str:
     """The intent tag for a headless harness run of ``role``: ``headless:<role>``."""
     role = role.strip()
@@ -97,6 +102,10 @@ class SessionRecord:
     budget: str | None = None
     budget_enforced: tuple[str, ...] = ()
     budget_unenforced: tuple[str, ...] = ()
+
+    def env(self) -> dict[str, str]:
+        """The session's variables for the wrapped command (:func:`session_env`)."""
+        return session_env(self.session_id, self.intent, self.mode)
 
     def to_json(self) -> str:
         import json  # lazily, like the other record-only imports: launcher start-up matters

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from agentc.agentns import kernel
+import agentc.agentns.kernel as kernel
 from agentc.agentns.errors import KernelError, PermissionDenied, UsageError
 from agentc.agentns.launch import (
     DEFAULT_MOCK_FILE,

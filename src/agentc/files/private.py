@@ -36,13 +36,15 @@ def read_private(
     exact_mode: int | None = None,
     single_link: bool = True,
     canonical: bool = False,
+    private: bool = True,
 ) -> bytes:
     """Return the file's bytes, or raise :class:`UnsafeFile` naming the rule it breaks.
 
     ``owner_uid`` defaults to the effective uid. With ``exact_mode`` the permission bits must be
     exactly that (and the group ``group_gid`` when given: the host-mode ``root:<group> 0440``
     rule); without it, no group or other bit may be set. ``canonical`` refuses a path that is not
-    already canonical (a symlink in any component).
+    already canonical (a symlink in any component). ``private=False`` skips the owner and mode
+    checks, for a file that is not secret but must still be read safely (a prompt).
     """
     uid = os.geteuid() if owner_uid is None else owner_uid
     if canonical and os.path.realpath(path) != str(path):
@@ -59,27 +61,9 @@ def read_private(
             raise UnsafeFile(path, "not a regular file")
         if single_link and info.st_nlink != 1:
             raise UnsafeFile(path, "has more than one hard link")
-        perm = stat.S_IMODE(info.st_mode)
-        if exact_mode is not None:
-            if (
-                info.st_uid != uid
-                or perm != exact_mode
-                or (group_gid is not None and info.st_gid != group_gid)
-            ):
-                group = f", group gid {group_gid}" if group_gid is not None else ""
-                who = "root" if uid == 0 else f"uid {uid}"
-                raise UnsafeFile(
-                    path,
-                    f"must be owned by {who}{group}, mode {exact_mode:04o} "
-                    f"(is uid {info.st_uid}, gid {info.st_gid}, mode {perm:04o})",
-                )
-        elif info.st_uid != uid or perm & 0o077:
-            raise UnsafeFile(
-                path,
-                f"must be yours with no group or other access (mode {perm:04o})"
-                if info.st_uid == uid
-                else f"must be yours with no group or other access (owned by uid {info.st_uid})",
-            )
+        problem = _owner_problem(info, uid, group_gid, exact_mode) if private else None
+        if problem is not None:
+            raise UnsafeFile(path, problem)
         too_long = f"longer than {max_bytes} bytes"
         if info.st_size > max_bytes:
             raise UnsafeFile(path, too_long)
@@ -93,3 +77,28 @@ def read_private(
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _owner_problem(
+    info: os.stat_result, uid: int, group_gid: int | None, exact_mode: int | None
+) -> str | None:
+    """Why the file's owner, group or mode breaks the rule, or None."""
+    perm = stat.S_IMODE(info.st_mode)
+    if exact_mode is not None:
+        if (
+            info.st_uid != uid
+            or perm != exact_mode
+            or (group_gid is not None and info.st_gid != group_gid)
+        ):
+            group = f", group gid {group_gid}" if group_gid is not None else ""
+            who = "root" if uid == 0 else f"uid {uid}"
+            return (
+                f"must be owned by {who}{group}, mode {exact_mode:04o} "
+                f"(is uid {info.st_uid}, gid {info.st_gid}, mode {perm:04o})"
+            )
+        return None
+    if info.st_uid != uid:
+        return f"must be yours with no group or other access (owned by uid {info.st_uid})"
+    if perm & 0o077:
+        return f"must be yours with no group or other access (mode {perm:04o})"
+    return None

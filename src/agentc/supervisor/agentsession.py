@@ -26,21 +26,18 @@ from agentc.agentns import (
     ENV_BUDGET_ENFORCED,
     ENV_BUDGET_UNENFORCED,
     ENV_INTENT,
-    ENV_MODE,
-    ENV_SESSION_ID,
     MODE_PRCTL,
     AgentnsError,
     establish,
     headless_intent,
+    in_kernel_session,
+    session_env,
     session_from_env,
 )
 from agentc.core.errors import SupervisorError
 
 if TYPE_CHECKING:
     from agentc.supervisor.config import SupervisorConfig
-
-SESSION_PATH = "/proc/self/agent_session"
-ENV_SESSION_PATH = "AGENTNS_SESSION_PATH"  # agentns's seam for the procfs entry
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class AgentSession:
 
     def env(self) -> dict[str, str]:
         """The variables passed through to the harness (and to launch-root's child)."""
-        return {ENV_SESSION_ID: self.session_id, ENV_INTENT: self.intent, ENV_MODE: self.mode}
+        return session_env(self.session_id, self.intent, self.mode)
 
     def record(self) -> dict[str, str]:
         """The fields every host-side record of the launch carries."""
@@ -64,15 +61,6 @@ class AgentSession:
         }
 
 
-def _in_namespace(session_id: str, environ: Mapping[str, str]) -> bool:
-    path = environ.get(ENV_SESSION_PATH) or SESSION_PATH
-    try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            return handle.read().strip() == session_id
-    except OSError:
-        return False
-
-
 def current(role: str, environ: Mapping[str, str] | None = None) -> AgentSession | None:
     """The session this process runs in for ``role``, or None (none, or another intent)."""
     env = os.environ if environ is None else environ
@@ -81,7 +69,7 @@ def current(role: str, environ: Mapping[str, str] | None = None) -> AgentSession
     if found is None or env.get(ENV_INTENT) != intent:
         return None
     session_id, mode = found
-    if mode == MODE_PRCTL and not _in_namespace(session_id, env):
+    if mode == MODE_PRCTL and not in_kernel_session(session_id, env):
         return None
     return AgentSession(session_id, mode, intent)
 

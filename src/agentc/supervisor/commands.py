@@ -2,28 +2,31 @@
 candidate-shell, model-gateway (and the relays).
 
 The entry point is :func:`agentc.supervisor.cli.main`, which runs a plain ``launch`` command
-line itself and hands everything else to :data:`main` here. Every refusal prints
-``agentc-supervisor: <message>`` and exits 1; never a traceback.
+line itself and hands everything else to :data:`main` here; the launch options parse into the
+same parameters as :func:`agentc.supervisor.launch_request.parse_launch` gives. Every refusal
+prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentc.core.errors import AgentcError
-from agentc.supervisor import cli
+from agentc.supervisor.launch_request import (
+    HARNESSES,
+    ROLES,
+    LaunchRequest,
+    launch_request,
+    new_launch_id,
+)
 
 if TYPE_CHECKING:
     from agentc.supervisor.config import SupervisorConfig
-
-ROLES = click.Choice(list(cli.ROLES))
-HARNESS = click.Choice(list(cli.HARNESSES))
 
 
 def _fail(message: str) -> None:
@@ -41,24 +44,29 @@ def _config(ctx: click.Context) -> SupervisorConfig:
     return config
 
 
-def _session(value: str | None) -> str:
-    if value is None:
-        return str(uuid.uuid4())
+def _request(params: dict[str, Any]) -> LaunchRequest:
+    """The launch request of a command's launch options (``--session-id`` must be a UUID)."""
+    value = params["launch_id"]
     try:
-        return str(uuid.UUID(value))
+        launch_id = new_launch_id(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a UUID", param_hint="--session-id") from None
+    return launch_request(params, launch_id)
 
 
 def launch_options(func: Any) -> Any:
     """The launch-spec flags shared by preflight, launch and launch-root."""
     options = [
-        click.option("--role", type=ROLES, required=True),
-        click.option("--harness", type=HARNESS, default="claude", show_default=True),
+        click.option("--role", type=click.Choice(list(ROLES)), required=True),
+        click.option(
+            "--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True
+        ),
         click.option("--run", "run", type=click.Path(path_type=Path), required=True),
         click.option("--clone", type=click.Path(path_type=Path), required=True),
         click.option("--model", default="default", show_default=True),
-        click.option("--session-id", default=None, help="UUID; a fresh UUIDv4 if absent"),
+        click.option(
+            "--session-id", "launch_id", default=None, help="the launch id, a UUID; new if absent"
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -106,67 +114,30 @@ def main(ctx: click.Context, config_path: Path | None) -> None:
     ctx.ensure_object(dict)["config_path"] = config_path
 
 
-def _request(
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    harness_args: tuple[str, ...],
-) -> Any:
-    params = {"role": role, "harness": harness, "run": run, "clone": clone, "model": model}
-    return cli.launch_request({**params, "harness_args": harness_args}, _session(session_id))
-
-
 @main.command(context_settings={"ignore_unknown_options": True})
 @launch_options
-@click.option("--attempt", default=None, help="gateway: the attempt (default: the session)")
+@click.option("--attempt", default=None, help="gateway: the attempt (default: the launch id)")
 @click.option("--generation", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--task", default=None, help="gateway: the task its caps are counted under")
 @click.option("--launch-usd", type=click.FloatRange(min=0), default=None, help="cost cap")
 @click.option("--dry-run", is_flag=True, help="print the argv and environment, run nothing")
 @click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def launch(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    attempt: str | None,
-    generation: int,
-    task: str | None,
-    launch_usd: float | None,
-    dry_run: bool,
-    harness_args: tuple[str, ...],
-) -> None:
+def launch(ctx: click.Context, /, dry_run: bool, **params: Any) -> None:
     """Run one harness in its sandbox; arguments after -- replace the harness flags."""
-    params = dict(ctx.params)
-    request = cli.launch_request(params, _session(session_id))
-    sys.exit(cli.run_launch(_config(ctx), request, dry_run))
+    from agentc.supervisor.launch import run_launch
+
+    sys.exit(run_launch(_config(ctx), _request(params), dry_run))
 
 
 @main.command(name="preflight")
 @launch_options
 @click.pass_context
-def preflight_command(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-) -> None:
+def preflight_command(ctx: click.Context, /, **params: Any) -> None:
     """Check the host and this launch; print {"ok": bool, "problems": [...]}."""
     from agentc.supervisor import preflight
 
-    config = _config(ctx)
-    request = _request(role, harness, run, clone, model, session_id, ())
-    problems = preflight.full_problems(config, request)
+    problems = preflight.full_problems(_config(ctx), _request(params))
     click.echo(json.dumps({"ok": not problems, "problems": problems}))
     sys.exit(0 if not problems else 1)
 
@@ -175,23 +146,13 @@ def preflight_command(
 @launch_options
 @click.argument("harness_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def launch_root_command(
-    ctx: click.Context,
-    role: str,
-    harness: str,
-    run: Path,
-    clone: Path,
-    model: str,
-    session_id: str | None,
-    harness_args: tuple[str, ...],
-) -> None:
+def launch_root_command(ctx: click.Context, /, **params: Any) -> None:
     """As root: check the host, then run ``launch`` as the role account."""
     from agentc.supervisor import launch_root
 
     config = _config(ctx)
     obj: dict[str, Any] = ctx.ensure_object(dict)
-    request = _request(role, harness, run, clone, model, session_id, harness_args)
-    sys.exit(launch_root.run_as_role(config, obj.get("config_path"), request))
+    sys.exit(launch_root.run_as_role(config, obj.get("config_path"), _request(params)))
 
 
 @main.command(name="candidate-shell", context_settings={"ignore_unknown_options": True})

@@ -12,8 +12,8 @@ credential):
 
 ``QUIET_ENV`` holds the switches that keep every harness offline apart from its model calls (no
 auto-update, telemetry, error reports or version checks). Both the launch layer
-(``agentc.supervisor.launch``) and the test helpers (``agentc.testing.harnesses``) build their
-configuration here; nothing in this module touches the network.
+(``agentc.supervisor.launch_execute``) and the test helpers (``agentc.testing.harnesses``) build
+their configuration here; nothing in this module touches the network.
 """
 
 from __future__ import annotations

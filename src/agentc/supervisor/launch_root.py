@@ -24,7 +24,9 @@ from pathlib import Path
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import agentsession, preflight
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch import LaunchRequest, supervisor_program
+from agentc.supervisor.launch_plan import supervisor_program
+from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 
 
@@ -68,10 +70,10 @@ def run_as_role(
         argv += ["--config", str(config_path)]
     argv += ["launch", f"--role={request.role}", f"--harness={request.harness}"]
     argv += [f"--run={request.run}", f"--clone={request.clone}", f"--model={request.model}"]
-    argv += [f"--session-id={request.session_id}"]
+    argv += [f"--session-id={request.launch_id}"]
     if request.harness_args is not None:
         argv += ["--", *request.harness_args]
-    home = config.resolved_state_dir() / ("impl" if request.role == "implementer" else "rev")
+    home = config.resolved_state_dir() / role_slug(request.role)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home / "home")}
     env.update(session.env())
     proc = subprocess.Popen(

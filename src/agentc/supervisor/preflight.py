@@ -24,10 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentc.core.errors import AgentcError
+from agentc.files import write_atomic
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor import reaper, tokens
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch import LaunchRequest, Plan, plan
+from agentc.supervisor.launch_plan import Plan, plan
+from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.rundir import RunLayout
 
 MIN_BWRAP = (0, 8)
@@ -95,7 +97,6 @@ FEATURE_PROBES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("IPC namespaces", ("--unshare-ipc",)),
     ("UTS namespaces", ("--unshare-uts",)),
 )
-SYS_CLOSE_RANGE = 436  # x86-64 and aarch64 share this number
 
 
 def _probe(bwrap: Path, flags: Sequence[str]) -> str | None:
@@ -128,7 +129,7 @@ def close_range_problem() -> str | None:
     fd = os.open("/dev/null", os.O_RDONLY)  # inheritable: the probe must set CLOEXEC itself
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.syscall(SYS_CLOSE_RANGE, fd, fd, reaper.CLOSE_RANGE_CLOEXEC) != 0:
+        if libc.syscall(reaper.SYS_CLOSE_RANGE, fd, fd, reaper.CLOSE_RANGE_CLOEXEC) != 0:
             err = ctypes.get_errno()
             return f"close_range(CLOSE_RANGE_CLOEXEC) unavailable ({os.strerror(err)})"
         if os.get_inheritable(fd):
@@ -246,16 +247,9 @@ def _cache_store(cache: Path, key: str) -> None:
     dir_fd = _private_dir_fd(cache.parent)
     if dir_fd is None:
         return
-    temp = f".{cache.name}.{os.getpid()}"
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o600, dir_fd=dir_fd)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(key.encode())
-        os.replace(temp, cache.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dir_fd)
+        with contextlib.suppress(OSError):  # an unwritten cache only slows the next launch
+            write_atomic(Path(cache.name), key.encode(), dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
 

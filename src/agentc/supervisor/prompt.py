@@ -13,11 +13,11 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.files import UnsafeFile, read_private
 
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
 SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
@@ -43,28 +43,14 @@ class SealedPrompt:
 def read_prompt_file(path: Path) -> bytes:
     """Read a regular, single-link prompt file without following a symlink; at most 16 MiB."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise SupervisorError(f"{path}: the prompt file is missing") from None
-    except OSError as exc:
-        raise SupervisorError(f"{path}: cannot open the prompt ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise SupervisorError(f"{path}: the prompt must be a regular single-link file")
-        if info.st_size > MAX_PROMPT_BYTES:
-            raise SupervisorError(f"{path}: the prompt is larger than 16 MiB")
-        chunks: list[bytes] = []
-        total = 0
-        # Read one byte past the limit: a file growing after fstat is still refused.
-        while chunk := os.read(fd, min(1 << 20, MAX_PROMPT_BYTES + 1 - total)):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > MAX_PROMPT_BYTES:
-                raise SupervisorError(f"{path}: the prompt is larger than 16 MiB")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_private(path, max_bytes=MAX_PROMPT_BYTES, private=False)
+    except UnsafeFile as exc:
+        if exc.missing:
+            raise SupervisorError(f"{path}: the prompt file is missing") from None
+        raise SupervisorError(
+            f"{path}: the prompt file is refused: {exc.reason} (a prompt is a regular "
+            "single-link file of at most 16 MiB)"
+        ) from None
 
 
 def seal_prompt(data: bytes) -> SealedPrompt:

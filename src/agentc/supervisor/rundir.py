@@ -1,6 +1,6 @@
 """Run directory layout and its markers, created fresh and never through a symlink.
 
-``$RUN = <state>/<role>/runs/<session>`` holds ``prompt.md`` (written before the launch),
+``$RUN = <state>/<role slug>/runs/<run>`` holds ``prompt.md`` (written before the launch),
 the private per-launch trees (``state/home``, ``state/cargo``, ``state/coordinator``,
 ``tmp``, ``target``, ``net``; reviewers also ``candidate-home`` and ``candidate-tmp``) and
 the markers: ``.state-started`` before spawn, ``.state-terminal.json`` after the harness
@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import SupervisorError
+from agentc.supervisor.roles import Role, role_slug
 
-ROLE_SLUGS = {"implementer": "impl", "reviewer": "rev"}
 MARKERS = (
     ".state-started",
     ".state-terminal.json",
@@ -30,42 +29,21 @@ MARKERS = (
 )
 
 
-@dataclass(frozen=True)
 class RunLayout:
     """The paths of one launch, derived from the state root, the role and the two dirs."""
 
-    state_dir: Path
-    role: str
-    run: Path
-    clone: Path
-
-    @property
-    def role_dir(self) -> Path:
-        return self.state_dir / ROLE_SLUGS[self.role]
-
-    @property
-    def runs(self) -> Path:
-        return self.role_dir / "runs"
-
-    @property
-    def clones(self) -> Path:
-        return self.role_dir / "clones"
-
-    @property
-    def claude_config(self) -> Path:
-        return self.role_dir / "claude-config"
-
-    @property
-    def token_file(self) -> Path:
-        return self.role_dir / "claude-token"
-
-    @property
-    def prompt(self) -> Path:
-        return self.run / "prompt.md"
-
-    @property
-    def net(self) -> Path:
-        return self.run / "net"
+    def __init__(self, state_dir: Path, role: Role, run: Path, clone: Path) -> None:
+        self.state_dir = state_dir
+        self.role = role
+        self.run = run
+        self.clone = clone
+        self.role_dir = state_dir / role_slug(role)
+        self.runs = self.role_dir / "runs"
+        self.clones = self.role_dir / "clones"
+        self.claude_config = self.role_dir / "claude-config"
+        self.token_file = self.role_dir / "claude-token"
+        self.prompt = run / "prompt.md"
+        self.net = run / "net"
 
     def private_dirs(self) -> list[Path]:
         """Per-launch trees the harness may write, in creation order."""

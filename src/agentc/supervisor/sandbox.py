@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-Role = Literal["implementer", "reviewer"]
+from agentc.supervisor.roles import Role
+
 Mode = Literal["host", "personal"]
 
 

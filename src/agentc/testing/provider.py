@@ -41,6 +41,7 @@ from starlette.routing import Route
 from agentc.core.errors import ConfigError
 from agentc.testing import wire
 from agentc.testing.script import Failure, Script, Turn, Usage, load_script
+from agentc.testing.serving import ServerThread
 
 Api = Literal["anthropic", "openai", "other"]
 
@@ -87,8 +88,7 @@ class ScriptedProvider:
         self._paused: dict[str, threading.Event] = {}
         self._stopping = threading.Event()
         self._record_path = record_path
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: ServerThread | None = None
         self.url = ""
         self.app = Starlette(
             routes=[
@@ -138,27 +138,13 @@ class ScriptedProvider:
         config = uvicorn.Config(
             self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        server = uvicorn.Server(config)
+        self._thread = ServerThread(
+            server, lambda: server.serve(sockets=[sock]), what="scripted provider"
         )
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("scripted provider did not start")
-            time.sleep(0.005)
         self.url = f"http://{host}:{bound_port}"
         return self.url
-
-    def stop(self) -> None:
-        self._stopping.set()
-        for gate in list(self._gates.values()):
-            gate.set()
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
     def __enter__(self) -> ScriptedProvider:
         self.start()
@@ -166,6 +152,13 @@ class ScriptedProvider:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for gate in list(self._gates.values()):
+            gate.set()
+        if self._thread is not None:
+            self._thread.stop()
 
     # ------------------------------------------------------------ request handling
 

@@ -16,7 +16,7 @@ import pytest
 from agentc.supervisor.gateway.app import Gateway
 from agentc.supervisor.gateway.config import GatewayConfig
 from agentc.supervisor.gateway.sentinels import Grant
-from agentc.supervisor.gateway.server import ThreadedGateway
+from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
 
@@ -35,10 +35,10 @@ class Stack:
     def url(self) -> str:
         return self.server.url
 
-    def issue(self, session: str = "s1", **kw: Any) -> str:
+    def issue(self, launch_id: str = "s1", **kw: Any) -> str:
         fields: dict[str, Any] = {"attempt": "a1", "generation": 1, "upstream": "claude"}
         fields.update(kw)
-        return self.gateway.registry.issue(Grant(session=session, **fields))
+        return self.gateway.registry.issue(Grant(launch_id=launch_id, **fields))
 
     def ledger_rows(self) -> list[dict[str, Any]]:
         if not self.config.ledger.exists():

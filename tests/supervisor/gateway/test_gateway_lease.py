@@ -17,7 +17,7 @@ from agentc.supervisor import harness_env
 from agentc.supervisor.gateway.control import HELD_CLOSED, serve_control
 from agentc.supervisor.gateway.errors import GatewayError, SentinelRefused
 from agentc.supervisor.gateway.lease import Lease, LeaseRequest
-from agentc.supervisor.gateway.sentinels import SentinelRegistry
+from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 
 
 @pytest.fixture
@@ -39,9 +39,9 @@ def control(tmp_path: Path) -> Iterator[tuple[SentinelRegistry, Path]]:
 
 
 def _request(path: Path, **kw: object) -> LeaseRequest:
-    fields: dict[str, object] = {"session": "s1", "attempt": "a1", "generation": 2}
+    fields: dict[str, object] = {"launch_id": "s1", "attempt": "a1", "generation": 2}
     fields.update(kw)
-    return LeaseRequest(control=path, upstream="claude", **fields)  # type: ignore[arg-type]
+    return LeaseRequest(path, Grant(upstream="claude", **fields))  # type: ignore[arg-type]
 
 
 def _refusal(registry: SentinelRegistry, token: str) -> str:
@@ -54,11 +54,11 @@ def test_a_lease_issues_a_bound_sentinel_and_revokes_it_at_close(
     control: tuple[SentinelRegistry, Path],
 ) -> None:
     registry, path = control
-    lease = Lease(_request(path, task="t1", launch_usd=0.5, role="rev"))
+    lease = Lease(_request(path, task="t1", launch_usd=0.5, role_slug="rev"))
     token = lease.open()
     grant = registry.check(token)
-    assert (grant.session, grant.attempt, grant.generation) == ("s1", "a1", 2)
-    assert (grant.task, grant.launch_usd, grant.role, grant.upstream) == (
+    assert (grant.launch_id, grant.attempt, grant.generation) == ("s1", "a1", 2)
+    assert (grant.task, grant.launch_usd, grant.role_slug, grant.upstream) == (
         "t1",
         0.5,
         "rev",
@@ -77,10 +77,11 @@ def test_a_dropped_connection_revokes_the_held_sentinel(
     registry, path = control
     lease = Lease(_request(path))
     token = lease.open()
-    assert lease._sock is not None
-    assert os.get_inheritable(lease._sock.fileno()) is False  # never reaches the harness
-    lease._sock.close()  # what the kernel does when the launch is SIGKILLed
-    lease._sock = None
+    sock = lease.connection._sock
+    assert sock is not None
+    assert os.get_inheritable(sock.fileno()) is False  # never reaches the harness
+    sock.close()  # what the kernel does when the launch is SIGKILLed
+    lease.connection._sock = None
     for _ in range(500):
         if registry.status("s1")["sentinels"][0]["state"] == "revoked":  # type: ignore[index]
             break
@@ -96,7 +97,7 @@ def test_a_plain_control_client_does_not_hold(control: tuple[SentinelRegistry, P
         sock.sendall(json.dumps({**issue, "upstream": "claude"}).encode() + b"\n")
         token = json.loads(sock.makefile().readline())["sentinel"]
     threading.Event().wait(0.1)
-    assert registry.check(token).session == "s9"
+    assert registry.check(token).launch_id == "s9"
 
 
 def test_lease_errors_name_the_socket(
@@ -111,7 +112,7 @@ def test_lease_errors_name_the_socket(
         older = Lease(_request(path, generation=4))
         with pytest.raises(GatewayError, match="older than 5"):
             older.open()
-        assert older._sock is None  # a refused issue lets go of its connection
+        assert not older.connection.is_open  # a refused issue lets go of its connection
 
 
 def test_harness_setups(tmp_path: Path) -> None:
@@ -167,6 +168,6 @@ def test_a_lease_binds_the_launch_agent_session_to_its_sentinel(
     with Lease(_request(path, agentns_session_id=sid, agentns_mode="prctl")) as lease:
         grant = registry.check(lease.open())
         assert (grant.agentns_session_id, grant.agentns_mode) == (sid, "prctl")
-    with Lease(_request(path, session="s2", attempt="a2")) as lease:  # none: none recorded
+    with Lease(_request(path, launch_id="s2", attempt="a2")) as lease:  # none: none recorded
         grant = registry.check(lease.open())
         assert (grant.agentns_session_id, grant.agentns_mode) == (None, None)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agentc.core.errors import SupervisorError
 from agentc.supervisor.gateway.cli import command
-from agentc.supervisor.gateway.control import ControlClient, dispatch
+from agentc.supervisor.gateway.control import dispatch
 from agentc.supervisor.gateway.credentials import read_credential
 from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
 from agentc.supervisor.gateway.ledger import Caps, Ledger
@@ -22,6 +22,7 @@ from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Tokens, canonical, 
 from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 from agentc.supervisor.gateway.vendors import VendorState, reset_from_headers
 from agentc.testing import wire
+from agentc.testing.gateway import ControlClient
 from agentc.testing.script import Turn, Usage
 
 SECRET = "sk-very-secret-value"
@@ -46,8 +47,8 @@ def test_credentials_kinds_and_headers(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "mode", "match"),
     [
-        (SECRET, 0o644, "mode is 0644"),
-        (SECRET, 0o640, "group or others"),
+        (SECRET, 0o644, "mode 0644"),
+        (SECRET, 0o640, "no group or other access"),
         ("", 0o600, "empty"),
         ('{"api_key": "' + SECRET, 0o600, "not valid JSON"),
         (json.dumps({"token": SECRET}), 0o600, "exactly one of"),
@@ -146,7 +147,7 @@ def test_vendors_json(tmp_path: Path) -> None:
 def test_sentinels_fence_and_revoke() -> None:
     reg = SentinelRegistry()
     g1 = reg.issue(Grant("s1", "a1", 1, "claude", task="t"))
-    assert reg.check(g1).session == "s1"
+    assert reg.check(g1).launch_id == "s1"
     g2 = reg.issue(Grant("s2", "a1", 2, "claude", task="t"))
     with pytest.raises(SentinelRefused, match="superseded"):
         reg.check(g1)
@@ -248,7 +249,7 @@ def test_cli_check(tmp_path: Path) -> None:
     assert "credential ok" in result.output and SECRET not in result.output
     os.chmod(cred, 0o644)
     result = CliRunner().invoke(command, ["--config", str(config), "--check"])
-    assert result.exit_code == 1 and "chmod 600" in result.output
+    assert result.exit_code == 1 and "no group or other access" in result.output
     config.write_text(config.read_text() + "typo = 1\n")
     result = CliRunner().invoke(command, ["--config", str(config), "--check"])
     assert "typo" in result.output

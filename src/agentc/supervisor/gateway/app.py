@@ -11,14 +11,11 @@ its turn cleanly instead of retrying.
 from __future__ import annotations
 
 import importlib.util
-import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import httpx
@@ -27,12 +24,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agentc.core.rules import rfc3339
+from agentc.files import JsonLines
 from agentc.supervisor.gateway.config import GatewayConfig
 from agentc.supervisor.gateway.credentials import CredentialStore
 from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
 from agentc.supervisor.gateway.ledger import Ledger
 from agentc.supervisor.gateway.meter import Api, Meter
-from agentc.supervisor.gateway.prices import Tokens, price_call
+from agentc.supervisor.gateway.prices import Cost, Tokens, price_call
 from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 from agentc.supervisor.gateway.vendors import VendorState, reset_from_headers
 
@@ -117,8 +116,7 @@ class Gateway:
         self.prices = config.price_table()
         self.caps = config.cap_limits()
         self._clock = clock
-        self._log = log if log is not None else sys.stderr
-        self._log_lock = threading.Lock()
+        self._log = JsonLines(log if log is not None else sys.stderr)
         self._client: httpx.AsyncClient | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
@@ -167,7 +165,7 @@ class Gateway:
             name, spent, limit = over
             call.status, call.outcome, call.cap = 402, "refused_cap", name
             call.reason = f"{name} cap reached: {_usd(spent)} of {_usd(limit)}"
-            self.registry.note_cap(grant.session, name)
+            self.registry.note_cap(grant.launch_id, name)
             self._emit(call, None, None, ledger=True)
             # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do
             # not retry it (a 400 makes Claude Code try again several times, a 403 reads as
@@ -244,85 +242,96 @@ class Gateway:
             call.reason = "429 without a reset header"
         until = self.vendors.mark_exhausted(grant.upstream, until)
         call.outcome = "rate_limited"
-        call.reason = (call.reason or "") + f" exhausted until {_rfc3339(until)}"
+        call.reason = (call.reason or "") + f" exhausted until {rfc3339(until)}"
 
     # ------------------------------------------------------------ records
 
     def _emit(
         self, call: _Call, tokens: Tokens | None, model: str | None, *, ledger: bool = False
     ) -> None:
-        now = self._clock()
-        grant = call.grant
+        """Write the call's log line and, with ``ledger``, its ledger row."""
+        now_ms = int(self._clock() * 1000)
         cost = price_call(model, tokens, self.prices) if tokens is not None else None
-        line: dict[str, Any] = {
-            "at": _rfc3339(int(now * 1000)),
-            "event": "model_call",
-            "session": grant.session if grant else None,
-            "attempt": grant.attempt if grant else None,
-            "generation": grant.generation if grant else None,
-            "role": grant.role if grant else None,
-            "task": grant.task if grant else None,
-            "upstream": grant.upstream if grant else None,
-            "agentns_session_id": grant.agentns_session_id if grant else None,
-            "agentns_mode": grant.agentns_mode if grant else None,
-            "method": call.method,
-            "path": call.path,
-            "model": model,
-            "status": call.status,
-            "outcome": call.outcome,
-            "input_tokens": tokens.input if tokens else None,
-            "cache_write_tokens": tokens.cache_write if tokens else None,
-            "cache_read_tokens": tokens.cache_read if tokens else None,
-            "output_tokens": tokens.output if tokens else None,
-            "usd": round(cost.usd, 6) if cost and cost.usd is not None else None,
-            "ms": round((time.perf_counter() - call.started) * 1000, 2),
-            "ttfb_ms": round((call.ttfb - call.started) * 1000, 2) if call.ttfb else None,
-        }
-        if call.cap:
-            line["cap"] = call.cap
-        if call.reason:
-            line["reason"] = call.reason.strip()
-        if ledger and grant is not None:
-            row: dict[str, Any] = {
-                "at_ms": int(now * 1000),
-                "session": grant.session,
-                "attempt": grant.attempt,
-                "generation": grant.generation,
-                "role": grant.role,
-                "task": grant.task,
-                "project": grant.project,
-                "upstream": grant.upstream,
-                "agentns_session_id": grant.agentns_session_id,
-                "agentns_mode": grant.agentns_mode,
-                "model": model,
-                "input_tokens": tokens.input if tokens else 0,
-                "cache_write_tokens": tokens.cache_write if tokens else 0,
-                "cache_read_tokens": tokens.cache_read if tokens else 0,
-                "output_tokens": tokens.output if tokens else 0,
-                "usd": line["usd"] if tokens else 0.0,
-                "usd_for_caps": round(cost.usd_for_caps, 6) if cost else 0.0,
-                "status": call.status,
-            }
-            if cost and cost.priced_model and cost.priced_model != model:
-                row["priced_model"] = cost.priced_model
-            if cost and cost.unpriced_reason:
-                row["usd_unpriced_reason"] = cost.unpriced_reason
-            if call.cap:
-                row["refused_cap"] = call.cap
-                row["reason"] = call.reason
-            self.ledger.append(row)
-        self._write_log(line)
+        if ledger and call.grant is not None:
+            self.ledger.append(_ledger_row(call, call.grant, tokens, model, cost, now_ms))
+        self._log.write(_log_line(call, tokens, model, cost, now_ms))
 
-    def _write_log(self, line: dict[str, Any]) -> None:
-        text = json.dumps(line, separators=(",", ":")) + "\n"
-        with self._log_lock:
-            self._log.write(text)
-            self._log.flush()
+
+def _grant_fields(grant: Grant | None) -> dict[str, Any]:
+    """The launch a record is about (all null for a call refused before its grant was known)."""
+    return {
+        "session": grant.launch_id if grant else None,
+        "attempt": grant.attempt if grant else None,
+        "generation": grant.generation if grant else None,
+        "role": grant.role_slug if grant else None,
+        "task": grant.task if grant else None,
+        "upstream": grant.upstream if grant else None,
+        "agentns_session_id": grant.agentns_session_id if grant else None,
+        "agentns_mode": grant.agentns_mode if grant else None,
+    }
+
+
+def _usd_of(cost: Cost | None) -> float | None:
+    return round(cost.usd, 6) if cost and cost.usd is not None else None
+
+
+def _log_line(
+    call: _Call, tokens: Tokens | None, model: str | None, cost: Cost | None, now_ms: int
+) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "at": rfc3339(now_ms),
+        "event": "model_call",
+        **_grant_fields(call.grant),
+        "method": call.method,
+        "path": call.path,
+        "model": model,
+        "status": call.status,
+        "outcome": call.outcome,
+        "input_tokens": tokens.input if tokens else None,
+        "cache_write_tokens": tokens.cache_write if tokens else None,
+        "cache_read_tokens": tokens.cache_read if tokens else None,
+        "output_tokens": tokens.output if tokens else None,
+        "usd": _usd_of(cost),
+        "ms": round((time.perf_counter() - call.started) * 1000, 2),
+        "ttfb_ms": round((call.ttfb - call.started) * 1000, 2) if call.ttfb else None,
+    }
+    if call.cap:
+        line["cap"] = call.cap
+    if call.reason:
+        line["reason"] = call.reason.strip()
+    return line
+
+
+def _ledger_row(
+    call: _Call,
+    grant: Grant,
+    tokens: Tokens | None,
+    model: str | None,
+    cost: Cost | None,
+    now_ms: int,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "at_ms": now_ms,
+        **_grant_fields(grant),
+        "project": grant.project,
+        "model": model,
+        "input_tokens": tokens.input if tokens else 0,
+        "cache_write_tokens": tokens.cache_write if tokens else 0,
+        "cache_read_tokens": tokens.cache_read if tokens else 0,
+        "output_tokens": tokens.output if tokens else 0,
+        "usd": _usd_of(cost) if tokens else 0.0,
+        "usd_for_caps": round(cost.usd_for_caps, 6) if cost else 0.0,
+        "status": call.status,
+    }
+    if cost and cost.priced_model and cost.priced_model != model:
+        row["priced_model"] = cost.priced_model
+    if cost and cost.unpriced_reason:
+        row["usd_unpriced_reason"] = cost.unpriced_reason
+    if call.cap:
+        row["refused_cap"] = call.cap
+        row["reason"] = call.reason
+    return row
 
 
 def _usd(value: float) -> str:
     return f"${value:.2f}" if value >= 1 else f"${value:.4g}"
-
-
-def _rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -1,7 +1,8 @@
 """The real role credentials: read from protected host files, injected into forwarded calls.
 
 A credential file is a regular file (not a symlink) owned by the gateway's user with no group
-or other permission bits (0600 or 0400). Its content is either one line holding an API key, or
+or other permission bits (0600 or 0400), at most 64 KiB, read with
+:func:`agentc.files.read_private`. Its content is either one line holding an API key, or
 JSON ``{"api_key": "..."}`` / ``{"oauth_token": "..."}``. Errors name the file and what is
 wrong with it, never any of its bytes. Files are re-read when they change (rotation).
 """
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from agentc.files import UnsafeFile, read_private
 from agentc.supervisor.gateway.errors import CredentialError
 
 MAX_BYTES = 64 * 1024
@@ -38,29 +39,11 @@ class Credential:
 
 def read_credential(path: Path) -> Credential:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise CredentialError(f"{path}: credential file does not exist") from None
-    except OSError as exc:
-        raise CredentialError(f"{path}: cannot open credential file: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CredentialError(f"{path}: credential file is not a regular file")
-        if st.st_uid != os.geteuid():
-            raise CredentialError(
-                f"{path}: credential file is owned by uid {st.st_uid}, not {os.geteuid()}"
-            )
-        if st.st_mode & 0o077:
-            raise CredentialError(
-                f"{path}: credential file mode is {stat.S_IMODE(st.st_mode):04o}; "
-                "it must not be readable by group or others (chmod 600)"
-            )
-        if st.st_size > MAX_BYTES:
-            raise CredentialError(f"{path}: credential file is larger than {MAX_BYTES} bytes")
-        raw = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
+        raw = read_private(path, max_bytes=MAX_BYTES, single_link=False)
+    except UnsafeFile as exc:
+        if exc.missing:
+            raise CredentialError(f"{path}: credential file does not exist") from None
+        raise CredentialError(f"{path}: credential file: {exc.reason}") from None
     return _parse(path, raw)
 
 

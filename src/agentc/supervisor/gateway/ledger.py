@@ -1,10 +1,11 @@
 """The host-side usage ledger (JSONL, append-only, 0600) and the dollar caps it feeds.
 
-One row per metered call, keyed by the launch's session (format in docs/gateway.md). A call
-refused by a cap also gets a row (zero tokens, ``refused_cap``), so the host-side record names
-the cap. Caps are checked before forwarding against what is already recorded: per launch
-(session), per task, and per day (a rolling 24 hours, per role). A call is refused once the
-spent amount has reached the cap; calls already in flight may overshoot it by their own cost.
+One row per metered call (:func:`agentc.files.json_line`, one ``write`` with ``O_APPEND``),
+keyed by the launch id (``session`` in the row; format in docs/gateway.md). A call refused by a
+cap also gets a row (zero tokens, ``refused_cap``), so the host-side record names the cap. Caps
+are checked before forwarding against what is already recorded: per launch, per task, and per
+day (a rolling 24 hours, per role). A call is refused once the spent amount has reached the
+cap; calls already in flight may overshoot it by their own cost.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.files import json_line
 from agentc.supervisor.gateway.errors import GatewayError
 from agentc.supervisor.gateway.sentinels import Grant
 
@@ -37,7 +39,7 @@ class Ledger:
         self.path = path
         self._clock = clock
         self._lock = threading.Lock()
-        self._session: defaultdict[str, float] = defaultdict(float)
+        self._launch: defaultdict[str, float] = defaultdict(float)  # by launch id
         self._task: defaultdict[str, float] = defaultdict(float)
         self._day: defaultdict[str, deque[tuple[int, float]]] = defaultdict(deque)
         self._load()
@@ -62,7 +64,7 @@ class Ledger:
         usd = row.get("usd_for_caps")
         if not isinstance(usd, (int, float)) or usd <= 0:
             return
-        self._session[str(row.get("session"))] += usd
+        self._launch[str(row.get("session"))] += usd
         if row.get("task"):
             self._task[str(row["task"])] += usd
         at_ms = row.get("at_ms")
@@ -70,7 +72,7 @@ class Ledger:
             self._day[str(row.get("role"))].append((at_ms, float(usd)))
 
     def append(self, row: dict[str, Any]) -> None:
-        line = (json.dumps(row, separators=(",", ":")) + "\n").encode()
+        line = json_line(row).encode()
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
@@ -85,12 +87,12 @@ class Ledger:
     def spent(self, grant: Grant) -> tuple[float, float, float]:
         """Dollars already recorded for (the launch, its task, its role in the last 24 h)."""
         with self._lock:
-            day = self._day[grant.role]
+            day = self._day[grant.role_slug]
             floor = self.now_ms() - DAY_MS
             while day and day[0][0] < floor:
                 day.popleft()
             return (
-                self._session.get(grant.session, 0.0),
+                self._launch.get(grant.launch_id, 0.0),
                 self._task.get(grant.task, 0.0) if grant.task else 0.0,
                 sum(usd for _, usd in day),
             )

@@ -1,20 +1,21 @@
 """``vendors.json``: which vendor is exhausted until when, from 429 answers' reset headers.
 
 Format (shared with the supervisor): ``{"exhausted_until": {"claude": ms, "codex": ms},
-"expiry_checked_ms": ms}``, written atomically (temp file + rename, 0600); an unreadable file
-counts as empty. The key is the upstream's name in the gateway config (``claude``, ``codex``).
+"expiry_checked_ms": ms}``, written atomically and durably (:func:`agentc.files.write_atomic`,
+0600); an unreadable file counts as empty. The key is the upstream's name in the gateway
+config (``claude``, ``codex``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+
+from agentc.files import write_atomic
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -91,15 +92,4 @@ class VendorState:
 
     def _write(self, data: dict[str, object]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".vendors.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(self.path, json.dumps(data).encode())

@@ -1,0 +1,248 @@
+"""Executing a planned launch: prepare the run, spawn the sandbox, reap, mark terminal.
+
+:func:`execute` creates the private trees and markers, seals the prompt into stdin, becomes
+the child subreaper, runs ``bwrap`` with no_new_privs and every inherited descriptor
+close-on-exec, reaps every leftover process and records how the harness ended: ``exited``
+(code 0), ``failed`` (non-zero code) or ``killed`` (a signal; bwrap reports an inner signal
+death as 128+n and that is mapped back to the signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentc.core.errors import SupervisorError
+from agentc.supervisor import harness_env, reaper, rundir
+from agentc.supervisor import prompt as prompt_mod
+from agentc.supervisor.launch_plan import TOKEN_ENV, Plan
+from agentc.supervisor.prompt import SealedPrompt
+from agentc.supervisor.roles import role_slug
+from agentc.supervisor.sandbox import Relay
+
+if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
+    from agentc.supervisor.gateway.lease import Lease
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the harness ended; ``exit_code`` is None when a signal killed it."""
+
+    reason: str
+    exit_code: int | None
+    signal: str | None
+    cap: str | None = None  # the gateway cost cap that refused a model call of this launch
+
+    @property
+    def shell_status(self) -> int:
+        if self.exit_code is None:
+            return 128 + signal.Signals[self.signal or "SIGKILL"].value
+        return self.exit_code if 0 <= self.exit_code <= 255 else 1
+
+
+def translate_status(returncode: int) -> Outcome:
+    """Map a bwrap wait status to an outcome; bwrap reports inner signal n as 128+n."""
+    signum: int | None = None
+    if returncode < 0:
+        signum = -returncode
+    elif returncode > 128:
+        with contextlib.suppress(ValueError):
+            signum = signal.Signals(returncode - 128).value
+    if signum is not None:
+        return Outcome("killed", None, signal.Signals(signum).name)
+    return Outcome("exited" if returncode == 0 else "failed", returncode, None)
+
+
+HostRelays = Callable[[list[Relay]], contextlib.AbstractContextManager[None]]
+
+
+def _default_host_relays(relays: list[Relay]) -> contextlib.AbstractContextManager[None]:
+    """The host half of the relays (imported only by launches that relay something)."""
+    from agentc.supervisor.net import addresses, host_relay
+
+    endpoints = [addresses.endpoint(r.name, r.address, r.target) for r in relays]
+    net_dirs = {Path(r.socket).parent for r in relays}
+    host = host_relay.HostRelay(net_dirs.pop(), endpoints)
+
+    @contextlib.contextmanager
+    def serving() -> Iterator[None]:
+        with host:
+            yield
+
+    return serving()
+
+
+@contextlib.contextmanager
+def _forward_termination(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """SIGTERM/SIGINT/SIGHUP to the launch kill the sandbox; the run still ends recorded."""
+
+    def handler(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGKILL)
+
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, previous in saved.items():
+            signal.signal(signum, previous)
+
+
+def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
+    """Run a planned launch to its end and record it; returns how the harness ended.
+
+    With the gateway, the launch's sentinel is issued (held over the control connection)
+    before anything is written and revoked when the launch ends, however it ends.
+    """
+    lease = None
+    if plan_.gateway is not None:
+        from agentc.supervisor.gateway.lease import Lease
+
+        lease = Lease(plan_.gateway.lease)
+    sentinel = lease.open() if lease is not None else None
+    try:
+        return _execute(plan_, host_relays, lease, sentinel)
+    finally:
+        if lease is not None:
+            lease.close("the launch ended abnormally")  # a no-op once _execute closed it
+
+
+def _model_settings(plan_: Plan, sentinel: str) -> dict[str, str]:
+    """Write the harness's gateway settings into the run; returns the variables to add."""
+    assert plan_.gateway is not None
+    request, layout = plan_.request, plan_.layout
+    model = None if request.model == "default" else request.model
+    endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model)
+    setup = harness_env.setup(
+        request.harness,
+        endpoint,
+        home=layout.run / "state/home",
+        codex_home=layout.run / "state/codex-home",
+    )
+    try:
+        harness_env.write_files(setup, exclusive=True)
+    except OSError as exc:
+        raise SupervisorError(f"cannot write the harness's model settings: {exc}") from None
+    return setup.env
+
+
+def _prepare(plan_: Plan, sentinel: str | None, env: dict[str, str]) -> tuple[int, int]:
+    """Create the run's trees, settings and script; returns the new events and stderr logs."""
+    layout = plan_.layout
+    rundir.prepare(layout)
+    if plan_.gateway is not None and sentinel is not None:
+        env.update(_model_settings(plan_, sentinel))
+    if plan_.candidate_script is not None:
+        # Generated, read-only inside the launch (the run dir is bound read-only).
+        script_fd = rundir.create_new(layout.run / "candidate-shell", 0o500)
+        with os.fdopen(script_fd, "w", encoding="utf-8") as handle:
+            handle.write(plan_.candidate_script)
+    events = rundir.create_new(layout.run / "events.jsonl")
+    errors = rundir.create_new(layout.run / "stderr.log")
+    return events, errors
+
+
+def _started_record(plan_: Plan, sealed: SealedPrompt) -> dict[str, Any]:
+    request = plan_.request
+    return {
+        "session_id": request.launch_id,
+        "role": request.role,
+        "harness": request.harness,
+        "prompt_sha256": sealed.sha256,
+        "started_unix_nanos": time.time_ns(),
+        "model_access": plan_.model_access(),
+        **request.agent_session_fields(),
+    }
+
+
+def _run_sandbox(
+    plan_: Plan,
+    host_relays: HostRelays | None,
+    sealed: SealedPrompt,
+    fds: list[int],
+    env: dict[str, str],
+) -> int:
+    """Spawn the sandbox with the sealed prompt and the logs; returns its wait status."""
+    relays = list(plan_.description.relays)
+    serve = host_relays or _default_host_relays
+    events, errors = fds
+    with serve(relays) if relays else contextlib.nullcontext():
+        try:
+            proc = subprocess.Popen(
+                plan_.argv,
+                stdin=sealed.fd,
+                stdout=events,
+                stderr=errors,
+                env=env,
+                cwd="/",
+                close_fds=True,
+                preexec_fn=reaper.child_setup,
+            )
+        except OSError as exc:
+            _mark_terminal(plan_, Outcome("failed", None, None))
+            raise SupervisorError(f"cannot start {plan_.argv[0]}: {exc}") from None
+        # The host keeps no handle on the prompt or the logs once the child has them.
+        sealed.close()
+        while fds:
+            os.close(fds.pop())
+        with _forward_termination(proc):
+            return proc.wait()
+
+
+def _execute(
+    plan_: Plan, host_relays: HostRelays | None, lease: Lease | None, sentinel: str | None
+) -> Outcome:
+    request = plan_.request
+    env = dict(plan_.env)
+    sealed = prompt_mod.seal_prompt(plan_.prompt)
+    try:
+        open_fds = list(_prepare(plan_, sentinel, env))
+    except BaseException:
+        sealed.close()
+        raise
+    if plan_.token is not None:
+        env[TOKEN_ENV[request.harness]] = plan_.token
+    reaper.set_child_subreaper()
+    try:
+        rundir.write_new_json(plan_.layout.run / ".state-started", _started_record(plan_, sealed))
+        returncode = _run_sandbox(plan_, host_relays, sealed, open_fds, env)
+    finally:
+        sealed.close()
+        for fd in open_fds:
+            os.close(fd)
+    report = reaper.reap_leftovers()
+    line = report.line()
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    outcome = translate_status(returncode)
+    if lease is not None:
+        # Every process of the launch is gone: nothing can use the sentinel any more.
+        end = lease.close()
+        if end is not None and end.cap is not None:
+            outcome = Outcome(outcome.reason, outcome.exit_code, outcome.signal, end.cap)
+    _mark_terminal(plan_, outcome)
+    return outcome
+
+
+def _mark_terminal(plan_: Plan, outcome: Outcome) -> None:
+    request = plan_.request
+    record: dict[str, Any] = {
+        "role": role_slug(request.role),
+        "session_id": request.launch_id,
+        "finished_unix_nanos": time.time_ns(),
+        "reason": outcome.reason,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        **request.agent_session_fields(),
+    }
+    if plan_.gateway is not None:
+        record["cap"] = outcome.cap  # which gateway cost cap refused a model call, or null
+    rundir.write_new_json(plan_.layout.run / ".state-terminal.json", record)

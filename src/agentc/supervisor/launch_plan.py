@@ -1,0 +1,351 @@
+"""Planning one launch: everything that can be refused, checked before anything is written.
+
+:func:`plan` validates the request against the config and the run directory, reads the prompt
+(and, with the token opt-in, the token), and builds the whole ``bwrap`` argv and the harness's
+environment from an allow-list, so bad input never leaves a half-written run. The result, a
+:class:`Plan`, is what :mod:`agentc.supervisor.launch_execute` runs and ``--dry-run`` prints
+(:func:`describe`).
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from agentc.core.errors import SupervisorError
+from agentc.supervisor import candidate_shell, harness_env, rundir, sandbox, tokens
+from agentc.supervisor import prompt as prompt_mod
+from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
+from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.roles import role_slug
+from agentc.supervisor.rundir import RunLayout
+from agentc.supervisor.sandbox import LaunchDescription, Relay
+
+if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
+    from agentc.supervisor.gateway.lease import LeaseRequest
+
+TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """The launch's model access through the gateway: the sentinel to ask for, the base URL."""
+
+    lease: LeaseRequest
+    base_url: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated launch: nothing has been written yet."""
+
+    request: LaunchRequest
+    layout: RunLayout
+    description: LaunchDescription
+    argv: list[str]
+    env: dict[str, str]
+    token: str | None = field(repr=False)
+    prompt: bytes = field(repr=False)
+    candidate_script: str | None = None
+    gateway: GatewayPlan | None = None
+
+    def model_access(self) -> str:
+        """How the harness reaches its model, for the records and ``--dry-run``."""
+        if self.gateway is not None:
+            return f"gateway {self.gateway.base_url} (sentinel {self.gateway.lease.grant.upstream})"
+        return "token-in-env" if self.token is not None else "none"
+
+
+def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
+    """Flags per harness; each harness's own sandbox is off because it cannot nest in ours."""
+    if request.harness == "claude":
+        args = ["-p", "--output-format", "stream-json", "--verbose"]
+        args += ["--permission-mode", "dontAsk", "--strict-mcp-config"]
+        args += ["--session-id", request.launch_id]  # Claude Code's session is the launch
+        return (*args, *(["--model", request.model] if request.model != "default" else []))
+    if request.harness == "codex":
+        # $CODEX_HOME/config.toml is the launch's own (the gateway provider table).
+        args = ["exec", "--json", "--skip-git-repo-check"]
+        args += ["-s", "danger-full-access", "-c", "approval_policy=never"]
+        args += ["-c", "check_for_update_on_startup=false", "-C", str(request.clone)]
+        return (*args, *(["-m", request.model] if request.model != "default" else []), "-")
+    args = ["-p", "--mode", "json", "--no-session"]
+    model = None if request.model == "default" else request.model
+    return (*args, *harness_env.pi_args(model))
+
+
+def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
+    """The argv prefix that runs this supervisor inside the sandbox (for netns-relay)."""
+    if config.supervisor_program:
+        return tuple(config.supervisor_program)
+    if config.mode == "host":
+        return (str(config.bin_dir / "agentc-supervisor"),)
+    script = Path(sys.prefix) / "bin" / "agentc-supervisor"
+    return (str(script),) if script.exists() else (sys.executable, "-m", "agentc.supervisor.cli")
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
+    """Trees replaced by an empty tmpfs: the whole state root (token, other runs, the other
+    role), scratch dirs, and in personal mode the user's home and runtime dir."""
+    wanted = [state_dir, Path("/tmp"), Path("/var/tmp"), *config.masks]  # noqa: S108
+    gateway = config.gateway_target()
+    if gateway is not None:
+        # The control socket issues sentinels: a Unix socket ignores network namespaces.
+        wanted.append(config.gateway_control.parent)
+        if gateway.startswith("unix:"):  # likewise the gateway's own socket: only via the relay
+            wanted.append(Path(gateway.removeprefix("unix:")).parent)
+    if config.mode == "personal":
+        wanted += [user_home(), Path(f"/run/user/{os.getuid()}")]
+    result: list[Path] = []
+    for path in wanted:
+        real = Path(os.path.realpath(path))
+        # bwrap cannot create a mount point in the read-only root: mask what exists.
+        if real.is_dir() and real != Path("/") and real not in result:
+            result.append(real)
+    return result
+
+
+def _exposures(config: SupervisorConfig, masks: list[Path], programs: list[Path]) -> list[Path]:
+    """Read-only bind-backs for tool trees a mask would otherwise hide."""
+    wanted = [*config.expose, Path(sys.prefix), Path(sys.base_prefix)]
+    wanted += [Path(os.path.realpath(p)).parent for p in programs]
+    result: list[Path] = []
+    for path in wanted:
+        real = Path(os.path.realpath(path))
+        if real.is_dir() and any(_under(real, m) for m in masks) and real not in result:
+            hidden = [m for m in masks if _under(m, real)]
+            if hidden:
+                # Binding it back would re-expose a masked tree (the state root, a home).
+                raise SupervisorError(f"cannot expose {real}: it contains the masked {hidden[0]}")
+            result.append(real)
+    return result
+
+
+def _role_gid(config: SupervisorConfig, role: str) -> int:
+    name = config.role_user(role)
+    try:
+        return pwd.getpwnam(name).pw_gid
+    except KeyError:
+        try:
+            return grp.getgrnam(name).gr_gid
+        except KeyError:
+            raise SupervisorError(f"role account {name} does not exist") from None
+
+
+def build_env(
+    config: SupervisorConfig, layout: RunLayout, request: LaunchRequest
+) -> dict[str, str]:
+    """The harness environment, from scratch: nothing of the caller's is inherited."""
+    run = layout.run
+    env = {
+        "PATH": f"{config.bin_dir}:{config.toolchain_dir}/cargo/bin:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(run / "state/home"),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(run / "tmp"),
+        "CARGO_HOME": str(run / "state/cargo"),
+        "CARGO_TARGET_DIR": str(run / "target"),
+        "RUSTUP_HOME": str(config.toolchain_dir / "rustup"),
+        **harness_env.QUIET_ENV,
+        "AGENT_COORDINATOR_HOME": str(run / "state/coordinator"),
+        "AGENTC_SESSION_ID": request.launch_id,
+        "AGENTC_TEST_NESTED_SANDBOX": "1",
+    }
+    if config.egress_listen:
+        proxy = f"http://{config.egress_listen}"
+        for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            env[name] = proxy
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    if request.harness == "claude":
+        env["CLAUDE_CONFIG_DIR"] = str(layout.claude_config)
+        if request.role == "reviewer":
+            env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / "candidate-shell")
+    elif request.harness == "codex":
+        env["CODEX_HOME"] = str(run / "state/codex-home")
+    if request.agent_session is not None:  # the harness and its children see their session
+        env.update(request.agent_session.env())
+    return env
+
+
+def _check_account(config: SupervisorConfig, request: LaunchRequest) -> None:
+    """Host mode: this process must already be the role's account."""
+    if config.mode != "host":
+        return
+    account = config.role_user(request.role)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    if me != account:
+        raise SupervisorError(
+            f"running as {me}; {request.role} launches run as {account} "
+            "(use launch-root, or mode = 'personal')"
+        )
+
+
+def _check_run(layout: RunLayout) -> bytes:
+    """The run and clone directories are the role's own and fresh; returns the prompt."""
+    rundir.check_canonical_child(layout.run, layout.runs, "run directory")
+    rundir.check_canonical_child(layout.clone, layout.clones, "clone")
+    rundir.check_fresh(layout)
+    return prompt_mod.read_prompt_file(layout.prompt)
+
+
+def _token(config: SupervisorConfig, request: LaunchRequest, layout: RunLayout) -> str | None:
+    """The role's token, read only with the token opt-in (``token_in_env``)."""
+    if request.harness not in TOKEN_ENV or not config.token_in_env:
+        return None
+    gid = _role_gid(config, request.role) if config.mode == "host" else None
+    return tokens.read_token(layout.token_file, mode=config.mode, group_gid=gid)
+
+
+def _harness_argv(config: SupervisorConfig, request: LaunchRequest) -> tuple[Path, list[str]]:
+    """The harness program and its full argv (the request's arguments or the defaults)."""
+    program = config.harness_program(request.harness)
+    if not program.is_absolute() or not os.access(program, os.X_OK):
+        raise SupervisorError(f"harness {request.harness}: {program} is not an executable")
+    args = request.harness_args
+    return program, [str(program), *(default_harness_args(request) if args is None else args)]
+
+
+def _gateway(
+    config: SupervisorConfig, request: LaunchRequest, layout: RunLayout
+) -> tuple[Relay, GatewayPlan] | None:
+    """The gateway's relay and the sentinel to ask for, when the launch uses the gateway."""
+    target = config.gateway_target()
+    if target is None or not config.gateway_listen:
+        return None
+    upstream = config.gateway_upstreams.get(request.harness)
+    if upstream is None:
+        raise SupervisorError(f"gateway_upstreams names no upstream for {request.harness}")
+    sock = PurePosixPath(layout.net / "gateway.sock")
+    relay = Relay("gateway", config.gateway_listen, sock, target)
+    from agentc.supervisor.gateway.lease import LeaseRequest
+    from agentc.supervisor.gateway.sentinels import Grant
+
+    session = request.agent_session
+    grant = Grant(
+        launch_id=request.launch_id,
+        attempt=request.attempt or request.launch_id,
+        generation=request.generation,
+        upstream=upstream,
+        role_slug=role_slug(request.role),
+        task=request.task,
+        launch_usd=request.launch_usd,
+        agentns_session_id=session.session_id if session else None,
+        agentns_mode=session.mode if session else None,
+    )
+    lease = LeaseRequest(config.gateway_control, grant)
+    return relay, GatewayPlan(lease, f"http://{config.gateway_listen}")
+
+
+def _relays(config: SupervisorConfig, layout: RunLayout) -> list[Relay]:
+    """The egress proxy's and the coordinator's relays, those configured."""
+    relays: list[Relay] = []
+    for name, address in (
+        ("proxy", config.egress_listen),
+        ("coordinator", config.coordinator_listen),
+    ):
+        if address:
+            relays.append(Relay(name, address, PurePosixPath(layout.net / f"{name}.sock")))
+    return relays
+
+
+def _check_relays(relays: list[Relay]) -> None:
+    """Refuse relay addresses the relay cannot carry, before anything is written."""
+    from agentc.supervisor.net import addresses
+
+    for item in relays:
+        addresses.endpoint(item.name, item.address, item.target)
+        addresses.check_socket_path(str(item.socket), what=f"relay {item.name}")
+
+
+def _description(
+    config: SupervisorConfig,
+    request: LaunchRequest,
+    layout: RunLayout,
+    harness_argv: list[str],
+    relays: list[Relay],
+) -> LaunchDescription:
+    """What the sandbox mounts and runs: masks, bind-backs, relays, the harness."""
+    relay_program = supervisor_program(config)
+    masks = _masks(config, layout.state_dir)
+    programs = [Path(harness_argv[0]), *(Path(p) for p in relay_program[:1] if p.startswith("/"))]
+    readonly = [p for p in (layout.claude_config,) if p.is_dir() and request.harness == "claude"]
+    readonly += _exposures(config, masks, programs)
+    return LaunchDescription(
+        bwrap=PurePosixPath(config.bubblewrap),
+        role=request.role,
+        mode=config.mode,
+        run=PurePosixPath(request.run),
+        clone=PurePosixPath(request.clone),
+        harness_argv=tuple(harness_argv),
+        masks=tuple(PurePosixPath(m) for m in masks),
+        writable=tuple(PurePosixPath(p) for p in layout.writable_dirs()),
+        readonly=tuple(PurePosixPath(p) for p in readonly),
+        relays=tuple(relays),
+        relay_program=relay_program if relays else (),
+        wrapper=tuple(config.wrapper),
+        inner_uid=NOBODY if os.geteuid() == 0 else None,
+    )
+
+
+def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
+    """Validate everything and build the argv and environment; writes nothing."""
+    if request.harness not in HARNESSES:
+        raise SupervisorError(f"unknown harness {request.harness!r}")
+    state_dir = Path(os.path.realpath(config.resolved_state_dir()))
+    layout = RunLayout(state_dir, request.role, request.run, request.clone)
+    _check_account(config, request)
+    prompt = _check_run(layout)
+    token = _token(config, request, layout)
+    _program, harness_argv = _harness_argv(config, request)
+    relays = _relays(config, layout)
+    gateway = _gateway(config, request, layout) if token is None else None
+    if gateway is not None:
+        relays.append(gateway[0])
+    if relays:
+        _check_relays(relays)
+    description = _description(config, request, layout, harness_argv, relays)
+    try:
+        argv = sandbox.build_argv(description)
+    except ValueError as exc:
+        raise SupervisorError(str(exc)) from None
+    script = None
+    if request.role == "reviewer" and request.harness == "claude":
+        script = candidate_shell.script_text(
+            list(supervisor_program(config)),
+            request.run,
+            request.clone,
+            config.bubblewrap,
+            state_dir,
+        )
+    env = build_env(config, layout, request)
+    gateway_plan = gateway[1] if gateway is not None else None
+    return Plan(request, layout, description, argv, env, token, prompt, script, gateway_plan)
+
+
+def describe(plan_: Plan) -> dict[str, Any]:
+    """The ``--dry-run`` view: never the token."""
+    return {
+        "program": plan_.argv[0],
+        "args": plan_.argv[1:],
+        "env": [f"{k}={v}" for k, v in sorted(plan_.env.items())],
+        "cwd": "/",
+        "stdin": "sealed memfd of prompt.md",
+        "model_access": plan_.model_access(),
+        "agent_session": _agent_session(plan_.request),
+    }
+
+
+def _agent_session(request: LaunchRequest) -> str:
+    if request.agent_session is not None:
+        session = request.agent_session
+        return f"{session.intent} {session.session_id} ({session.mode})"
+    return f"headless:{request.role} (established by agentns when the launch runs)"

@@ -1,0 +1,20 @@
+"""The two launch roles, named one way in code, and their short names on disk.
+
+A launch runs as ``implementer`` or ``reviewer``; code holds a role by that name only. The short
+name (``impl``, ``rev``) is how the seed names the role's directory under the state root and
+its account (``agentc-impl``), and how the gateway's ledger and logs record it: it is derived
+here, with :func:`role_slug`, wherever a path or a record needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Role = Literal["implementer", "reviewer"]
+ROLES: tuple[Role, ...] = ("implementer", "reviewer")
+_SLUGS: dict[str, str] = {"implementer": "impl", "reviewer": "rev"}
+
+
+def role_slug(role: str) -> str:
+    """The role's short name: its directory under the state root and its name in records."""
+    return _SLUGS[role]
