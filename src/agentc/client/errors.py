@@ -1,4 +1,5 @@
-"""The client's errors and the one table that turns any of them into an exit code.
+"""The client's errors, the one table that names them and gives their exit codes, and the one
+report both front ends make of them.
 
     AgentcError (agentc.core.errors)
     ├── CoordinatorError        the service refused: rebuilt from its error envelope
@@ -74,19 +75,31 @@ class LocalConflict(AgentcError):
     """Local state (a git branch, a worktree, the session file) refuses the operation."""
 
 
+# Each error raised on this machine: the code it is reported with and its exit code (the first
+# class that matches wins). A refusal carries the coordinator's code; its exit code follows the
+# code and the HTTP status (`status_exit_code`). Anything else is internal_error, exit 1.
+LOCAL_ERRORS: tuple[tuple[type[AgentcError], str, int], ...] = (
+    (MutationPending, "mutation_pending", TRANSPORT),
+    (TransportFailure, "transport_failed", TRANSPORT),
+    (SetupRequired, "setup_required", AUTHENTICATION),
+    (ConfigError, "invalid_input", INVALID_INPUT),
+    (LocalConflict, "local_conflict", CONFLICT),
+)
+
+
 def exit_code(exc: BaseException) -> int:
     """The documented exit code for an error."""
     if isinstance(exc, CoordinatorError):
         return status_exit_code(exc.status, exc.code)
-    if isinstance(exc, SetupRequired):
-        return AUTHENTICATION
-    if isinstance(exc, ConfigError):
-        return INVALID_INPUT
-    if isinstance(exc, TransportFailure | MutationPending):
-        return TRANSPORT
-    if isinstance(exc, LocalConflict):
-        return CONFLICT
-    return 1
+    return next((code for kind, _name, code in LOCAL_ERRORS if isinstance(exc, kind)), 1)
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, CoordinatorError):
+        return exc.code
+    return next(
+        (name for kind, name, _code in LOCAL_ERRORS if isinstance(exc, kind)), "internal_error"
+    )
 
 
 def status_exit_code(status: int, code: str) -> int:
@@ -103,28 +116,11 @@ def status_exit_code(status: int, code: str) -> int:
     return INVALID_INPUT
 
 
-# The code reported for an error of this machine (a refusal carries the coordinator's own code);
-# the first class that matches names it.
-ERROR_CODES: tuple[tuple[type[AgentcError], str], ...] = (
-    (MutationPending, "mutation_pending"),
-    (TransportFailure, "transport_failed"),
-    (SetupRequired, "setup_required"),
-    (ConfigError, "invalid_input"),
-    (LocalConflict, "local_conflict"),
-)
-
-
 class ErrorReport(TypedDict):
     code: str
     message: str
     details: dict[str, Any]
     exit_code: int
-
-
-def error_code(exc: BaseException) -> str:
-    if isinstance(exc, CoordinatorError):
-        return exc.code
-    return next((code for kind, code in ERROR_CODES if isinstance(exc, kind)), "internal_error")
 
 
 def error_report(exc: BaseException) -> ErrorReport:
@@ -156,7 +152,7 @@ def run(
     prog: str,
     argv: list[str] | None = None,
     *,
-    obj: Any = None,
+    obj: object = None,
     as_json: Callable[[], bool] = lambda: False,
 ) -> int:
     """Run a front end's command; the exit code (never raises, never prints a traceback).
