@@ -6,7 +6,8 @@
 - The state directory is `--state-dir`, `AGENT_COORDINATOR_STATE_DIR` or
   `~/.local/state/agent-coordinator`; a binding that names a project uses
   `<state>/<project_name>/config/` instead. It holds `credentials.toml` (mode 0600, owned by the
-  caller) and `sessions/<name>.json` (session id, proof and the mutation journal).
+  caller, one link, at most 1 MiB: read with `agentc.files.read_private`) and
+  `sessions/<name>.json` (session id, proof and the mutation journal).
 - A token comes from `AGENT_COORDINATOR_TOKEN` (one call) or the credentials file, whose
   `[[credentials]]` entry matches the binding's origin exactly after normalization.
 - Plain `http://` is refused unless the host is loopback and insecure loopback is allowed
@@ -222,7 +223,7 @@ def resolve(
         )
     root = state_root(env, options.state_dir)
     state_dir = root / binding.project_name / "config" if binding.project_name else root
-    session = options.session or env.get(ENV_PREFIX + "SESSION") or "default"
+    session = _named(env, options.session, "SESSION") or "default"
     if not NAME.match(session):
         raise ConfigError(f"the session name {session!r} must match {NAME.pattern}")
     token = env.get(ENV_PREFIX + "TOKEN") or None

@@ -39,7 +39,8 @@ environment) and share one session state file and mutation journal.
   directory; `--repo-config` or `AGENT_COORDINATOR_REPO_CONFIG` names one instead (and wins).
 - **State directory**: `--state-dir ABS`, `AGENT_COORDINATOR_STATE_DIR`, or
   `~/.local/state/agent-coordinator`; with `project_name = X`: `<state>/X/config/`.
-- **`credentials.toml`** in the state directory, mode 0600 and owned by you (refused otherwise):
+- **`credentials.toml`** in the state directory: a regular file with one link, owned by you,
+  mode 0600, at most 1 MiB (refused otherwise; read with `agentc.files.read_private`):
   `[[credentials]]` entries with `origin` and `token`, matched to the binding's origin after
   normalization. `AGENT_COORDINATOR_TOKEN` overrides it for one call (refused if
   `AGENT_COORDINATOR_ORIGIN` names another origin).

@@ -1,12 +1,14 @@
 """`agent-coordinator-mcp`: the agent workflow as MCP tools over stdio (official `mcp` SDK).
 
-It is the CLI's twin: the same configuration, the same session state file and the same mutation
-journal (`agentc.client.ops`). Tool calls run one at a time. A mutating tool may carry its own
+It is the CLI's twin: the same configuration, the same session state file, the same operations
+(`agentc.client.ops`) and mutation journal (`agentc.client.journal`), the same error report
+(`agentc.client.errors`). Tool calls run one at a time. A mutating tool may carry its own
 `idempotency_key` (16-128 of `[A-Za-z0-9-_.:]`); sending the same key again with the same
 arguments resends the journaled request, with other arguments it is refused. While a mutation
 is unresolved every other mutation is refused until `coordinator_transport_retry` settles it.
-Every result is structured content (`{"ok": true, "data": ...}` or `{"ok": false, "error":
-{...}}`) plus the same JSON as text.
+The submission and review bodies are the coordinator's own shapes (`agentc.core.wire`), limits
+included. Every result is structured content (`{"ok": true, "data": ...}` or `{"ok": false,
+"error": {...}}`) plus the same JSON as text.
 """
 
 from __future__ import annotations
