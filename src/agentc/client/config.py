@@ -182,8 +182,7 @@ def read_credentials(path: Path, origin: str, *, allow_insecure_loopback: bool) 
         if exc.missing:
             return None
         raise SetupRequired(
-            f"the credentials file {path}: {exc.reason}; it must be 0600 and yours "
-            f"(run: chmod 600 {path})"
+            f"the credentials file {path}: {exc.reason}; it must be 0600 (run: chmod 600 {path})"
         ) from None
     data = parse_toml(raw, path)
     entries = data.get("credentials", [])
