@@ -11,7 +11,13 @@ import httpx
 import pytest
 
 from agentc.client.config import Options, normalize_origin, resolve
-from agentc.client.errors import SetupRequired, exit_code, status_exit_code
+from agentc.client.errors import (
+    MutationPending,
+    SetupRequired,
+    error_report,
+    exit_code,
+    status_exit_code,
+)
 from agentc.client.transport import Transport, check_path
 from agentc.core.errors import ConfigError, CoordinatorError
 from tests.client.helpers import Workspace, workspace
@@ -187,6 +193,19 @@ def test_exit_code_table() -> None:
     assert status_exit_code(503, "temporarily_unavailable") == 7
     assert exit_code(CoordinatorError("lease_expired", "m", status=409)) == 5
     assert exit_code(ConfigError("m")) == 2
+
+
+def test_one_error_report_for_both_front_ends() -> None:
+    assert error_report(MutationPending("run retry")) == {
+        "code": "mutation_pending", "message": "run retry", "details": {}, "exit_code": 7,
+    }  # fmt: skip
+    refusal = CoordinatorError("claim_conflict", "taken", status=409, details={"task_id": "t"})
+    assert error_report(refusal) == {
+        "code": "claim_conflict", "message": "taken", "details": {"task_id": "t"}, "exit_code": 5,
+    }  # fmt: skip
+    assert error_report(SetupRequired("no token"))["code"] == "setup_required"
+    assert error_report(RuntimeError("boom"))["code"] == "internal_error"
+    assert exit_code(RuntimeError("boom")) == 1
 
 
 def _answer(status: int, body: object, headers: dict[str, str] | None = None) -> Transport:

@@ -17,19 +17,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from agentc.client import render
+from agentc.client import errors, render
 from agentc.client.config import Options, resolve
-from agentc.client.errors import (
-    EXIT_CODES,
-    INVALID_INPUT,
-    LocalConflict,
-    MutationPending,
-    SetupRequired,
-    TransportFailure,
-    exit_code,
-)
-from agentc.client.ops import DEFAULT_HARNESS, Agent, Outcome
-from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.client.journal import Outcome
+from agentc.client.ops import Agent
+from agentc.client.sessions import DEFAULT_HARNESS
+from agentc.core.errors import ConfigError
+from agentc.core.model import Role, TaskKind
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROG = "agent-coordinator"
@@ -68,6 +62,11 @@ def json_option(fn: F) -> F:
     )(fn)
 
 
+def input_option(what: str, *, required: bool = True) -> Callable[[F], F]:
+    """`--input FILE|-`: a JSON object (`read_input`), described by `what`."""
+    return click.option("--input", "source", required=required, metavar="FILE|-", help=what)
+
+
 def read_input(source: str) -> dict[str, Any]:
     """A JSON object from a file, or from stdin for `-`."""
     try:
@@ -103,7 +102,8 @@ def agent() -> Agent:
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()),
+    epilog="Exit codes: "
+    + "; ".join(f"{code} {meaning}" for code, meaning in errors.EXIT_CODES.items()),
 )
 @click.option(
     "--session",
@@ -182,14 +182,14 @@ def session_show() -> None:
 @cli.command("next")
 @click.option(
     "--role",
-    type=click.Choice(["implementer", "reviewer"]),
-    default="implementer",
+    type=click.Choice([role.value for role in Role]),
+    default=Role.IMPLEMENTER.value,
     show_default=True,
 )
 @json_option
 def next_(role: str) -> None:
     """Ask what to do next (a task to claim or recover, or a review)."""
-    emit(agent().next(role), render.next_action)
+    emit(agent().next(Role(role)), render.next_action)
 
 
 @cli.group()
@@ -198,7 +198,7 @@ def tasks() -> None:
 
 
 @tasks.command("create")
-@click.option("--input", "source", required=True, metavar="FILE|-", help="Task JSON.")
+@input_option("Task JSON.")
 @json_option
 def tasks_create(source: str) -> None:
     """Create a task from JSON (title, acceptance_criteria, kind, priority, ...)."""
@@ -254,24 +254,10 @@ def renew(attempt_id: str | None, generation: int | None) -> None:
 @attempt_options
 @json_option
 def checkpoint(
-    summary: str,
-    handoff: str | None,
-    current_action: str | None,
-    next_step: str | None,
-    revision: str | None,
-    attempt_id: str | None,
-    generation: int | None,
+    summary: str, attempt_id: str | None, generation: int | None, **notes: str | None
 ) -> None:
     """Record progress on the held attempt (does not renew the lease)."""
-    out = agent().checkpoint(
-        summary,
-        handoff=handoff,
-        current_action=current_action,
-        next_step=next_step,
-        revision=revision,
-        attempt_id=attempt_id,
-        generation=generation,
-    )
+    out = agent().checkpoint(summary, attempt_id=attempt_id, generation=generation, **notes)
     emit(out, render.attempt)
 
 
@@ -291,31 +277,21 @@ def submissions() -> None:
 
 
 @submissions.command("general")
-@click.option(
-    "--input",
-    "source",
-    required=True,
-    metavar="FILE|-",
-    help="JSON: summary, acceptance_evidence, handoff, ac_amendment.",
-)
+@input_option("JSON: summary, acceptance_evidence, handoff, ac_amendment.")
 @attempt_options
 @json_option
 def submissions_general(source: str, attempt_id: str | None, generation: int | None) -> None:
     """Submit a general (non-code) task's result."""
     out = agent().submit(
-        "general", read_input(source), attempt_id=attempt_id, generation=generation
+        TaskKind.GENERAL, read_input(source), attempt_id=attempt_id, generation=generation
     )
     emit(out, render.submission)
 
 
 @submissions.command("code")
-@click.option(
-    "--input",
-    "source",
-    required=True,
-    metavar="FILE|-",
-    help="JSON: summary, acceptance_evidence, handoff, and optionally candidate_ref, "
-    "candidate_revision, base_revision.",
+@input_option(
+    "JSON: summary, acceptance_evidence, handoff, and optionally candidate_ref, "
+    "candidate_revision, base_revision."
 )
 @click.option(
     "--checkout",
@@ -339,7 +315,7 @@ def submissions_code(
 ) -> None:
     """Submit code: the candidate ref and revision, filled from the worktree when absent."""
     out = agent().submit(
-        "code",
+        TaskKind.CODE,
         read_input(source),
         attempt_id=attempt_id,
         generation=generation,
@@ -358,7 +334,7 @@ def reviews() -> None:
 @json_option
 def reviews_next() -> None:
     """The next review you may take."""
-    emit(agent().next("reviewer"), render.next_action)
+    emit(agent().next(Role.REVIEWER), render.next_action)
 
 
 @reviews.command("claim")
@@ -371,13 +347,7 @@ def reviews_claim(activity_id: str | None, submission_id: str | None) -> None:
 
 
 @reviews.command("decide")
-@click.option(
-    "--input",
-    "source",
-    required=True,
-    metavar="FILE|-",
-    help="JSON: decision, summary, findings, amendment_decision.",
-)
+@input_option("JSON: decision, summary, findings, amendment_decision.")
 @click.option("--activity", "activity_id", help="Activity id (default: the held review).")
 @json_option
 def reviews_decide(source: str, activity_id: str | None) -> None:
@@ -411,7 +381,7 @@ def worktree_prepare(source: str, path: str | None, base: str, attempt_id: str |
 @cli.command()
 @click.option("--method", required=True, help="GET, POST, PATCH, PUT or DELETE.")
 @click.option("--path", "api_path", required=True, help="An /api/v1/... path.")
-@click.option("--input", "source", metavar="FILE|-", help="JSON body.")
+@input_option("JSON body.", required=False)
 @json_option
 def request(method: str, api_path: str, source: str | None) -> None:
     """Raw API call (journaled like every mutation)."""
@@ -430,60 +400,13 @@ def retry() -> None:
     emit(out)
 
 
-def error_code(exc: BaseException) -> str:
-    if isinstance(exc, CoordinatorError):
-        return exc.code
-    for kind, code in (
-        (MutationPending, "mutation_pending"),
-        (TransportFailure, "transport_failed"),
-        (SetupRequired, "setup_required"),
-        (ConfigError, "invalid_input"),
-        (LocalConflict, "local_conflict"),
-    ):
-        if isinstance(exc, kind):
-            return code
-    return "internal_error"
-
-
-def report(exc: BaseException, as_json: bool) -> int:
-    code = exit_code(exc)
-    name = error_code(exc)
-    message = exc.message if isinstance(exc, CoordinatorError) else str(exc)
-    details = exc.details if isinstance(exc, CoordinatorError) else {}
-    line = f"error: {name}: {message}"
-    if details:
-        line += " " + json.dumps(details, ensure_ascii=False)
-    click.echo(line, err=True)
-    if as_json:
-        err = {"code": name, "message": message, "details": details, "exit_code": code}
-        click.echo(json.dumps({"error": err}, indent=2, ensure_ascii=False))
-    return code
-
-
 def run(argv: list[str] | None = None) -> int:
     """Run one command; the exit code (never raises, never prints a traceback)."""
     obj = Ctx()
     try:
-        rv = cli.main(args=argv, prog_name=PROG, standalone_mode=False, obj=obj)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return INVALID_INPUT
-    except click.Abort:
-        click.echo("error: aborted", err=True)
-        return 1
-    except AgentcError as exc:
-        return report(exc, obj.json)
-    except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        return 130
-    except Exception as exc:
-        click.echo(f"error: internal_error: {type(exc).__name__}: {exc}", err=True)
-        return 1
+        return errors.run(cli, PROG, argv, obj=obj, as_json=lambda: obj.json)
     finally:
         obj.close()
-    return rv if isinstance(rv, int) else 0
 
 
 def main() -> None:

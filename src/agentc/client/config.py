@@ -6,7 +6,8 @@
 - The state directory is `--state-dir`, `AGENT_COORDINATOR_STATE_DIR` or
   `~/.local/state/agent-coordinator`; a binding that names a project uses
   `<state>/<project_name>/config/` instead. It holds `credentials.toml` (mode 0600, owned by the
-  caller) and `sessions/<name>.json` (session id, proof and the mutation journal).
+  caller, one link, at most 1 MiB: read with `agentc.files.read_private`) and
+  `sessions/<name>.json` (session id, proof and the mutation journal).
 - A token comes from `AGENT_COORDINATOR_TOKEN` (one call) or the credentials file, whose
   `[[credentials]]` entry matches the binding's origin exactly after normalization.
 - Plain `http://` is refused unless the host is loopback and insecure loopback is allowed
@@ -17,17 +18,16 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from agentc.client.errors import SetupRequired
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
+from agentc.files import UnsafeFile, load_toml, read_private
+from agentc.files.toml import parse_toml
 
 BINDING_FILE = ".agent-coordinator.toml"
 CREDENTIALS_FILE = "credentials.toml"
@@ -35,6 +35,7 @@ ENV_PREFIX = "AGENT_COORDINATOR_"
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _BINDING_KEYS = {"service_url", "project_id", "project_name"}
+CREDENTIALS_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -117,21 +118,13 @@ def normalize_origin(url: str, *, allow_insecure_loopback: bool, what: str) -> s
     return f"{scheme}://{netloc}"
 
 
-def _read_toml(path: Path, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SetupRequired(f"cannot read {what} {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not UTF-8 text") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not valid TOML: {exc}") from exc
+def _named(env: Mapping[str, str], explicit: str | None, variable: str) -> str | None:
+    """What the command line or else the environment variable names, if either does."""
+    return explicit or env.get(ENV_PREFIX + variable) or None
 
 
 def find_binding(cwd: Path, env: Mapping[str, str], explicit: str | None) -> Path | None:
-    named = explicit or env.get(ENV_PREFIX + "REPO_CONFIG")
+    named = _named(env, explicit, "REPO_CONFIG")
     if named:
         path = Path(named)
         if not path.is_file():
@@ -145,7 +138,7 @@ def find_binding(cwd: Path, env: Mapping[str, str], explicit: str | None) -> Pat
 
 
 def load_binding(path: Path, *, allow_insecure_loopback: bool) -> Binding:
-    data = _read_toml(path, "repository binding")
+    data = load_toml(path, what="repository binding")
     if "token" in data or "credentials" in data:
         raise ConfigError(
             f"{path}: tokens never go in the repository binding; put them in credentials.toml"
@@ -172,40 +165,26 @@ def load_binding(path: Path, *, allow_insecure_loopback: bool) -> Binding:
 
 
 def state_root(env: Mapping[str, str], explicit: str | None) -> Path:
-    named = explicit or env.get(ENV_PREFIX + "STATE_DIR")
+    named = _named(env, explicit, "STATE_DIR")
     if named:
-        path = Path(named)
-        if not path.is_absolute():
+        if not Path(named).is_absolute():
             raise ConfigError(f"the state directory must be an absolute path, not {named!r}")
-        return path
+        return Path(named)
     home = env.get("HOME") or str(Path.home())
     return Path(home) / ".local" / "state" / "agent-coordinator"
 
 
 def read_credentials(path: Path, origin: str, *, allow_insecure_loopback: bool) -> str | None:
-    """The token for `origin`, from a file the caller alone owns and can read."""
+    """The token for `origin`, from a file the caller alone owns and can read (None: no file)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SetupRequired(f"cannot open the credentials file {path}: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise SetupRequired(f"the credentials file {path} is not a regular file")
-        if st.st_uid != os.geteuid():
-            raise SetupRequired(f"the credentials file {path} is not owned by you; refusing it")
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            raise SetupRequired(
-                f"the credentials file {path} has mode {stat.S_IMODE(st.st_mode):04o}; "
-                f"it must be 0600 (run: chmod 600 {path})"
-            )
-        raw = fh.read()
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"the credentials file {path} is not valid TOML: {exc}") from exc
+        raw = read_private(path, max_bytes=CREDENTIALS_MAX_BYTES)
+    except UnsafeFile as exc:
+        if exc.missing:
+            return None
+        raise SetupRequired(
+            f"the credentials file {path}: {exc.reason}; it must be 0600 (run: chmod 600 {path})"
+        ) from None
+    data = parse_toml(raw, path)
     entries = data.get("credentials", [])
     if set(data) - {"credentials"} or not isinstance(entries, list):
         raise ConfigError(f"{path}: expected only [[credentials]] entries")
@@ -243,7 +222,7 @@ def resolve(
         )
     root = state_root(env, options.state_dir)
     state_dir = root / binding.project_name / "config" if binding.project_name else root
-    session = options.session or env.get(ENV_PREFIX + "SESSION") or "default"
+    session = _named(env, options.session, "SESSION") or "default"
     if not NAME.match(session):
         raise ConfigError(f"the session name {session!r} must match {NAME.pattern}")
     token = env.get(ENV_PREFIX + "TOKEN") or None

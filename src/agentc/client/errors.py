@@ -1,4 +1,5 @@
-"""The client's errors and the one table that turns any of them into an exit code.
+"""The client's errors, the one table that names them and gives their exit codes, and the one
+report both front ends make of them.
 
     AgentcError (agentc.core.errors)
     ├── CoordinatorError        the service refused: rebuilt from its error envelope
@@ -10,9 +11,19 @@
 
 Exit codes: 0 ok, 2 invalid input, 3 authentication or setup, 4 denied, 5 conflict,
 6 unsatisfied requirements, 7 transport or temporary failure.
+
+Both front ends report an error the same way (`report`, `run`): one line `error: <code>:
+<message> [details]` on stderr, and the same fields (`error_report`) as JSON for `--json` and as
+the MCP adapter's error result.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import click
 
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
 
@@ -64,19 +75,31 @@ class LocalConflict(AgentcError):
     """Local state (a git branch, a worktree, the session file) refuses the operation."""
 
 
+# Each error raised on this machine: the code it is reported with and its exit code (the first
+# class that matches wins). A refusal carries the coordinator's code; its exit code follows the
+# code and the HTTP status (`status_exit_code`). Anything else is internal_error, exit 1.
+LOCAL_ERRORS: tuple[tuple[type[AgentcError], str, int], ...] = (
+    (MutationPending, "mutation_pending", TRANSPORT),
+    (TransportFailure, "transport_failed", TRANSPORT),
+    (SetupRequired, "setup_required", AUTHENTICATION),
+    (ConfigError, "invalid_input", INVALID_INPUT),
+    (LocalConflict, "local_conflict", CONFLICT),
+)
+
+
 def exit_code(exc: BaseException) -> int:
     """The documented exit code for an error."""
     if isinstance(exc, CoordinatorError):
         return status_exit_code(exc.status, exc.code)
-    if isinstance(exc, SetupRequired):
-        return AUTHENTICATION
-    if isinstance(exc, ConfigError):
-        return INVALID_INPUT
-    if isinstance(exc, TransportFailure | MutationPending):
-        return TRANSPORT
-    if isinstance(exc, LocalConflict):
-        return CONFLICT
-    return 1
+    return next((code for kind, _name, code in LOCAL_ERRORS if isinstance(exc, kind)), 1)
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, CoordinatorError):
+        return exc.code
+    return next(
+        (name for kind, name, _code in LOCAL_ERRORS if isinstance(exc, kind)), "internal_error"
+    )
 
 
 def status_exit_code(status: int, code: str) -> int:
@@ -91,3 +114,65 @@ def status_exit_code(status: int, code: str) -> int:
     if status == 409:
         return CONFLICT
     return INVALID_INPUT
+
+
+class ErrorReport(TypedDict):
+    code: str
+    message: str
+    details: dict[str, Any]
+    exit_code: int
+
+
+def error_report(exc: BaseException) -> ErrorReport:
+    """What both front ends say about an error: its code, message, details and exit code."""
+    refusal = exc if isinstance(exc, CoordinatorError) else None
+    return {
+        "code": error_code(exc),
+        "message": refusal.message if refusal else str(exc),
+        "details": refusal.details if refusal else {},
+        "exit_code": exit_code(exc),
+    }
+
+
+def report(exc: BaseException, as_json: bool) -> int:
+    """Print the error (one line on stderr; with `as_json` also `{"error": ...}` on stdout) and
+    return its exit code."""
+    err = error_report(exc)
+    line = f"error: {err['code']}: {err['message']}"
+    if err["details"]:
+        line += " " + json.dumps(err["details"], ensure_ascii=False)
+    click.echo(line, err=True)
+    if as_json:
+        click.echo(json.dumps({"error": err}, indent=2, ensure_ascii=False))
+    return err["exit_code"]
+
+
+def run(
+    command: click.Command,
+    prog: str,
+    argv: list[str] | None = None,
+    *,
+    obj: object = None,
+    as_json: Callable[[], bool] = lambda: False,
+) -> int:
+    """Run a front end's command; the exit code (never raises, never prints a traceback).
+    `as_json` says, once the command line is parsed, whether errors are also JSON."""
+    try:
+        rv = command.main(args=argv, prog_name=prog, standalone_mode=False, obj=obj)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return INVALID_INPUT
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        return 1
+    except AgentcError as exc:
+        return report(exc, as_json())
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        return 130
+    except Exception as exc:
+        click.echo(f"error: internal_error: {type(exc).__name__}: {exc}", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0

@@ -1,12 +1,14 @@
 """`agent-coordinator-mcp`: the agent workflow as MCP tools over stdio (official `mcp` SDK).
 
-It is the CLI's twin: the same configuration, the same session state file and the same mutation
-journal (`agentc.client.ops`). Tool calls run one at a time. A mutating tool may carry its own
+It is the CLI's twin: the same configuration, the same session state file, the same operations
+(`agentc.client.ops`) and mutation journal (`agentc.client.journal`), the same error report
+(`agentc.client.errors`). Tool calls run one at a time. A mutating tool may carry its own
 `idempotency_key` (16-128 of `[A-Za-z0-9-_.:]`); sending the same key again with the same
 arguments resends the journaled request, with other arguments it is refused. While a mutation
 is unresolved every other mutation is refused until `coordinator_transport_retry` settles it.
-Every result is structured content (`{"ok": true, "data": ...}` or `{"ok": false, "error":
-{...}}`) plus the same JSON as text.
+The submission and review bodies are the coordinator's own shapes (`agentc.core.wire`), limits
+included. Every result is structured content (`{"ok": true, "data": ...}` or `{"ok": false,
+"error": {...}}`) plus the same JSON as text.
 """
 
 from __future__ import annotations
@@ -15,65 +17,29 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
 import click
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentc import __version__
-from agentc.client.cli import error_code, report
 from agentc.client.config import Options, resolve
-from agentc.client.errors import exit_code
-from agentc.client.ops import Agent, Outcome
-from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.client.errors import error_report, run
+from agentc.client.journal import Outcome
+from agentc.client.ops import Agent
+from agentc.core.errors import AgentcError, ConfigError
+from agentc.core.model import Role, TaskKind
+from agentc.core.wire import Review, Submission
 
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{16,128}$")
 Key = Annotated[
     str | None,
     Field(description="Idempotency-Key to use (16-128 of A-Za-z0-9-_.:); default: a new one."),
 ]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Evidence(Strict):
-    criterion: str
-    evidence: str
-
-
-class Amendment(Strict):
-    new: list[str]
-    rationale: str
-
-
-class SubmitBody(Strict):
-    kind: Literal["code", "general"]
-    summary: str
-    acceptance_evidence: list[Evidence]
-    handoff: str = ""
-    candidate_ref: str | None = None
-    candidate_revision: str | None = None
-    base_revision: str | None = None
-    ac_amendment: Amendment | None = None
-
-
-class Finding(Strict):
-    severity: Literal["required", "advisory"]
-    remedy: str
-    evidence: str = ""
-
-
-class ReviewBody(Strict):
-    decision: Literal["approved", "changes_requested"]
-    summary: str
-    findings: list[Finding] = []
-    amendment_decision: Literal["accepted", "rejected"] | None = None
 
 
 def _result(payload: dict[str, Any], error: bool = False) -> CallToolResult:
@@ -94,17 +60,14 @@ class Adapter:
 
     async def call(self, fn: Callable[[], Any], key: str | None = None) -> CallToolResult:
         if key is not None and not KEY.match(key):
-            return _result(
-                {"ok": False, "error": {"code": "invalid_input", "message": "idempotency_key "
-                                        "must be 16-128 of [A-Za-z0-9-_.:]", "exit_code": 2}},
-                error=True,
-            )  # fmt: skip
+            bad = ConfigError("idempotency_key must be 16-128 of [A-Za-z0-9-_.:]")
+            return _result({"ok": False, "error": error_report(bad)}, error=True)
         async with self.lock:
             try:
                 self.agent.key = key
                 out = await anyio.to_thread.run_sync(fn)
             except AgentcError as exc:
-                return _result({"ok": False, "error": _error(exc)}, error=True)
+                return _result({"ok": False, "error": error_report(exc)}, error=True)
             finally:
                 self.agent.key = None
         if isinstance(out, Outcome):
@@ -112,25 +75,8 @@ class Adapter:
         return _result({"ok": True, "data": out})
 
 
-def _error(exc: AgentcError) -> dict[str, Any]:
-    if isinstance(exc, CoordinatorError):
-        return {
-            "code": exc.code,
-            "message": exc.message,
-            "details": exc.details,
-            "exit_code": exit_code(exc),
-        }
-    return {
-        "code": error_code(exc),
-        "message": str(exc),
-        "details": {},
-        "exit_code": exit_code(exc),
-    }
-
-
 def build(agent: Agent) -> MCPServer:
     """The MCP server with the workflow tools bound to `agent`."""
-    a = Adapter(agent)
     server = MCPServer(
         "agent-coordinator",
         version=__version__,
@@ -138,6 +84,14 @@ def build(agent: Agent) -> MCPServer:
         "claim, renew, checkpoint, submit or release; reviewers claim and decide reviews. "
         "If a call fails with a transport error, call coordinator_transport_retry.",
     )
+    a = Adapter(agent)
+    for add in (_session_tools, _attempt_tools, _review_tools, _transport_tools):
+        add(server, a)
+    return server
+
+
+def _session_tools(server: MCPServer, a: Adapter) -> None:
+    agent = a.agent
 
     @server.tool(name="coordinator_session_register")
     async def session_register(
@@ -163,7 +117,7 @@ def build(agent: Agent) -> MCPServer:
         return await a.call(agent.session_show)
 
     @server.tool(name="coordinator_next")
-    async def next_(role: Literal["implementer", "reviewer"] = "implementer") -> CallToolResult:
+    async def next_(role: Role = Role.IMPLEMENTER) -> CallToolResult:
         """What to do next: a task to claim or recover (implementer) or a review (reviewer)."""
         return await a.call(lambda: agent.next(role))
 
@@ -171,6 +125,10 @@ def build(agent: Agent) -> MCPServer:
     async def task_get(task_id: str) -> CallToolResult:
         """One task with its attempts and workflow."""
         return await a.call(lambda: agent.task_show(task_id))
+
+
+def _attempt_tools(server: MCPServer, a: Adapter) -> None:
+    agent = a.agent
 
     @server.tool(name="coordinator_claim")
     async def claim(
@@ -201,15 +159,15 @@ def build(agent: Agent) -> MCPServer:
         idempotency_key: Key = None,
     ) -> CallToolResult:
         """Record progress on the held attempt (does not renew the lease)."""
+        notes = {
+            "handoff": handoff,
+            "current_action": current_action,
+            "next_step": next_step,
+            "revision": revision,
+        }
         return await a.call(
             lambda: agent.checkpoint(
-                summary,
-                handoff=handoff,
-                current_action=current_action,
-                next_step=next_step,
-                revision=revision,
-                attempt_id=attempt_id,
-                generation=generation,
+                summary, attempt_id=attempt_id, generation=generation, **notes
             ),
             idempotency_key,
         )
@@ -229,7 +187,7 @@ def build(agent: Agent) -> MCPServer:
 
     @server.tool(name="coordinator_submit")
     async def submit(
-        body: SubmitBody,
+        body: Submission,
         attempt_id: str | None = None,
         generation: int | None = None,
         idempotency_key: Key = None,
@@ -237,11 +195,15 @@ def build(agent: Agent) -> MCPServer:
         """Submit the held attempt. Code submissions without candidate fields take them from
         the worktree prepared with `agent-coordinator worktree prepare`."""
         fields = body.model_dump(mode="json", exclude_none=True)
-        kind = fields.pop("kind")
+        kind = TaskKind(fields.pop("kind"))
         return await a.call(
             lambda: agent.submit(kind, fields, attempt_id=attempt_id, generation=generation),
             idempotency_key,
         )
+
+
+def _review_tools(server: MCPServer, a: Adapter) -> None:
+    agent = a.agent
 
     @server.tool(name="coordinator_activity_claim")
     async def activity_claim(
@@ -254,11 +216,15 @@ def build(agent: Agent) -> MCPServer:
 
     @server.tool(name="coordinator_review")
     async def review(
-        body: ReviewBody, activity_id: str | None = None, idempotency_key: Key = None
+        body: Review, activity_id: str | None = None, idempotency_key: Key = None
     ) -> CallToolResult:
         """Decide the held review: approved, or changes_requested with required findings."""
         fields = body.model_dump(mode="json", exclude_none=True)
         return await a.call(lambda: agent.review_decide(fields, activity_id), idempotency_key)
+
+
+def _transport_tools(server: MCPServer, a: Adapter) -> None:
+    agent = a.agent
 
     @server.tool(name="coordinator_transport_status")
     async def transport_status() -> CallToolResult:
@@ -274,8 +240,6 @@ def build(agent: Agent) -> MCPServer:
             return {"retried": None, "message": "nothing is pending"} if out is None else out
 
         return await a.call(go)
-
-    return server
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -298,18 +262,4 @@ def command(
 
 
 def main() -> None:
-    try:
-        command.main(prog_name="agent-coordinator-mcp", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2)
-    except AgentcError as exc:
-        sys.exit(report(exc, False))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:  # never a traceback: one line on stderr
-        click.echo(f"error: internal_error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
-    sys.exit(0)
+    sys.exit(run(command, "agent-coordinator-mcp"))

@@ -23,6 +23,7 @@ from typing import Any
 
 from agentc.client.errors import LocalConflict, TransportFailure
 from agentc.core.errors import ConfigError
+from agentc.files import write_atomic
 
 LOCK_WAIT_SECONDS = 60.0
 VERSION = 1
@@ -137,18 +138,4 @@ class Store:
     def save(self, state: State) -> None:
         self._ensure_dir()
         data = json.dumps(state.to_json(), indent=2, sort_keys=True).encode()
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self.path, data, mode=0o600)

@@ -28,14 +28,17 @@ class SupervisorError(AgentcError):
 
 
 class CoordinatorError(AgentcError):
-    """A refusal with a stable machine code, an HTTP status and structured details."""
+    """A refusal with a stable machine code, an HTTP status and structured details.
+
+    The status is required: a refusal says whether it is a conflict (409), a denial (403), bad
+    input (422), ..., never by default."""
 
     def __init__(
         self,
         code: str,
         message: str,
         *,
-        status: int = 409,
+        status: int,
         details: dict[str, Any] | None = None,
         retryable: bool = False,
     ) -> None:

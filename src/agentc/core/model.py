@@ -54,6 +54,13 @@ class AttemptMode(StrEnum):
     REVIEW = "review"
 
 
+class Role(StrEnum):
+    """What an agent asks the coordinator for: work to implement, or a review to make."""
+
+    IMPLEMENTER = "implementer"
+    REVIEWER = "reviewer"
+
+
 class Phase(StrEnum):
     """Where a task stands in its completion workflow (null before the first submission)."""
 
@@ -81,6 +88,20 @@ class ActivityState(StrEnum):
 class Decision(StrEnum):
     APPROVED = "approved"
     CHANGES_REQUESTED = "changes_requested"
+
+
+class Severity(StrEnum):
+    """A review finding's weight: a required one blocks approval."""
+
+    REQUIRED = "required"
+    ADVISORY = "advisory"
+
+
+class AmendmentDecision(StrEnum):
+    """A reviewer's answer to a submission's acceptance-criteria amendment."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
 
 
 class CredentialClass(StrEnum):

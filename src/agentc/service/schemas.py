@@ -1,39 +1,59 @@
 """Request bodies. Unknown fields are refused and types are strict, so a wrong field or type
-is a 4xx that names it, never a guess."""
+is a 4xx that names it, never a guess.
+
+The shapes an agent also writes (evidence, findings, submissions, reviews) and the field types
+are defined once in `agentc.core.wire`; this module adds the service-only bodies.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from agentc.core import model as m
+from agentc.core.wire import (
+    Body,
+    ByValue,
+    Counter,
+    Criteria,
+    Handoff,
+    Id,
+    Review,
+    Revision,
+    Submission,
+    Summary,
+    text,
+)
 
-Text = Annotated[str, StringConstraints(max_length=8192)]
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
 ]
-Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-Revision = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
-Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-ReviewMode = Literal["none", "agent", "human", "both", "either"]
-# Revisions and generations are counters the database stores as 64-bit integers.
-Counter = Annotated[int, Field(ge=0, le=2**62)]
-
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+Label = Annotated[str, text(200, min_length=1)]
+Note = Annotated[str, text(4096)]
+Reason = Annotated[str, text(4096, min_length=1)]
+Title = Annotated[str, text(300, min_length=1)]
+Description = Annotated[str, text(32768)]
+RepositoryUrl = Annotated[str, text(2048, min_length=1)]
+Branch = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s]+$")]
+TargetBranch = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s-][^\s]*$")
+]
+LeaseSeconds = Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)]
+MaxAttemptSeconds = Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)]
+Priority = Annotated[int, Field(ge=m.PRIORITY_URGENT, le=m.PRIORITY_LOW)]
+DependsOn = Annotated[list[Id], Field(max_length=m.DEPENDENCIES_MAX)]
 
 
 class LoginIn(Body):
-    username: Annotated[str, StringConstraints(min_length=1, max_length=100)]
-    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    username: Annotated[str, text(100, min_length=1)]
+    password: Annotated[str, text(1024, min_length=1)]
 
 
 class AgentIn(Body):
     name: Name
-    credential_class: Literal["interactive", "supervised", "integrator"] = "interactive"
-    access: Literal["write", "read"] = "write"
+    credential_class: ByValue[m.CredentialClass] = m.CredentialClass.INTERACTIVE
+    access: ByValue[m.Access] = m.Access.WRITE
 
 
 class SessionIn(Body):
@@ -43,76 +63,64 @@ class SessionIn(Body):
         ]
         | None
     ) = None
-    harness: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    workstation_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    capabilities: Annotated[
-        list[Annotated[str, StringConstraints(max_length=128)]], Field(max_length=64)
-    ] = []
+    harness: Label
+    workstation_id: Label | None = None
+    capabilities: Annotated[list[Annotated[str, text(128)]], Field(max_length=64)] = []
 
 
 class RequiredCheck(Body):
-    identity: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    version: Annotated[str, StringConstraints(min_length=1, max_length=200)] = "1"
-    environment: Annotated[str, StringConstraints(min_length=1, max_length=200)] = "default"
+    identity: Label
+    version: Label = "1"
+    environment: Label = "default"
+
+
+RequiredChecks = Annotated[list[RequiredCheck], Field(max_length=100)]
 
 
 class ProjectIn(Body):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=120)]
-    repository_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-    target_branch: Annotated[
-        str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s-][^\s]*$")
-    ] = "main"
-    review_mode: ReviewMode = "agent"
-    lease_seconds: Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)] = (
-        m.LEASE_SECONDS_DEFAULT
-    )
-    max_attempt_seconds: Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)] = 0
-    required_checks: Annotated[list[RequiredCheck], Field(max_length=100)] = []
+    name: Annotated[str, text(120, min_length=1)]
+    repository_url: RepositoryUrl
+    target_branch: TargetBranch = "main"
+    review_mode: ByValue[m.ReviewMode] = m.ReviewMode.AGENT
+    lease_seconds: LeaseSeconds = m.LEASE_SECONDS_DEFAULT
+    max_attempt_seconds: MaxAttemptSeconds = 0
+    required_checks: RequiredChecks = []
 
 
 class PolicyIn(Body):
     expected_revision: Counter
-    repository_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
-    target_branch: (
-        Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s-][^\s]*$")]
-        | None
-    ) = None
-    review_mode: ReviewMode | None = None
-    lease_seconds: Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)] | None = (
-        None
-    )
-    max_attempt_seconds: Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)] | None = None
-    required_checks: Annotated[list[RequiredCheck], Field(max_length=100)] | None = None
-
-
-Criteria = Annotated[list[Criterion], Field(min_length=m.CRITERIA_MIN, max_length=m.CRITERIA_MAX)]
-Priority = Annotated[int, Field(ge=m.PRIORITY_URGENT, le=m.PRIORITY_LOW)]
+    repository_url: RepositoryUrl | None = None
+    target_branch: TargetBranch | None = None
+    review_mode: ByValue[m.ReviewMode] | None = None
+    lease_seconds: LeaseSeconds | None = None
+    max_attempt_seconds: MaxAttemptSeconds | None = None
+    required_checks: RequiredChecks | None = None
 
 
 class TaskIn(Body):
-    title: Annotated[str, StringConstraints(min_length=1, max_length=300)]
-    description: Annotated[str, StringConstraints(max_length=32768)] = ""
+    title: Title
+    description: Description = ""
     acceptance_criteria: Criteria
-    kind: Literal["code", "general"] = "code"
+    kind: ByValue[m.TaskKind] = m.TaskKind.CODE
     priority: Priority = m.PRIORITY_DEFAULT
-    depends_on: Annotated[list[Id], Field(max_length=m.DEPENDENCIES_MAX)] = []
+    depends_on: DependsOn = []
     planned: bool = False
     admission_class: Literal["canary"] | None = None
 
 
 class TaskEditIn(Body):
     expected_revision: Counter
-    title: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
-    description: Annotated[str, StringConstraints(max_length=32768)] | None = None
+    title: Title | None = None
+    description: Description | None = None
     acceptance_criteria: Criteria | None = None
     priority: Priority | None = None
-    depends_on: Annotated[list[Id], Field(max_length=m.DEPENDENCIES_MAX)] | None = None
+    depends_on: DependsOn | None = None
     planned: bool | None = None
 
 
 class CancelIn(Body):
     expected_revision: Counter
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    reason: Reason
 
 
 class ClaimIn(Body):
@@ -126,63 +134,41 @@ class GenerationIn(Body):
 
 class CheckpointIn(Body):
     generation: Counter
-    summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
-    handoff: Annotated[str, StringConstraints(max_length=16384)] | None = None
-    current_action: Annotated[str, StringConstraints(max_length=4096)] | None = None
-    next_step: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    summary: Summary
+    handoff: Handoff | None = None
+    current_action: Note | None = None
+    next_step: Note | None = None
     revision: Revision | None = None
 
 
 class ReleaseIn(Body):
     generation: Counter
-    handoff: Annotated[str, StringConstraints(min_length=1, max_length=16384)]
+    handoff: Annotated[str, text(16384, min_length=1)]
     blocked: bool = False
 
 
-class Evidence(Body):
-    criterion: Criterion
-    evidence: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
-
-
-class Amendment(Body):
-    new: Criteria
-    rationale: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
-
-
-class SubmissionIn(Body):
-    generation: Counter
-    kind: Literal["code", "general"]
-    summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
-    acceptance_evidence: Annotated[list[Evidence], Field(min_length=1, max_length=100)]
-    handoff: Annotated[str, StringConstraints(max_length=16384)] = ""
-    candidate_ref: Annotated[str, StringConstraints(max_length=512)] | None = None
-    candidate_revision: Revision | None = None
-    base_revision: Revision | None = None
-    ac_amendment: Amendment | None = None
+# The generation comes first in the bodies below (pydantic orders a subclass's fields from its
+# last base to its first), so the schema and the first problem reported keep their order.
+class SubmissionIn(Submission, GenerationIn):
+    pass
 
 
 class ActivityClaimIn(Body):
     expected_submission_id: Id
 
 
-class Finding(Body):
-    severity: Literal["required", "advisory"]
-    remedy: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
-    evidence: Annotated[str, StringConstraints(max_length=8192)] = ""
-
-
-class ReviewIn(Body):
+class _ReviewTarget(Body):
     generation: Counter | None = None
     submission_id: Id
-    decision: Literal["approved", "changes_requested"]
-    summary: Annotated[str, StringConstraints(min_length=1, max_length=16384)]
-    findings: Annotated[list[Finding], Field(max_length=100)] = []
-    amendment_decision: Literal["accepted", "rejected"] | None = None
+
+
+class ReviewIn(Review, _ReviewTarget):
+    pass
 
 
 class ActivityReleaseIn(Body):
     generation: Counter
-    summary: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+    summary: Summary
 
 
 class LandingIn(Body):
@@ -191,18 +177,18 @@ class LandingIn(Body):
 
 
 class TelemetryIn(Body):
-    host: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    host: Annotated[str, text(255, min_length=1)]
     rows: Annotated[list[dict[str, object]], Field(min_length=1, max_length=1000)]
 
 
 class UnblockIn(Body):
     expected_revision: Counter
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    reason: Reason
 
 
 class CheckoutIn(Body):
     generation: Counter
-    path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
-    branch: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s]+$")]
+    path: Annotated[str, text(4096, min_length=1)]
+    branch: Branch
     base_revision: Revision
-    workstation_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    workstation_id: Label | None = None

@@ -1,0 +1,67 @@
+"""Reviews: claiming the next review (or a named one) and deciding the held review."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentc.client.journal import Learner, Outcome, check_id
+from agentc.client.leases import Leases
+from agentc.client.state import Pending, State
+from agentc.core.errors import ConfigError
+from agentc.core.model import Role
+
+
+class Reviews(Leases):
+    def review_claim(
+        self, activity_id: str | None = None, submission_id: str | None = None
+    ) -> Outcome:
+        if activity_id is None:
+            nxt = self.next(Role.REVIEWER)
+            action = nxt.get("action")
+            if action is None:
+                return Outcome({"review": None, "reasons": ["no review is waiting for you"], **nxt})
+            activity_id, submission_id = action["activity_id"], action["submission_id"]
+        check_id(activity_id, "activity id")
+        if submission_id is None:
+            raise ConfigError("--submission goes with --activity (the submission under review)")
+        path = self.project(f"/workflow-activities/{activity_id}/claim")
+        return self.mutate("review_claim", "POST", path, {"expected_submission_id": submission_id})
+
+    def review_decide(self, body: dict[str, Any], activity_id: str | None = None) -> Outcome:
+        held = self.state().review
+        if activity_id is None:
+            if held is None:
+                raise ConfigError("no review is held by this session: run `reviews claim`")
+            activity_id = str(held["activity_id"])
+        check_id(activity_id, "activity id")
+        if held is not None and held.get("activity_id") == activity_id:
+            body = {
+                "generation": held["generation"],
+                "submission_id": held["submission_id"],
+                **body,
+            }
+        path = self.project(f"/workflow-activities/{activity_id}/review")
+        return self.mutate("review_decide", "POST", path, body)
+
+
+def _claimed(st: State, _pending: Pending, data: Any) -> Any:
+    st.review = {
+        "activity_id": data["activity"]["id"],
+        "attempt_id": data["attempt"]["id"],
+        "generation": data["attempt"]["generation"],
+        "submission_id": data["submission"]["id"],
+        "task_id": data["task"]["id"],
+    }
+    return data
+
+
+def _decided(st: State, pending: Pending, data: Any) -> Any:
+    if (
+        st.review is not None
+        and f"/workflow-activities/{st.review['activity_id']}/" in pending.path
+    ):
+        st.review = None
+    return data
+
+
+LEARNERS: dict[str, Learner] = {"review_claim": _claimed, "review_decide": _decided}
