@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from tests import pg  # noqa: E402
+from tests.kit import pg  # noqa: E402
 
 from agentc.service.api import Runtime, mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402

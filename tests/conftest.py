@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import pg
+from tests.kit import pg
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,7 @@ def sqlite_database(tmp_path: Path) -> str:
 @pytest.fixture
 def live(database: str, tmp_path: Path) -> Iterator[object]:
     """A real coordinator subprocess over each backend (see tests/live.py)."""
-    from tests.live import live_server
+    from tests.kit.live import live_server
 
     with live_server(database, tmp_path) as server:
         yield server

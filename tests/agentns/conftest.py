@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from agentns_helpers import LAUNCHER
+
+from tests.agentns.kit import LAUNCHER
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 

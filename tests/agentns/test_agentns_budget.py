@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from agentns_helpers import alive, child_env, pids_with_cmdline, read_pids, wait_until
 
 import agentc.agentns
 from agentc.agentns import Budget, BudgetError, parse_budget
 from agentc.agentns.budget import U64_MAX
+from tests.agentns.kit import alive, child_env, pids_with_cmdline, read_pids, wait_until
 
 # --- grammar (in-process) -------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ def test_wall_budget_keeps_the_pid(launcher, base_env):
 def _unprivileged_launch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run the launcher where RLIMIT_NPROC binds: as ourselves, or as nobody when we are root."""
     if os.geteuid() != 0:
-        from agentns_helpers import LAUNCHER
+        from tests.agentns.kit import LAUNCHER
 
         return subprocess.run(
             [LAUNCHER, *args], env=env, capture_output=True, text=True, timeout=60

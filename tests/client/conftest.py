@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.live import LiveServer, live_server
+from tests.kit.live import LiveServer, live_server
 
 
 @pytest.fixture(scope="package")

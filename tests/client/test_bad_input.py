@@ -14,7 +14,7 @@ from agentc.client.config import Options, normalize_origin, resolve
 from agentc.client.errors import SetupRequired, exit_code, status_exit_code
 from agentc.client.transport import Transport, check_path
 from agentc.core.errors import ConfigError, CoordinatorError
-from tests.client.helpers import Workspace, workspace
+from tests.client.kit import Workspace, workspace
 
 PID = "p-1"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from launchkit import HARNESS_BIN, cleanup, make_kit
+
+from tests.supervisor.kit import HARNESS_BIN, cleanup, make_kit
 
 
 @pytest.mark.parametrize("harness", ["claude", "codex", "pi"])

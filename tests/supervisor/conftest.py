@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from launchkit import Kit, cleanup, make_kit
+from tests.supervisor.kit import Kit, cleanup, make_kit
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from launchkit import Kit, make_kit
 
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.commands import main
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.launch import LaunchRequest, Plan, plan
+from tests.supervisor.kit import Kit, make_kit
 
 
 @pytest.fixture

@@ -263,7 +263,7 @@ def test_config_gateway_address_may_be_a_unix_socket(tmp_path: Path) -> None:
 
 
 def test_launch_plan_relays_the_gateway_to_its_unix_socket() -> None:
-    from launchkit import cleanup, make_kit
+    from tests.supervisor.kit import cleanup, make_kit
 
     root = Path(tempfile.mkdtemp(prefix="agc-relay-"))  # $RUN/net/*.sock must fit sun_path
     try:

@@ -763,13 +763,13 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
     import uuid
 
     import uvicorn
-    from launchkit import make_kit
 
     from agentc.supervisor.gateway.app import Gateway
     from agentc.supervisor.gateway.config import GatewayConfig
     from agentc.supervisor.gateway.server import _serve, _uvicorn_config
     from agentc.testing.provider import ScriptedProvider
     from agentc.testing.script import parse_script
+    from tests.supervisor.kit import make_kit
 
     if not os.access("/run", os.W_OK):
         pytest.skip("needs a writable /run (the socket must be outside the masked /tmp)")

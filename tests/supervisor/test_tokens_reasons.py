@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tokens import ROLE_GID, host_token, refused
 
 from agentc.supervisor import tokens
+from tests.supervisor.test_tokens import ROLE_GID, host_token, refused
 
 PRINTABLE = bytes(range(0x21, 0x7F))  # every byte the rule allows, '!' through '~'
 
