@@ -119,7 +119,7 @@ def test_wall_is_enforced_and_exported(run):
     assert "not enforced" not in r.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="checks the root exemption of RLIMIT_NPROC")
+@pytest.mark.root  # checks the root exemption of RLIMIT_NPROC
 def test_fork_is_reported_unenforced_for_root(run):
     r = run("--intent", "t", "--budget", "fork=5", "--", "env")
     env = child_env(r.stdout)

@@ -8,6 +8,8 @@ import pytest
 
 from tests.supervisor.kit import HARNESS_BIN, cleanup, make_kit
 
+pytestmark = pytest.mark.root  # the kit's tree is root's
+
 
 @pytest.mark.parametrize("harness", ["claude", "codex", "pi"])
 def test_real_harness_version_inside_a_launch(tmp_path: Path, harness: str) -> None:

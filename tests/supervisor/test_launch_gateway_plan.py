@@ -53,6 +53,7 @@ def _plan(kit: Kit, harness: str = "claude", **kw: object) -> Plan:
     return plan(load_config(kit.config), request)
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_the_gateway_is_the_default(short: Path) -> None:
     defaults = SupervisorConfig()
     assert defaults.gateway_target() == "127.0.0.1:8788" and not defaults.token_in_env
@@ -81,6 +82,7 @@ def test_the_gateway_is_the_default(short: Path) -> None:
     assert attempt_default.gateway.lease.attempt == attempt_default.request.session_id
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_each_harness_gets_its_upstream(short: Path) -> None:
     kit = _kit(short)
     upstreams = {}
@@ -95,6 +97,7 @@ def test_each_harness_gets_its_upstream(short: Path) -> None:
     assert pi.argv[-4:] == ["--provider", "agentc", "--model", "claude-haiku-4-5"]
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_token_in_env_is_an_opt_in_for_claude_only(short: Path) -> None:
     kit = _kit(short, token_in_env=True)
     claude = _plan(kit)
@@ -105,11 +108,13 @@ def test_token_in_env_is_an_opt_in_for_claude_only(short: Path) -> None:
     assert codex.token is None and codex.gateway is not None
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_gateway_off_means_no_model_credential_at_all(short: Path) -> None:
     p = _plan(_kit(short, gateway_listen=""))
     assert p.token is None and p.gateway is None and not p.description.relays
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_an_unmapped_harness_is_refused(short: Path) -> None:
     kit = _kit(short, gateway_upstreams={"claude": "claude"})
     with pytest.raises(SupervisorError, match="no upstream for codex"):
@@ -134,6 +139,7 @@ def test_gateway_settings_are_checked(
         load_config(path)
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_dry_run_names_the_gateway_and_never_a_sentinel(short: Path) -> None:
     kit = _kit(short)
     run, clone = kit.new_run("exit 0\n")
@@ -146,6 +152,7 @@ def test_dry_run_names_the_gateway_and_never_a_sentinel(short: Path) -> None:
     assert sorted(p.name for p in run.iterdir()) == ["prompt.md"]
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_no_gateway_running_refuses_the_launch_before_anything_is_written(short: Path) -> None:
     kit = _kit(short)
     run, clone = kit.new_run("exit 0\n")
