@@ -154,7 +154,11 @@ def test_wall_budget_ends_sleep_60_with_its_whole_tree(launcher, base_env, tmp_p
     assert elapsed < 30, "well before the 60 s sleep"
     assert "[agentns-claude] budget: wall=2s exceeded; SIGTERM to" in err
     for pid in read_pids(pidfile):
-        assert wait_until(lambda pid=pid: not alive(pid)), f"descendant {pid} survived"
+
+        def gone(pid: int = pid) -> bool:
+            return not alive(pid)
+
+        assert wait_until(gone), f"descendant {pid} survived"
     assert _no_watchdog_left(tag), "the watchdog outlived the session"
 
 
