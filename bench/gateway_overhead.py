@@ -100,13 +100,13 @@ async def _bench(direct: str, gateway: str, sentinel: str, requests: int, rounds
                 data[mode][1].extend(total)
                 data[mode][2].append(rps)
         summary: dict[str, dict[str, float]] = {}
-        for mode, (ttfb, total, rps) in data.items():
+        for mode, (ttfbs, totals, rates) in data.items():
             summary[mode] = {
-                "ttfb50": _pct(ttfb, 50),
-                "ttfb95": _pct(ttfb, 95),
-                "total50": _pct(total, 50),
-                "total95": _pct(total, 95),
-                "rps": statistics.median(rps),
+                "ttfb50": _pct(ttfbs, 50),
+                "ttfb95": _pct(ttfbs, 95),
+                "total50": _pct(totals, 50),
+                "total95": _pct(totals, 95),
+                "rps": statistics.median(rates),
             }
             s = summary[mode]
             print(

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests/supervisor"))
+sys.path.insert(0, str(REPO))
 
-from launchkit import make_kit, write_config  # noqa: E402
+from tests.supervisor.kit import make_kit, write_config  # noqa: E402
 
 SRT = REPO / "tools/harnesses/node_modules/.bin/srt"
 SRT_SETTINGS: dict[str, dict[str, list[str]]] = {

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from tests import pg  # noqa: E402
+from tests.kit import pg  # noqa: E402
 
 from agentc.service.api import Runtime, mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
@@ -47,7 +47,7 @@ from agentc.service.work.accounts import (  # noqa: E402
 from agentc.service.work.projects import create_project  # noqa: E402
 from agentc.service.work.tasks import create_task  # noqa: E402
 from agentc.store.engine import Database, migrate, open_engine  # noqa: E402
-from agentc.store.tx import Executor  # noqa: E402
+from agentc.store.tx import Executor, Tx  # noqa: E402
 from rawhttp import Connection  # noqa: E402
 
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
@@ -89,11 +89,11 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
             )
         creds = []
         for i in range(agents):
-            cred = ex.write(
-                lambda tx, i=i: issue_agent_credential(
-                    tx.conn, tx.now, f"agent-{i}", "supervised", "write", None
-                )
-            )
+
+            def issue(tx: Tx, name: str = f"agent-{i}") -> dict[str, Any]:
+                return issue_agent_credential(tx.conn, tx.now, name, "supervised", "write", None)
+
+            cred = ex.write(issue)
             agent = Actor(
                 cred["agent_id"],
                 f"agent-{i}",

@@ -1,8 +1,9 @@
 """Fixtures for the agentns-claude tests: the installed command, a clean environment.
 
-Every test drives the real console script in a subprocess. The environment is scrubbed of
-``AGENTNS_*`` and points the mock file and the procfs read-back at paths that do not exist, so a
-stray ``/tmp/agentns-mock`` on the machine (or a wintermute kernel) never changes a result.
+Every test drives the real console script in a subprocess. The environment (scrubbed of
+``AGENTNS_*`` by tests/conftest.py) points the mock file and the procfs read-back at paths that
+do not exist, so a stray ``/tmp/agentns-mock`` on the machine (or a wintermute kernel) never
+changes a result.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from agentns_helpers import LAUNCHER
+
+from tests.agentns.kit import LAUNCHER
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -26,7 +28,7 @@ def launcher() -> str:
 
 @pytest.fixture
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTNS_")}
+    env = dict(os.environ)  # tests/conftest.py scrubbed AGENTNS_* from it
     env["AGENTNS_MOCK_FILE"] = str(tmp_path / "no-such-mock")
     env["AGENTNS_SESSION_PATH"] = str(tmp_path / "no-such-agent-session")
     return env

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agentns_helpers import child_env
 
 import agentc.agentns as agentns
 from agentc.agentns import (
@@ -23,6 +22,7 @@ from agentc.agentns import (
     session_from_env,
     wrapper_argv,
 )
+from tests.agentns.kit import child_env
 
 PACKAGE = Path(agentns.__file__).parent
 

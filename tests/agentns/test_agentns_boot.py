@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentns_helpers import BOOTED, child_env, is_hex32
+
+from tests.agentns.kit import BOOTED, child_env, is_hex32
 
 pytestmark = pytest.mark.skipif(
     not BOOTED,

@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from agentns_helpers import alive, child_env, pids_with_cmdline, read_pids, wait_until
 
 import agentc.agentns
 from agentc.agentns import Budget, BudgetError, parse_budget
 from agentc.agentns.budget import U64_MAX
+from tests.agentns.kit import alive, child_env, pids_with_cmdline, read_pids, wait_until
 
 # --- grammar (in-process) -------------------------------------------------------------------
 
@@ -119,7 +119,7 @@ def test_wall_is_enforced_and_exported(run):
     assert "not enforced" not in r.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="checks the root exemption of RLIMIT_NPROC")
+@pytest.mark.root  # checks the root exemption of RLIMIT_NPROC
 def test_fork_is_reported_unenforced_for_root(run):
     r = run("--intent", "t", "--budget", "fork=5", "--", "env")
     env = child_env(r.stdout)
@@ -154,7 +154,11 @@ def test_wall_budget_ends_sleep_60_with_its_whole_tree(launcher, base_env, tmp_p
     assert elapsed < 30, "well before the 60 s sleep"
     assert "[agentns-claude] budget: wall=2s exceeded; SIGTERM to" in err
     for pid in read_pids(pidfile):
-        assert wait_until(lambda pid=pid: not alive(pid)), f"descendant {pid} survived"
+
+        def gone(pid: int = pid) -> bool:
+            return not alive(pid)
+
+        assert wait_until(gone), f"descendant {pid} survived"
     assert _no_watchdog_left(tag), "the watchdog outlived the session"
 
 
@@ -220,7 +224,7 @@ def test_wall_budget_keeps_the_pid(launcher, base_env):
 def _unprivileged_launch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run the launcher where RLIMIT_NPROC binds: as ourselves, or as nobody when we are root."""
     if os.geteuid() != 0:
-        from agentns_helpers import LAUNCHER
+        from tests.agentns.kit import LAUNCHER
 
         return subprocess.run(
             [LAUNCHER, *args], env=env, capture_output=True, text=True, timeout=60

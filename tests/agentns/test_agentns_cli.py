@@ -7,7 +7,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from agentns_helpers import child_env, is_hex32
+
+from tests.agentns.kit import child_env, is_hex32
 
 
 def test_version_prints_package_version(run):  # A-AC1

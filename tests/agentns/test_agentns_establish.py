@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-from agentns_helpers import BOOTED, is_hex32
 
 import agentc.agentns as agentns
 from agentc.agentns import (
@@ -24,6 +23,7 @@ from agentc.agentns import (
 )
 from agentc.agentns import cli as agentns_cli
 from agentc.agentns.resolve import MSG_ASSAY, MSG_NO_UNSHARE, MSG_STOCK, MSG_UNSUPPORTED
+from tests.agentns.kit import BOOTED, is_hex32
 
 KERNEL_ID = "0123456789abcdef0123456789abcdef"
 

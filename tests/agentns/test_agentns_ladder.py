@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
-from agentns_helpers import BOOTED, child_env, is_hex32
 
 from agentc.agentns import kernel, resolve
+from tests.agentns.kit import BOOTED, child_env, is_hex32
 
 VALID_ID = "0123456789abcdef0123456789abcdef"
 STOCK = (

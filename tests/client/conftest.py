@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.live import LiveServer, live_server
+from tests.kit.live import LiveServer, live_server
 
 
 @pytest.fixture(scope="package")
@@ -22,13 +22,3 @@ def admin(server: LiveServer) -> Iterator[httpx.Client]:
     client = server.admin_client()
     yield client
     client.close()
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No coordinator settings leak in from the developer's environment."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("AGENT_COORDINATOR_", "COORDINATOR_")):
-            monkeypatch.delenv(name)

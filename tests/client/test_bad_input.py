@@ -20,7 +20,7 @@ from agentc.client.errors import (
 )
 from agentc.client.transport import Transport, check_path
 from agentc.core.errors import ConfigError, CoordinatorError
-from tests.client.helpers import Workspace, workspace
+from tests.client.kit import Workspace, workspace
 
 PID = "p-1"
 

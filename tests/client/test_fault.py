@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.client.helpers import (
+from tests.client.kit import (
     DroppingProxy,
     Workspace,
     admin_get,
@@ -21,7 +21,7 @@ from tests.client.helpers import (
     make_clone,
     workspace,
 )
-from tests.live import LiveServer
+from tests.kit.live import LiveServer
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.client.helpers import admin_get, admin_project, git, issue_token, make_clone, workspace
-from tests.live import LiveServer
+from tests.client.kit import admin_get, admin_project, git, issue_token, make_clone, workspace
+from tests.kit.live import LiveServer
 
 
 def test_agent_loop_through_the_cli(live: LiveServer, tmp_path: Path) -> None:

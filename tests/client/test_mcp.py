@@ -11,7 +11,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.client.helpers import (
+from tests.client.kit import (
     MCP,
     DroppingProxy,
     Workspace,
@@ -20,7 +20,7 @@ from tests.client.helpers import (
     issue_token,
     workspace,
 )
-from tests.live import LiveServer
+from tests.kit.live import LiveServer
 
 TOOLS = {
     "coordinator_session_register", "coordinator_next", "coordinator_task_get",

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from launchkit import HARNESS_BIN, cleanup, make_kit
+
+from tests.supervisor.kit import HARNESS_BIN, cleanup, make_kit
+
+pytestmark = pytest.mark.root  # the kit's tree is root's
 
 
 @pytest.mark.parametrize("harness", ["claude", "codex", "pi"])

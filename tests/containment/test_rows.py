@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from launchkit import Kit, cleanup, create_user, delete_user, make_kit
+
+from tests.supervisor.kit import Kit, cleanup, create_user, delete_user, make_kit
 
 pytestmark = pytest.mark.root
 

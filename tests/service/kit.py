@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 from starlette.testclient import TestClient
 
 from agentc.service.app import create_app
@@ -57,7 +57,7 @@ class Caller:
         body: Any = None,
         key: str | None = None,
         headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
+    ) -> httpx2.Response:
         h = dict(self.headers)
         if method != "GET":
             h["Idempotency-Key"] = key or str(uuid.uuid4())

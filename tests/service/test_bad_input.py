@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.service.kit import Service
@@ -12,7 +14,7 @@ def project(svc: Service) -> str:
     return svc.project()
 
 
-def _post_raw(svc: Service, path: str, content: bytes) -> tuple[int, dict]:
+def _post_raw(svc: Service, path: str, content: bytes) -> tuple[int, dict[str, Any]]:
     h = {**svc.admin.headers, "Idempotency-Key": "k", "Content-Type": "application/json"}
     svc.client.cookies.clear()
     for k, v in svc.admin.cookies.items():
@@ -41,7 +43,9 @@ def test_malformed_json(svc: Service, project: str) -> None:
         ({"acceptance_criteria": ["c"]}, "title"),
     ],
 )
-def test_field_errors_name_the_field(svc: Service, project: str, body: dict, field: str) -> None:
+def test_field_errors_name_the_field(
+    svc: Service, project: str, body: dict[str, Any], field: str
+) -> None:
     resp = svc.admin.raw("POST", f"/api/v1/projects/{project}/tasks", body)
     assert resp.status_code == 422
     err = resp.json()["error"]

@@ -8,7 +8,7 @@ from collections import Counter
 
 import httpx
 
-from tests.live import LiveServer
+from tests.kit.live import LiveServer
 
 AGENTS = 64
 TASKS = 10

@@ -83,7 +83,7 @@ def test_issued_secrets_never_enter_receipts_or_events(svc: Service) -> None:
     again = agent.raw("POST", "/api/v1/sessions", {"harness": "h"}, key="sess-1").json()["data"]
     assert "proof" not in again and again["session_id"] == s["session_id"]
 
-    def dump(tx):  # type: ignore[no-untyped-def]
+    def dump(tx):
         rows = tx.conn.exec_driver_sql("SELECT body FROM receipts").all()
         ev = tx.conn.exec_driver_sql("SELECT data_json FROM events").all()
         return json.dumps([r[0] for r in rows] + [e[0] for e in ev])

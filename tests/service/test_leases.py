@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.service.kit import ApiError, Clock, Service, claim, evidence
 
 
-def _attempt_path(pid: str, attempt: dict, verb: str) -> str:
+def _attempt_path(pid: str, attempt: dict[str, Any], verb: str) -> str:
     return f"/api/v1/projects/{pid}/attempts/{attempt['id']}/{verb}"
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.live import LiveServer
+from tests.kit.live import LiveServer
 
 
 def test_live_server_serves_and_bootstraps(live: LiveServer) -> None:

@@ -223,7 +223,7 @@ class WorkModel(RuleBasedStateMachine):
         CLOCK.advance(seconds)
 
     @invariant()
-    def invariants(self) -> None:
+    def model_holds(self) -> None:
         if not getattr(self, "tasks", None):
             return
 

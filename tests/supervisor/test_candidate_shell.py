@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from launchkit import PORTABLE_PYTHON, create_user, delete_user
 
 from agentc.supervisor import candidate_shell
+from tests.supervisor.kit import PORTABLE_PYTHON, create_user, delete_user
 
 pytestmark = pytest.mark.root
 

@@ -45,7 +45,7 @@ class Resolver:
         if answer is None:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         if answer and isinstance(answer[0], list):  # successive answers (rebinding)
-            return answer[min(len(self.calls), len(answer)) - 1]  # type: ignore[return-value]
+            return answer[min(len(self.calls), len(answer)) - 1]
         return answer  # type: ignore[return-value]
 
 
@@ -282,7 +282,7 @@ def test_refusals(
 def test_connects_to_the_checked_address_without_re_resolving() -> None:
     """A rebinding resolver (public first, private later) cannot redirect the connection."""
 
-    async def scenario(port: int, *_: Any) -> None:
+    async def scenario(port: int, *_args: Any) -> None:
         status, _, (reader, writer) = await ask(port, connect("allowed.test"))
         assert status.endswith("200 Connection Established")
         writer.close()
@@ -297,7 +297,7 @@ def test_connects_to_the_checked_address_without_re_resolving() -> None:
 def test_upstream_connect_failure_is_502_and_logged() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_: Any) -> None:
+    async def scenario(port: int, *_args: Any) -> None:
         got["status"], _ = await refused(port, connect("allowed.test"))
 
     _, connector, log = run_proxy(scenario)  # no upstream: the connector refuses
@@ -309,7 +309,7 @@ def test_upstream_connect_failure_is_502_and_logged() -> None:
 def test_oversized_and_slow_heads() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_: Any) -> None:
+    async def scenario(port: int, *_args: Any) -> None:
         got["big"], _ = await refused(
             port, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 9000
         )
@@ -326,7 +326,7 @@ def test_oversized_and_slow_heads() -> None:
 def test_connection_limit() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_: Any) -> None:
+    async def scenario(port: int, *_args: Any) -> None:
         _, _, (reader, writer) = await ask(port, connect("allowed.test"))
         got["second"], _ = await refused(port, connect("allowed.test"))
         writer.close()

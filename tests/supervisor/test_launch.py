@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from launchkit import Kit, terminal
 
 from agentc.supervisor.launch_execute import Outcome, translate_status
+from tests.supervisor.kit import Kit, terminal
 
 
 def test_markers_are_fresh_private_and_the_prompt_hash_is_recorded(kit: Kit) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import Kit, terminal, write_config
 
 from agentc.agentns import CHILD_ENV_VARS, MODES
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import agentsession
+from tests.supervisor.kit import Kit, terminal, write_config
 
 pytestmark = pytest.mark.root
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import httpx
 import pytest
-from launchkit import HARNESS_BIN, Kit, make_kit, terminal
 
 from agentc.supervisor.gateway.app import Gateway
 from agentc.supervisor.gateway.config import GatewayConfig
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
+from tests.supervisor.kit import HARNESS_BIN, Kit, make_kit, terminal
 
 pytestmark = pytest.mark.root
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from launchkit import Kit, make_kit
 
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.commands import main
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.launch_plan import Plan, plan
 from agentc.supervisor.launch_request import LaunchRequest
+from tests.supervisor.kit import Kit, make_kit
 
 
 @pytest.fixture
@@ -54,6 +54,7 @@ def _plan(kit: Kit, harness: str = "claude", **kw: object) -> Plan:
     return plan(load_config(kit.config), request)
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_the_gateway_is_the_default(short: Path) -> None:
     defaults = SupervisorConfig()
     assert defaults.gateway_target() == "127.0.0.1:8788" and not defaults.token_in_env
@@ -86,6 +87,7 @@ def test_the_gateway_is_the_default(short: Path) -> None:
     assert attempt_default.gateway.lease.grant.attempt == attempt_default.request.launch_id
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_each_harness_gets_its_upstream(short: Path) -> None:
     kit = _kit(short)
     upstreams = {}
@@ -100,6 +102,7 @@ def test_each_harness_gets_its_upstream(short: Path) -> None:
     assert pi.argv[-4:] == ["--provider", "agentc", "--model", "claude-haiku-4-5"]
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_token_in_env_is_an_opt_in_for_claude_only(short: Path) -> None:
     kit = _kit(short, token_in_env=True)
     claude = _plan(kit)
@@ -110,11 +113,13 @@ def test_token_in_env_is_an_opt_in_for_claude_only(short: Path) -> None:
     assert codex.token is None and codex.gateway is not None
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_gateway_off_means_no_model_credential_at_all(short: Path) -> None:
     p = _plan(_kit(short, gateway_listen=""))
     assert p.token is None and p.gateway is None and not p.description.relays
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_an_unmapped_harness_is_refused(short: Path) -> None:
     kit = _kit(short, gateway_upstreams={"claude": "claude"})
     with pytest.raises(SupervisorError, match="no upstream for codex"):
@@ -139,6 +144,7 @@ def test_gateway_settings_are_checked(
         load_config(path)
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_dry_run_names_the_gateway_and_never_a_sentinel(short: Path) -> None:
     kit = _kit(short)
     run, clone = kit.new_run("exit 0\n")
@@ -151,6 +157,7 @@ def test_dry_run_names_the_gateway_and_never_a_sentinel(short: Path) -> None:
     assert sorted(p.name for p in run.iterdir()) == ["prompt.md"]
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_no_gateway_running_refuses_the_launch_before_anything_is_written(short: Path) -> None:
     kit = _kit(short)
     run, clone = kit.new_run("exit 0\n")

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from launchkit import Kit
 
 from agentc.supervisor import commands
 from agentc.supervisor.launch_request import parse_launch
+from tests.supervisor.kit import Kit
 
 # Heavy packages no launch may import (the relays' asyncio runs only inside the sandbox, in
 # netns-relay, and only when relays are configured; the kit configures none).

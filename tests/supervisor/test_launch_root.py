@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import MOCK, PORTABLE_PYTHON, create_user, delete_user
+
+from tests.supervisor.kit import MOCK, PORTABLE_PYTHON, create_user, delete_user
 
 pytestmark = pytest.mark.root
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentc.supervisor.limits import (
+    Backend,
     LaunchLimits,
     Limits,
     backend_note,
@@ -61,7 +62,7 @@ def bwrap_argv(*command: str) -> list[str]:
 
 @pytest.fixture(params=["detected", "rlimit"])
 def launch_limits(request: pytest.FixtureRequest) -> Iterator[LaunchLimits]:
-    backend = None if request.param == "detected" else "rlimit"
+    backend: Backend | None = None if request.param == "detected" else "rlimit"
     limits = LaunchLimits(
         Limits(memory_mib=256, processes=64, open_files=256, file_mib=16),
         f"agentc-test-{uuid.uuid4().hex[:8]}",

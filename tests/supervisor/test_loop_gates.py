@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
 from agentc.core.rules import rfc3339
@@ -33,9 +36,9 @@ def test_a_live_launch_with_recent_progress_is_renewed() -> None:
     ],
 )
 def test_each_gate_drains_at_its_limit_and_names_itself(
-    change: dict[str, object], reason: str
+    change: dict[str, Any], reason: str
 ) -> None:
-    progress = Progress(**{**LIVE.__dict__, **change})  # type: ignore[arg-type]
+    progress = dataclasses.replace(LIVE, **change)
     assert drain_reason(progress, budget_minutes=60) == reason
 
 

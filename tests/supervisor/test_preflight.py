@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import Kit, write_config
+
+from tests.supervisor.kit import Kit, write_config
 
 pytestmark = pytest.mark.root
 

@@ -263,8 +263,9 @@ def test_config_gateway_address_may_be_a_unix_socket(tmp_path: Path) -> None:
         SupervisorConfig(gateway_listen="unix:/run/agentc/gateway.sock")
 
 
+@pytest.mark.root  # the kit's tree is root's
 def test_launch_plan_relays_the_gateway_to_its_unix_socket() -> None:
-    from launchkit import cleanup, make_kit
+    from tests.supervisor.kit import cleanup, make_kit
 
     root = Path(tempfile.mkdtemp(prefix="agc-relay-"))  # $RUN/net/*.sock must fit sun_path
     try:

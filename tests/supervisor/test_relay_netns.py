@@ -29,8 +29,6 @@ from agentc.supervisor.net.host_relay import HostRelay, start_host_relays
 
 PY = sys.executable
 RELAY = [PY, "-m", "agentc.supervisor.net.netns_relay"]
-IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root to create network namespaces")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 NS_PORT = 4000  # the relayed port inside the namespace; the host service is elsewhere
 
@@ -442,7 +440,6 @@ def _relay_argv(relay: HostRelay, *command: str) -> list[str]:
     return [*RELAY, *relay.netns_args(), "--", *command]
 
 
-@needs_root
 @pytest.mark.root
 @pytest.mark.parametrize("sandbox", ["unshare", "bwrap", "bwrap-launch-flags"])
 def test_relay_in_namespace_reaches_host_service_only_through_relay(
@@ -470,7 +467,6 @@ def test_relay_in_namespace_reaches_host_service_only_through_relay(
     assert echo.accepted == 202
 
 
-@needs_root
 @pytest.mark.root
 def test_relay_missing_socket_drops_connection_and_keeps_running(run_dir: Path) -> None:
     code = (
@@ -487,7 +483,6 @@ def test_relay_missing_socket_drops_connection_and_keeps_running(run_dir: Path) 
     assert f"{run_dir}/none.sock: cannot connect" in proc.stderr
 
 
-@needs_root
 @pytest.mark.root
 def test_relay_exit_status_for_signals_and_missing_command(run_dir: Path) -> None:
     spec = f"127.0.0.1:{NS_PORT}={run_dir}/p.sock"
@@ -508,7 +503,6 @@ def test_relay_exit_status_for_signals_and_missing_command(run_dir: Path) -> Non
     assert bare.returncode == 3  # no relays at all is allowed
 
 
-@needs_root
 @pytest.mark.root
 def test_relay_forwards_signals_to_the_command(run_dir: Path) -> None:
     code = (
@@ -555,7 +549,6 @@ sys.exit(9)
 """
 
 
-@needs_root
 @pytest.mark.root
 @pytest.mark.parametrize(
     ("sandbox", "mode"),
@@ -619,7 +612,6 @@ print(json.dumps(out), flush=True)
 """
 
 
-@needs_root
 @pytest.mark.root
 @pytest.mark.parametrize("sandbox", ["unshare", "bwrap-launch-flags"])
 def test_relay_in_namespace_reaches_a_host_unix_socket(
@@ -677,7 +669,6 @@ print(reply.decode())
 """
 
 
-@needs_root
 @pytest.mark.root
 def test_launch_reaches_the_egress_proxy_through_the_relay(echo: EchoServer, run_dir: Path) -> None:
     """The whole path: namespace client -> netns-relay -> socket -> host relay -> proxy -> service.
@@ -754,7 +745,6 @@ echo probed > "$HOME/done"
 """
 
 
-@needs_root
 @needs_bwrap
 @pytest.mark.root
 def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
@@ -764,7 +754,6 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
     import uuid
 
     import uvicorn
-    from launchkit import make_kit
 
     from agentc.supervisor.gateway.app import Gateway
     from agentc.supervisor.gateway.config import GatewayConfig
@@ -772,6 +761,7 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
     from agentc.supervisor.gateway.server import uvicorn_config as _uvicorn_config
     from agentc.testing.provider import ScriptedProvider
     from agentc.testing.script import parse_script
+    from tests.supervisor.kit import make_kit
 
     if not os.access("/run", os.W_OK):
         pytest.skip("needs a writable /run (the socket must be outside the masked /tmp)")

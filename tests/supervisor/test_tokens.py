@@ -17,6 +17,7 @@ import pytest
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import tokens
 
+pytestmark = pytest.mark.root  # host token files are chowned to root:<role gid>
 ROLE_GID = 4242
 SECRET = "sk-ant-oat01-" + "Zq9" * 20
 

@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tokens import ROLE_GID, host_token, refused
 
 from agentc.supervisor import tokens
+from tests.supervisor.test_tokens import ROLE_GID, host_token, refused
 
+pytestmark = pytest.mark.root  # host token files are chowned to root:<role gid>
 PRINTABLE = bytes(range(0x21, 0x7F))  # every byte the rule allows, '!' through '~'
 
 

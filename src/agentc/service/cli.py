@@ -14,11 +14,18 @@ import click
 from pydantic import ValidationError
 
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
-from agentc.service.settings import ServerSettings, parse_listen
+from agentc.service.settings import (
+    DEFAULT_PORT,
+    ENVIRONMENT,
+    WEEKLY_BUDGET_RANGE,
+    ServerSettings,
+    parse_listen,
+)
 from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.tx import Executor
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -31,7 +38,7 @@ def _settings(ctx: click.Context, **overrides: Any) -> ServerSettings:
     obj.update(overrides)
     if obj.get("database") is None:
         _fail(
-            "--database (or COORDINATOR_DATABASE) is required: a SQLite file path or a "
+            f"--database (or {ENVIRONMENT['database']}) is required: a SQLite file path or a "
             "postgresql:// URL"
         )
     try:
@@ -89,48 +96,29 @@ def _guard(fn: Callable[[], T]) -> T:
     raise AssertionError
 
 
-@click.group(
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "COORDINATOR"}
-)
-@click.option(
-    "--database",
-    envvar="COORDINATOR_DATABASE",
-    help="SQLite file path (the default store) or a postgresql:// URL.",
-)
-@click.option(
-    "--public-origin",
-    envvar="COORDINATOR_PUBLIC_ORIGIN",
-    default="http://127.0.0.1:8080",
-    show_default=True,
-    help="The origin users and agents reach (https behind a TLS proxy).",
-)
-@click.option(
-    "--listen",
-    envvar="COORDINATOR_LISTEN",
-    default="127.0.0.1:8080",
-    show_default=True,
-    help="Loopback HOST:PORT to listen on.",
-)
-@click.option(
-    "--allow-insecure-loopback",
-    envvar="COORDINATOR_ALLOW_INSECURE_LOOPBACK",
-    is_flag=True,
-    help="Allow a plain http public origin on loopback (development).",
-)
-@click.option(
-    "--canary-principals",
-    envvar="COORDINATOR_CANARY_PRINCIPALS",
-    default="",
-    help="Comma-separated agent names allowed the canary admission class.",
-)
-@click.option(
-    "--agent-task-weekly-budget",
-    envvar="COORDINATOR_AGENT_TASK_WEEKLY_BUDGET",
-    type=click.IntRange(0, 10000),
-    default=5,
-    show_default=True,
-    help="Agent-created tasks admitted per project per ISO week.",
-)
+def _setting(name: str, **kwargs: Any) -> Callable[[F], F]:
+    """The global option of a ServerSettings field: its default, help and one environment
+    variable come from settings.py."""
+    field = ServerSettings.model_fields[name]
+    default = None if field.is_required() else field.default
+    if isinstance(default, frozenset):  # a set of names is written comma-separated
+        default = ",".join(sorted(default))
+    return click.option(
+        "--" + name.replace("_", "-"),
+        envvar=ENVIRONMENT[name],
+        default=default,
+        help=field.description,
+        **kwargs,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@_setting("database")
+@_setting("public_origin", show_default=True)
+@_setting("listen", show_default=True)
+@_setting("allow_insecure_loopback", is_flag=True)
+@_setting("canary_principals")
+@_setting("agent_task_weekly_budget", type=click.IntRange(*WEEKLY_BUDGET_RANGE), show_default=True)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -300,7 +288,7 @@ def serve(ctx: click.Context) -> None:
     default=Path(".agentc"),
     show_default=True,
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
 @click.pass_context
 def up(ctx: click.Context, state_dir: Path, port: int) -> None:
     """Personal quick start: SQLite in STATE_DIR, loopback http, a first admin, the URL."""

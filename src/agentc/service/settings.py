@@ -1,4 +1,10 @@
-"""The one settings model of agent-coordinator-server."""
+"""The one settings model of agent-coordinator-server, and the home of its defaults.
+
+Each operator setting is a global option of the command line (``--public-origin``) and the
+environment variable :data:`ENVIRONMENT` names (``COORDINATOR_PUBLIC_ORIGIN``); the command line
+takes its defaults, help and ranges from here, and reads no other variable.
+docs/operator-guide.md lists them.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,19 @@ from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.core.model import AGENT_TASK_WEEKLY_BUDGET_DEFAULT
 
-DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_PORT = 8080
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+WEEKLY_BUDGET_RANGE = (0, 10000)
+
+# The operator settings and their environment variables (the other fields serve tests).
+ENVIRONMENT = {
+    "database": "COORDINATOR_DATABASE",
+    "public_origin": "COORDINATOR_PUBLIC_ORIGIN",
+    "listen": "COORDINATOR_LISTEN",
+    "allow_insecure_loopback": "COORDINATOR_ALLOW_INSECURE_LOOPBACK",
+    "canary_principals": "COORDINATOR_CANARY_PRINCIPALS",
+    "agent_task_weekly_budget": "COORDINATOR_AGENT_TASK_WEEKLY_BUDGET",
+}
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -30,12 +48,26 @@ def parse_listen(value: str) -> tuple[str, int]:
 class ServerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    database: str
-    public_origin: str = "http://127.0.0.1:8080"
-    listen: str = DEFAULT_LISTEN
-    allow_insecure_loopback: bool = False
-    canary_principals: frozenset[str] = frozenset()
-    agent_task_weekly_budget: int = Field(AGENT_TASK_WEEKLY_BUDGET_DEFAULT, ge=0, le=10000)
+    database: str = Field(
+        description="SQLite file path (the default store) or a postgresql:// URL."
+    )
+    public_origin: str = Field(
+        f"http://127.0.0.1:{DEFAULT_PORT}",
+        description="The origin users and agents reach (https behind a TLS proxy).",
+    )
+    listen: str = Field(DEFAULT_LISTEN, description="Loopback HOST:PORT to listen on.")
+    allow_insecure_loopback: bool = Field(
+        False, description="Allow a plain http public origin on loopback (development)."
+    )
+    canary_principals: frozenset[str] = Field(
+        frozenset(), description="Comma-separated agent names allowed the canary admission class."
+    )
+    agent_task_weekly_budget: int = Field(
+        AGENT_TASK_WEEKLY_BUDGET_DEFAULT,
+        ge=WEEKLY_BUDGET_RANGE[0],
+        le=WEEKLY_BUDGET_RANGE[1],
+        description="Agent-created tasks admitted per project per ISO week.",
+    )
     json_body_limit_bytes: int = Field(1024 * 1024, ge=1024, le=1024 * 1024)
 
     @field_validator("public_origin")

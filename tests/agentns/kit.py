@@ -1,4 +1,4 @@
-"""Helpers shared by the agentns-claude tests (a uniquely named module, imported by name)."""
+"""Helpers shared by the agentns-claude tests."""
 
 from __future__ import annotations
 

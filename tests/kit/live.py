@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.pg import free_port
+from tests.kit.pg import free_port
 
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
 ADMIN_PASSWORD = "correct horse battery staple"

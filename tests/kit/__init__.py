@@ -1,0 +1,1 @@
+"""Helpers every test package shares: a throwaway PostgreSQL (`pg`), a live coordinator (`live`)."""
