@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentc.supervisor import reaper
+from agentc.supervisor import reaper, seccomp
 
 TIMEOUT_SECONDS = 45 * 60
 EXIT_REFUSED = 126
@@ -74,12 +74,22 @@ def cwd_file(command: str, run: Path) -> Path | None:
 
 
 def inner_argv(
-    bwrap: Path, state: Path, run: Path, clone: Path, cwd: str, command: str
+    bwrap: Path,
+    state: Path,
+    run: Path,
+    clone: Path,
+    cwd: str,
+    command: str,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
-    """The nested sandbox: state root hidden, only the candidate's own dirs back."""
+    """The nested sandbox: state root hidden, only the candidate's own dirs back; the
+    implementer's syscall filter (read from ``seccomp_fd``) stacked on the reviewer's."""
     argv = [str(bwrap), "--unshare-user", "--disable-userns", "--assert-userns-disabled"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
-    argv += ["--die-with-parent", "--cap-drop", "ALL", "--bind", "/", "/"]
+    argv += ["--die-with-parent", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv += ["--bind", "/", "/"]
     argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     argv += ["--tmpfs", str(state), "--ro-bind", str(clone), str(clone)]
     argv += ["--tmpfs", str(run / "tmp")]
@@ -152,12 +162,26 @@ def main(
         )
         return EXIT_REFUSED
     cwd = os.getcwd()
-    proc = subprocess.Popen(
-        inner_argv(bwrap, state, run, clone, cwd, command),
-        preexec_fn=reaper.child_setup,
-        start_new_session=True,
-        close_fds=True,
-    )
+    try:
+        filter_fd = seccomp.program_fd(seccomp.build_filter("implementer"))
+    except seccomp.SeccompError as exc:
+        say(f"cannot build the candidate's syscall filter ({exc}); refused")
+        return EXIT_REFUSED
+
+    def child() -> None:
+        reaper.child_setup()
+        os.set_inheritable(filter_fd, True)  # the nested bwrap reads its filter from it
+
+    try:
+        proc = subprocess.Popen(
+            inner_argv(bwrap, state, run, clone, cwd, command, filter_fd),
+            preexec_fn=child,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(filter_fd,),
+        )
+    finally:
+        os.close(filter_fd)
     try:
         status = proc.wait(timeout=limit)
         stuck = 0

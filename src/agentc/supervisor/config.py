@@ -28,10 +28,12 @@ from agentc.files.settings import (
     one_of,
     optional,
     path,
+    section,
     setting,
     string,
     table_of,
 )
+from agentc.supervisor.limits import Limits
 from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
 
 DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
@@ -112,6 +114,8 @@ class SupervisorConfig(Settings):
     # CAP_SYS_ADMIN). false: agentns decides (a stock kernel synthesizes with one warning
     # line, mode synth-fallback).
     agentns_no_unshare: bool = setting(boolean, default=False)
+    # Per-launch resource limits (``[limits]``; docs/security.md "Resource limits").
+    limits: Limits = setting(section(Limits), default_factory=Limits)
 
     def resolved_state_dir(self) -> Path:
         if self.state_dir is not None:

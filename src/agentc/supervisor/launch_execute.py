@@ -10,6 +10,7 @@ death as 128+n and that is mapped back to the signal).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import harness_env, reaper, rundir
+from agentc.supervisor import harness_env, reaper, rundir, sandbox, seccomp
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.launch_plan import TOKEN_ENV, Plan
+from agentc.supervisor.limits import LaunchLimits
 from agentc.supervisor.prompt import SealedPrompt
 from agentc.supervisor.roles import role_slug
 from agentc.supervisor.sandbox import Relay
@@ -40,6 +42,7 @@ class Outcome:
     exit_code: int | None
     signal: str | None
     cap: str | None = None  # the gateway cost cap that refused a model call of this launch
+    limit: str | None = None  # the resource limit the launch ran into (memory, processes)
 
     @property
     def shell_status(self) -> int:
@@ -169,26 +172,44 @@ def _run_sandbox(
     sealed: SealedPrompt,
     fds: list[int],
     env: dict[str, str],
+    limits: LaunchLimits,
 ) -> int:
-    """Spawn the sandbox with the sealed prompt and the logs; returns its wait status."""
+    """Spawn the sandbox with the sealed prompt, the logs, the syscall filter and the limits;
+    returns its wait status."""
     relays = list(plan_.description.relays)
     serve = host_relays or _default_host_relays
     events, errors = fds
+    try:
+        program = seccomp.build_filter(plan_.request.role)
+    except seccomp.SeccompError as exc:
+        _mark_terminal(plan_, Outcome("failed", None, None))
+        raise SupervisorError(f"cannot build the launch's syscall filter: {exc}") from None
+    filter_fd = seccomp.program_fd(program)
+    argv = sandbox.build_argv(dataclasses.replace(plan_.description, seccomp_fd=filter_fd))
+
+    def child() -> None:
+        reaper.child_setup()
+        os.set_inheritable(filter_fd, True)  # bwrap reads the filter from it (--seccomp)
+        limits.enter()
+
     with serve(relays) if relays else contextlib.nullcontext():
         try:
             proc = subprocess.Popen(
-                plan_.argv,
+                argv,
                 stdin=sealed.fd,
                 stdout=events,
                 stderr=errors,
                 env=env,
                 cwd="/",
                 close_fds=True,
-                preexec_fn=reaper.child_setup,
+                pass_fds=(filter_fd,),
+                preexec_fn=child,
             )
         except OSError as exc:
             _mark_terminal(plan_, Outcome("failed", None, None))
-            raise SupervisorError(f"cannot start {plan_.argv[0]}: {exc}") from None
+            raise SupervisorError(f"cannot start {argv[0]}: {exc}") from None
+        finally:
+            os.close(filter_fd)
         # The host keeps no handle on the prompt or the logs once the child has them.
         sealed.close()
         while fds:
@@ -211,23 +232,34 @@ def _execute(
     if plan_.token is not None:
         env[TOKEN_ENV[request.harness]] = plan_.token
     reaper.set_child_subreaper()
+    limits = LaunchLimits(plan_.limits, f"agentc-{request.launch_id}")
+    try:
+        limits.create()
+    except OSError as exc:
+        sealed.close()
+        for fd in open_fds:
+            os.close(fd)
+        _mark_terminal(plan_, Outcome("failed", None, None))
+        raise SupervisorError(f"cannot create the launch's cgroup: {exc}") from None
     try:
         rundir.write_new_json(plan_.layout.run / ".state-started", _started_record(plan_, sealed))
-        returncode = _run_sandbox(plan_, host_relays, sealed, open_fds, env)
+        returncode = _run_sandbox(plan_, host_relays, sealed, open_fds, env, limits)
     finally:
         sealed.close()
         for fd in open_fds:
             os.close(fd)
-    report = reaper.reap_leftovers()
+        report = reaper.reap_leftovers()
+        hit = limits.hit()
+        limits.remove()
     line = report.line()
     if line:
         print(line, file=sys.stderr, flush=True)
-    outcome = translate_status(returncode)
+    outcome = dataclasses.replace(translate_status(returncode), limit=hit)
     if lease is not None:
         # Every process of the launch is gone: nothing can use the sentinel any more.
         end = lease.close()
         if end is not None and end.cap is not None:
-            outcome = Outcome(outcome.reason, outcome.exit_code, outcome.signal, end.cap)
+            outcome = dataclasses.replace(outcome, cap=end.cap)
     _mark_terminal(plan_, outcome)
     return outcome
 
@@ -245,4 +277,5 @@ def _mark_terminal(plan_: Plan, outcome: Outcome) -> None:
     }
     if plan_.gateway is not None:
         record["cap"] = outcome.cap  # which gateway cost cap refused a model call, or null
+    record["limit"] = outcome.limit  # the resource limit the launch ran into, or null
     rundir.write_new_json(plan_.layout.run / ".state-terminal.json", record)

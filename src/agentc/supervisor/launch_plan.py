@@ -9,6 +9,7 @@ environment from an allow-list, so bad input never leaves a half-written run. Th
 
 from __future__ import annotations
 
+import dataclasses
 import grp
 import os
 import pwd
@@ -18,10 +19,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import candidate_shell, harness_env, rundir, sandbox, tokens
+from agentc.supervisor import candidate_shell, harness_env, rundir, sandbox, tokens, toolpaths
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
 from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.limits import Limits
 from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay
@@ -54,6 +56,7 @@ class Plan:
     prompt: bytes = field(repr=False)
     candidate_script: str | None = None
     gateway: GatewayPlan | None = None
+    limits: Limits = field(default_factory=Limits)
 
     def model_access(self) -> str:
         """How the harness reaches its model, for the records and ``--dry-run``."""
@@ -115,10 +118,42 @@ def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
     return result
 
 
-def _exposures(config: SupervisorConfig, masks: list[Path], programs: list[Path]) -> list[Path]:
-    """Read-only bind-backs for tool trees a mask would otherwise hide."""
+def _agentc_source() -> Path | None:
+    """The directory agentc is imported from when it is not inside the Python environment (an
+    editable install's ``src/``): the supervisor runs inside the launch (netns-relay)."""
+    import agentc
+
+    source = Path(os.path.realpath(agentc.__file__)).parent.parent
+    prefix = Path(os.path.realpath(sys.prefix))
+    return None if _under(source, prefix) else source
+
+
+def _exposures(
+    config: SupervisorConfig,
+    masks: list[Path],
+    programs: list[Path],
+    state_dir: Path,
+    path_env: str,
+) -> list[Path]:
+    """Read-only bind-backs for what a mask would hide of the tools a launch runs: each
+    program's symlink hops, package root and interpreter (agentc.supervisor.toolpaths), the
+    Python environment, agentc's own source, and ``expose``. Nothing else of a mask returns."""
     wanted = [*config.expose, Path(sys.prefix), Path(sys.base_prefix)]
-    wanted += [Path(os.path.realpath(p)).parent for p in programs]
+    source = _agentc_source()
+    if source is not None:
+        wanted.append(source)
+    for program in programs:
+        try:
+            trees = toolpaths.program_trees(program, path_env)
+        except toolpaths.ToolPathError as exc:
+            raise SupervisorError(f"cannot run {program}: {exc}") from None
+        inside = [t for t in trees if _under(Path(os.path.realpath(t)), state_dir)]
+        if inside:
+            raise SupervisorError(
+                f"{program} is installed inside the state root ({inside[0]}); a launch masks "
+                "that tree: install it elsewhere"
+            )
+        wanted += trees
     result: list[Path] = []
     for path in wanted:
         real = Path(os.path.realpath(path))
@@ -128,7 +163,8 @@ def _exposures(config: SupervisorConfig, masks: list[Path], programs: list[Path]
                 # Binding it back would re-expose a masked tree (the state root, a home).
                 raise SupervisorError(f"cannot expose {real}: it contains the masked {hidden[0]}")
             result.append(real)
-    return result
+    # A tree under another exposed tree comes back with it: bind each only once.
+    return [p for p in result if not any(o != p and _under(p, o) for o in result)]
 
 
 def _role_gid(config: SupervisorConfig, role: str) -> int:
@@ -277,8 +313,10 @@ def _description(
     relay_program = supervisor_program(config)
     masks = _masks(config, layout.state_dir)
     programs = [Path(harness_argv[0]), *(Path(p) for p in relay_program[:1] if p.startswith("/"))]
+    programs += [Path(w) for w in config.wrapper[:1] if w.startswith("/")]
     readonly = [p for p in (layout.claude_config,) if p.is_dir() and request.harness == "claude"]
-    readonly += _exposures(config, masks, programs)
+    path_env = build_env(config, layout, request)["PATH"]
+    readonly += _exposures(config, masks, programs, layout.state_dir, path_env)
     return LaunchDescription(
         bwrap=PurePosixPath(config.bubblewrap),
         role=request.role,
@@ -328,7 +366,9 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
         )
     env = build_env(config, layout, request)
     gateway_plan = gateway[1] if gateway is not None else None
-    return Plan(request, layout, description, argv, env, token, prompt, script, gateway_plan)
+    return Plan(
+        request, layout, description, argv, env, token, prompt, script, gateway_plan, config.limits
+    )
 
 
 def describe(plan_: Plan) -> dict[str, Any]:
@@ -341,6 +381,9 @@ def describe(plan_: Plan) -> dict[str, Any]:
         "stdin": "sealed memfd of prompt.md",
         "model_access": plan_.model_access(),
         "agent_session": _agent_session(plan_.request),
+        # loaded by bwrap from a descriptor the launch makes (--seccomp FD, not in "args")
+        "syscall_filter": f"seccomp: {plan_.request.role}",
+        "limits": dataclasses.asdict(plan_.limits),
     }
 
 

@@ -14,7 +14,7 @@ it execs bwrap, so everything the launch starts inherits them:
   :func:`backend_note` says so (preflight prints it).
 
 The writable trees' size is bounded by ``RLIMIT_FSIZE`` per file and by the loop's disk checks
-(``min_free_mib``); the launch's own tmpfs mounts take ``--size``.
+(``min_free_mib``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from agentc.files.settings import Settings, integer, setting
 
 MIB = 1024 * 1024
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -32,16 +33,14 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 Backend = Literal["cgroup2", "cgroup1", "rlimit"]
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Settings):
     """Per-launch limits (``[limits]`` in supervisor.toml); 0 means no limit for that resource."""
 
-    memory_mib: int = 8192
-    processes: int = 1024
-    open_files: int = 4096
-    file_mib: int = 4096
-    tmp_mib: int = 1024
-    cpu_weight: int = 100  # cgroup v2 cpu.weight (1-10000); v1 cpu.shares = weight * 1024 / 100
+    memory_mib: int = setting(integer(minimum=0), default=8192)
+    processes: int = setting(integer(minimum=0), default=1024)
+    open_files: int = setting(integer(minimum=0, maximum=1 << 20), default=4096)
+    file_mib: int = setting(integer(minimum=0), default=4096)
+    cpu_weight: int = setting(integer(minimum=1, maximum=10000), default=100)  # cgroup v2 only
 
 
 def rlimits(limits: Limits, *, with_memory: bool) -> list[tuple[int, int]]:

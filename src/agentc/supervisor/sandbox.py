@@ -5,7 +5,8 @@ mounted (which paths exist, which masks apply in personal mode) and this module 
 *order*, which is where confinement is won or lost:
 
 1. user namespace flags (implementers: nested user namespaces disabled and asserted);
-2. the shared namespaces, ``--ro-bind / /``, a fresh procfs and a private ``/dev``;
+2. the shared namespaces, the syscall filter (``--seccomp FD``), ``--ro-bind / /``, a fresh
+   procfs and a private ``/dev``;
 3. ``--remount-ro /proc`` (implementers only; reviewers need it writable for the nested
    candidate sandbox);
 4. masks: an empty tmpfs over every hidden tree (the state root, personal-mode home and
@@ -62,6 +63,9 @@ class LaunchDescription:
     # Set when the launcher is root (personal mode only): root outside is mapped to this uid
     # inside, because a nested bwrap (the reviewer's candidate sandbox) cannot map uid 0.
     inner_uid: int | None = None
+    # The descriptor holding the syscall filter (agentc.supervisor.seccomp) bwrap loads before
+    # it execs the init command; set by the launch when it spawns bwrap.
+    seccomp_fd: int | None = None
 
 
 SHARED_NAMESPACES: tuple[str, ...] = (
@@ -104,6 +108,8 @@ def build_argv(desc: LaunchDescription) -> list[str]:
     if desc.inner_uid is not None:
         argv += ["--uid", str(desc.inner_uid), "--gid", str(desc.inner_uid)]
     argv += SHARED_NAMESPACES
+    if desc.seccomp_fd is not None:
+        argv += ["--seccomp", str(desc.seccomp_fd)]
     argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     if desc.role == "implementer":
         argv += ["--remount-ro", "/proc"]
