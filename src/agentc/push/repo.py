@@ -144,7 +144,7 @@ class PrivateRepo:
 
     def fetch_bundle(self, bundle: Path, revision: str, missing_base: str) -> None:
         """Fetch ``revision`` from the verified bundle; it must be a commit."""
-        verify = self.git("bundle", "verify", "--quiet", str(bundle), check=False)
+        verify = self.git("bundle", "verify", str(bundle), check=False)
         if verify.returncode != 0:
             if b"lacks these prerequisite" in verify.stderr:
                 raise Refusal(f"{missing_base}; send a full bundle")

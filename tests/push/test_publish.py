@@ -1,0 +1,146 @@
+"""Publishing candidates and WIP checkpoints through a real helper into a real bare remote."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentc.push.protocol import HelperTimeout, HelperUnavailable, Refused, publish
+from tests.push.pushkit import LAUNCH, TASK, Helper, commit, git, remote_ref
+
+CANDIDATE = f"refs/agent-coordinator/candidates/{TASK}/{LAUNCH}"
+WIP = f"refs/agent-coordinator/candidates/wip/{TASK}/{LAUNCH}"
+
+
+def test_socket_is_0660_and_work_dir_private(helper: Helper) -> None:
+    mode = helper.socket.lstat().st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o660
+    assert sorted(p.name for p in helper.socket.parent.iterdir()) == ["push.sock"]
+
+
+def test_candidate_lands_on_the_derived_ref(helper: Helper, remote: Path, checkout: Path) -> None:
+    rev = commit(checkout, {"src/app.py": "print('hi')\n"})
+    refs = git(checkout, "for-each-ref")
+    answer = publish(helper.socket, "candidate", rev, checkout, timeout=60)
+    assert answer == {"ok": True, "ref": CANDIDATE, "revision": rev}
+    assert remote_ref(remote, CANDIDATE) == rev
+    assert git(checkout, "status", "--porcelain") == ""
+    assert git(checkout, "for-each-ref") == refs  # the checkout is left as it was
+    assert stat.S_IMODE((helper.work / "repo").stat().st_mode) == 0o700
+    hooks = subprocess.run(
+        ["git", "--git-dir", str(helper.work / "repo"), "config", "core.hooksPath"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert hooks.stdout.strip() == "/dev/null"
+
+
+def test_same_candidate_again_is_ok(helper: Helper, remote: Path, checkout: Path) -> None:
+    rev = commit(checkout, {"a.txt": "a\n"})
+    first = publish(helper.socket, "candidate", rev, checkout, timeout=60)
+    again = publish(helper.socket, "candidate", rev, checkout, timeout=60)
+    assert first == again == {"ok": True, "ref": CANDIDATE, "revision": rev}
+    assert remote_ref(remote, CANDIDATE) == rev
+
+
+def test_candidate_is_never_moved(helper: Helper, remote: Path, checkout: Path) -> None:
+    first = commit(checkout, {"a.txt": "a\n"})
+    publish(helper.socket, "candidate", first, checkout, timeout=60)
+    second = commit(checkout, {"a.txt": "b\n"})
+    with pytest.raises(Refused, match="never moved"):
+        publish(helper.socket, "candidate", second, checkout, timeout=60)
+    assert remote_ref(remote, CANDIDATE) == first
+    # Even with the remote ref deleted behind its back, the helper does not publish another.
+    git(remote, "update-ref", "-d", CANDIDATE)
+    with pytest.raises(Refused, match=f"already {first}"):
+        publish(helper.socket, "candidate", second, checkout, timeout=60)
+    assert remote_ref(remote, CANDIDATE) is None
+
+
+def test_existing_remote_candidate_is_not_replaced(
+    helper: Helper, remote: Path, checkout: Path
+) -> None:
+    planted = commit(checkout, {"x": "x\n"})
+    git(checkout, "push", "--quiet", "origin", f"{planted}:{CANDIDATE}")
+    mine = commit(checkout, {"y": "y\n"})
+    with pytest.raises(Refused, match=f"already holds {planted}"):
+        publish(helper.socket, "candidate", mine, checkout, timeout=60)
+    assert remote_ref(remote, CANDIDATE) == planted
+
+
+def test_wip_refs_are_create_only_and_keep_the_candidate(
+    helper: Helper, remote: Path, checkout: Path
+) -> None:
+    one = commit(checkout, {"w.txt": "1\n"})
+    assert publish(helper.socket, "wip", one, checkout, timeout=60)["ref"] == f"{WIP}/{one}"
+    assert publish(helper.socket, "wip", one, checkout, timeout=60)["ref"] == f"{WIP}/{one}"
+    two = commit(checkout, {"w.txt": "2\n"})
+    assert publish(helper.socket, "wip", two, checkout, timeout=60)["ref"] == f"{WIP}/{two}"
+    assert remote_ref(remote, f"{WIP}/{one}") == one
+    assert remote_ref(remote, f"{WIP}/{two}") == two
+    assert publish(helper.socket, "candidate", two, checkout, timeout=60)["ref"] == CANDIDATE
+    # A WIP ref someone moved on the remote is refused, not overwritten.
+    three = commit(checkout, {"w.txt": "3\n"})
+    git(checkout, "push", "--quiet", "origin", f"{one}:{WIP}/{three}")
+    with pytest.raises(Refused, match="never moved"):
+        publish(helper.socket, "wip", three, checkout, timeout=60)
+    assert remote_ref(remote, f"{WIP}/{three}") == one
+
+
+def test_full_bundle_when_the_remote_lacks_the_base(
+    helper: Helper, remote: Path, checkout: Path, base: Path
+) -> None:
+    """The checkout's remote-tracking refs name commits the helper's remote does not have."""
+    other = base / "other.git"
+    git(base, "init", "--quiet", "--bare", str(other))
+    side = commit(checkout, {"side.txt": "side\n"}, "only on another remote")
+    git(checkout, "push", "--quiet", str(other), f"{side}:refs/heads/side")
+    git(checkout, "remote", "add", "other", str(other))
+    git(checkout, "fetch", "--quiet", "other")
+    rev = commit(checkout, {"more.txt": "more\n"})
+    assert publish(helper.socket, "candidate", rev, checkout, timeout=60)["revision"] == rev
+    assert remote_ref(remote, CANDIDATE) == rev
+    assert "bundle needs commits" in helper.log()
+
+
+def test_publish_from_a_child_process(helper: Helper, remote: Path, checkout: Path) -> None:
+    """A client in another process of the launch's tree (personal mode: the helper's parent)."""
+    rev = commit(checkout, {"child.txt": "c\n"})
+    code = (
+        "import sys; from agentc.push.protocol import publish; "
+        "print(publish(sys.argv[1], 'candidate', sys.argv[2], sys.argv[3], timeout=60)['ref'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(helper.socket), rev, str(checkout)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == CANDIDATE
+    assert remote_ref(remote, CANDIDATE) == rev
+
+
+def test_client_errors_are_clear(base: Path, checkout: Path) -> None:
+    rev = git(checkout, "rev-parse", "HEAD")
+    with pytest.raises(HelperUnavailable, match="not running"):
+        publish(base / "nothing.sock", "candidate", rev, checkout, timeout=5)
+    import socket
+
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(base / "silent.sock"))
+    silent.listen(1)
+    try:
+        with pytest.raises(HelperTimeout, match="within 1 s"):
+            publish(base / "silent.sock", "candidate", rev, checkout, timeout=1)
+    finally:
+        silent.close()
+        os.unlink(base / "silent.sock")
