@@ -137,3 +137,49 @@ def wait_gone(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return gone(pid)
+
+
+def raw(sock: Path, data: bytes, *, shut: bool = True, timeout: float = 20) -> dict[str, object]:
+    """Send ``data`` as it is and return the helper's answer line."""
+    import json
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(str(sock))
+        try:
+            if data:
+                conn.sendall(data)
+            if shut:
+                conn.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = b""
+        while b"\n" not in answer:
+            try:
+                chunk = conn.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+    finally:
+        conn.close()
+    record = json.loads(answer.split(b"\n", 1)[0])
+    assert isinstance(record, dict)
+    return record
+
+
+def header(op: str, revision: str, **extra: str) -> bytes:
+    import json
+
+    return json.dumps({"op": op, "revision": revision, **extra}).encode() + b"\n"
+
+
+def bundle_of(checkout: Path, revision: str, out: Path) -> bytes:
+    from agentc.push.protocol import make_bundle
+
+    out.mkdir(exist_ok=True)
+    make_bundle(checkout, revision, out / "b.bundle", thin=False)
+    return (out / "b.bundle").read_bytes()

@@ -2,10 +2,11 @@
 
 Token shape: the helper only knows digests, so it hashes every token-shaped substring and looks
 the digest up. A *run* is a maximal run of ``A-Z a-z 0-9 _ . ~ + / = -``; the candidates of a run
-are the run itself, the run without trailing dots, the part after its first ``=``, and each part
-between ``=``, ``.``, ``/``, ``+`` or ``~`` separators (``:``, quotes, spaces and other characters
-already end a run). Candidates of 16 to 4,096 characters are hashed; runs longer than that are
-not tokens. A private key is a PEM armour line, ``-----BEGIN <words> PRIVATE KEY-----``.
+are the run itself, the run without trailing dots, the part after its first ``=``, each part
+between ``=``, ``.``, ``/``, ``+`` or ``~`` separators of one kind, and each part between any of
+them (``:``, ``@``, quotes, spaces and other characters already end a run). Candidates of 16
+to 4,096 characters are hashed; runs longer than that are not tokens. A private key is a PEM
+armour line, ``-----BEGIN <words> PRIVATE KEY-----``.
 
 Content is read in windows of :data:`WINDOW` bytes that overlap by :data:`OVERLAP`, so a run or an
 armour line crossing a window edge is seen whole in the next window.
@@ -26,6 +27,7 @@ PRIVATE_KEY = "a private key"
 _RUN = re.compile(rb"[A-Za-z0-9_.~+/=-]{%d,}" % MIN_TOKEN)
 _KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _SEPARATORS = (b"=", b".", b"/", b"+", b"~")
+_ANY_SEPARATOR = re.compile(rb"[=./+~]")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -41,6 +43,7 @@ def _candidates(run: bytes) -> Iterator[bytes]:
     for sep in _SEPARATORS:
         if sep in run:
             yield from run.split(sep)
+    yield from _ANY_SEPARATOR.split(run)
 
 
 class Scanner:
