@@ -2,10 +2,11 @@
 
 Git runs with a fixed environment (PATH, HOME, ``LANG``/``LC_ALL``, no system or global
 configuration, no terminal prompts; ``GIT_SSH_COMMAND`` when an ssh key is given), with hooks
-off (``core.hooksPath=/dev/null``), the ``ext::`` transport off and every fetched object
-checked (``fetch.fsckObjects``). The private repository's own refs live under
-``refs/agentc-push/``: ``remote/`` (the remote's branches and tags, what the remote already has),
-``incoming/`` (fetched bundles) and ``published/`` (what this helper has published).
+off (``core.hooksPath=/dev/null``), the ``ext::`` transport and credential helpers off, and
+every object fetched from a client's bundle checked (``fetch.fsckObjects``). The private
+repository's own refs live under ``refs/agentc-push/``: ``remote/`` (the remote's branches and
+tags, what the remote already has), ``incoming/`` (fetched bundles) and ``published/`` (what
+this helper has published).
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ _CONFIG = (
     "core.hooksPath=/dev/null",
     "-c",
     "protocol.ext.allow=never",
-    "-c",
-    "fetch.fsckObjects=true",
     "-c",
     "credential.helper=",
 )
@@ -154,6 +153,8 @@ class PrivateRepo:
             raise Refusal(f"the bundle does not carry {revision} as a head")
         incoming = f"{PRIVATE}/incoming/{revision}"
         fetched = self.git(
+            "-c",
+            "fetch.fsckObjects=true",
             "fetch",
             "--quiet",
             "--no-tags",
