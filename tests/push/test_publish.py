@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
+import socket
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from agentc.push.protocol import HelperTimeout, HelperUnavailable, Refused, publish
-from tests.push.pushkit import LAUNCH, TASK, Helper, commit, git, remote_ref
+from tests.push.pushkit import LAUNCH, TASK, Helper, commit, git, remote_ref, start_helper
 
 CANDIDATE = f"refs/agent-coordinator/candidates/{TASK}/{LAUNCH}"
 WIP = f"refs/agent-coordinator/candidates/wip/{TASK}/{LAUNCH}"
@@ -133,8 +137,6 @@ def test_client_errors_are_clear(base: Path, checkout: Path) -> None:
     rev = git(checkout, "rev-parse", "HEAD")
     with pytest.raises(HelperUnavailable, match="not running"):
         publish(base / "nothing.sock", "candidate", rev, checkout, timeout=5)
-    import socket
-
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     silent.bind(str(base / "silent.sock"))
     silent.listen(1)
@@ -144,3 +146,54 @@ def test_client_errors_are_clear(base: Path, checkout: Path) -> None:
     finally:
         silent.close()
         os.unlink(base / "silent.sock")
+
+
+def test_two_racing_candidates_land_one(helper: Helper, remote: Path, checkout: Path) -> None:
+    first = commit(checkout, {"r.txt": "1\n"})
+    second = commit(checkout, {"r.txt": "2\n"})
+
+    def attempt(rev: str) -> str:
+        try:
+            return str(publish(helper.socket, "candidate", rev, checkout, timeout=60)["revision"])
+        except Refused:
+            return "refused"
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(attempt, [first, second]))
+    landed = remote_ref(remote, CANDIDATE)
+    assert landed in (first, second)
+    assert outcomes == sorted([landed, "refused"])
+
+
+def test_content_the_remote_already_has_is_not_rescanned(
+    base: Path, remote: Path, checkout: Path
+) -> None:
+    """A token already on the remote's main is not news; the new commit on top is clean."""
+    token = secrets.token_hex(32)
+    commit(checkout, {"old.cfg": f"token={token}\n"})
+    git(checkout, "push", "--quiet", "origin", "HEAD:refs/heads/main")
+    rev = commit(checkout, {"new.txt": "clean\n"})
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    helper = start_helper(base, remote, f"--known-digest={digest}")
+    try:
+        assert publish(helper.socket, "candidate", rev, checkout, timeout=60)["revision"] == rev
+    finally:
+        helper.stop()
+
+
+def test_a_sha256_repository(base: Path) -> None:
+    remote = base / "r256.git"
+    git(base, "init", "--quiet", "--bare", "--object-format=sha256", str(remote))
+    checkout = base / "c256"
+    git(base, "init", "--quiet", "--object-format=sha256", str(checkout))
+    git(checkout, "config", "user.name", "Agent")
+    git(checkout, "config", "user.email", "agent@example.invalid")
+    rev = commit(checkout, {"f.txt": "sha256\n"})
+    assert len(rev) == 64
+    helper = start_helper(base, remote)
+    try:
+        answer = publish(helper.socket, "candidate", rev, checkout, timeout=60)
+        assert answer == {"ok": True, "ref": CANDIDATE, "revision": rev}
+        assert remote_ref(remote, CANDIDATE) == rev
+    finally:
+        helper.stop()
