@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentc.push.protocol import make_bundle
 
 TASK = "task-7"
 LAUNCH = "0b5e9c1f-launch"
@@ -141,9 +145,6 @@ def wait_gone(pid: int, seconds: float) -> bool:
 
 def raw(sock: Path, data: bytes, *, shut: bool = True, timeout: float = 20) -> dict[str, object]:
     """Send ``data`` as it is and return the helper's answer line."""
-    import json
-    import socket
-
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(timeout)
     try:
@@ -172,14 +173,10 @@ def raw(sock: Path, data: bytes, *, shut: bool = True, timeout: float = 20) -> d
 
 
 def header(op: str, revision: str, **extra: str) -> bytes:
-    import json
-
     return json.dumps({"op": op, "revision": revision, **extra}).encode() + b"\n"
 
 
 def bundle_of(checkout: Path, revision: str, out: Path) -> bytes:
-    from agentc.push.protocol import make_bundle
-
     out.mkdir(exist_ok=True)
     make_bundle(checkout, revision, out / "b.bundle", thin=False)
     return (out / "b.bundle").read_bytes()

@@ -47,7 +47,8 @@ def test_candidate_lands_on_the_derived_ref(helper: Helper, remote: Path, checko
 
 
 def test_same_candidate_again_is_ok(helper: Helper, remote: Path, checkout: Path) -> None:
-    rev = commit(checkout, {"a.txt": "a\n"})
+    """The second answer comes before the helper reads the 4 MiB bundle the client is sending."""
+    rev = commit(checkout, {"a.bin": os.urandom(4 * 1024 * 1024)})
     first = publish(helper.socket, "candidate", rev, checkout, timeout=60)
     again = publish(helper.socket, "candidate", rev, checkout, timeout=60)
     assert first == again == {"ok": True, "ref": CANDIDATE, "revision": rev}
