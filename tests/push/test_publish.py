@@ -198,3 +198,17 @@ def test_a_sha256_repository(base: Path) -> None:
         assert remote_ref(remote, CANDIDATE) == rev
     finally:
         helper.stop()
+
+
+def test_an_unreachable_remote_is_a_refusal_and_the_helper_stays(
+    base: Path, checkout: Path
+) -> None:
+    helper = start_helper(base, base / "no-such-remote.git")
+    try:
+        rev = commit(checkout, {"f": "f\n"})
+        for _ in range(2):
+            with pytest.raises(Refused, match="cannot read the remote"):
+                publish(helper.socket, "candidate", rev, checkout, timeout=60)
+        assert helper.proc.poll() is None
+    finally:
+        helper.stop()

@@ -83,17 +83,23 @@ class PrivateRepo:
     def git(
         self, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT
     ) -> subprocess.CompletedProcess[bytes]:
-        done = subprocess.run(
-            ["git", f"--git-dir={self.path}", *_CONFIG, *args],
-            cwd=self.path,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
+        what = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        try:
+            done = subprocess.run(
+                ["git", f"--git-dir={self.path}", *_CONFIG, *args],
+                cwd=self.path,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise Refusal(f"git {what} did not finish within {timeout:g} s") from None
+        except OSError as exc:
+            raise Refusal(f"cannot run git: {exc}") from None
         if check and done.returncode != 0:
-            raise Refusal(f"git {args[0]} failed: {_last_line(done.stderr)}")
+            raise Refusal(f"git {what} failed: {_last_line(done.stderr)}")
         return done
 
     def ensure(self, object_format: str) -> None:

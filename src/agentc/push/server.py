@@ -43,8 +43,8 @@ MAX_SOCKET_PATH = 93
 _POLL = 1.0
 
 
-class Stop(Exception):
-    """A signal asked the helper to stop."""
+class Stop(BaseException):
+    """A signal asked the helper to stop (not an :class:`Exception`: nothing swallows it)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,8 @@ class Helper:
         except OSError as exc:
             log(f"pid {pid}: connection failed: {exc}")
             return
+        except Exception as exc:  # one request's failure must not end the launch's helper
+            answer = refusal(f"the helper failed: {type(exc).__name__}: {exc}")
         took = time.monotonic() - started
         outcome = f"ok {answer['ref']}" if answer["ok"] else f"refused: {answer['error']}"
         log(f"pid {pid}: {outcome} ({took:.1f} s)")
