@@ -231,6 +231,12 @@ def _exchange(path: str, request: Request, bundle: Path, deadline: _Deadline) ->
         raise PushError(str(exc)) from None
 
 
+def _check_size(bundle: Path) -> None:
+    size = bundle.stat().st_size
+    if size > MAX_BUNDLE_BYTES:
+        raise PushError(f"the bundle is {size} bytes, over the helper's {MAX_BUNDLE_BYTES}")
+
+
 def publish(
     socket_path: str | Path,
     op: str,
@@ -254,9 +260,11 @@ def publish(
     with tempfile.TemporaryDirectory(prefix="agentc-push-") as scratch:
         bundle = Path(scratch) / "candidate.bundle"
         make_bundle(Path(checkout), revision, bundle, thin=True)
+        _check_size(bundle)
         answer = _exchange(str(socket_path), request, bundle, deadline)
         if answer["ok"] is False and str(answer["error"]).startswith(MISSING_BASE):
             make_bundle(Path(checkout), revision, bundle, thin=False)
+            _check_size(bundle)
             answer = _exchange(str(socket_path), request, bundle, deadline)
     if answer["ok"] is not True:
         raise Refused(f"the candidate push helper refused: {answer['error']}")
