@@ -23,13 +23,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     "files": frozenset({"core"}),
     "store": frozenset({"core", "files"}),
     "service": frozenset({"store", "core", "files"}),
-    "client": frozenset({"core", "files"}),
+    # The agent CLI publishes candidates through the push helper's protocol (agentc.push).
+    "client": frozenset({"core", "files", "push"}),
     # The supervisor reaches the coordinator over HTTP through the client, never its internals.
-    "supervisor": frozenset({"client", "core", "files", "agentns"}),
+    "supervisor": frozenset({"client", "core", "files", "agentns", "push"}),
+    # agentc-push, the candidate push helper: its own process, its own account in host mode.
+    "push": frozenset({"core", "files"}),
     # agentns-claude is installed and run on its own.
     "agentns": frozenset(),
     # Test doubles and harness drivers for tests and benchmarks: they may use anything.
-    "testing": frozenset({"core", "files", "store", "service", "client", "supervisor", "agentns"}),
+    "testing": frozenset(
+        {"core", "files", "store", "service", "client", "supervisor", "agentns", "push"}
+    ),
 }
 
 

@@ -1,0 +1,77 @@
+"""Who is on the other end of a connection, and whether it belongs to the helper's launch.
+
+The client's process id comes from the socket (``SO_PEERCRED``, translated to the helper's pid
+namespace); its parent ids are walked in ``/proc`` up to the launch's root process. A client
+whose pid or ancestry cannot be read is not from the launch (a ``hidepid`` mount of ``/proc``
+therefore refuses every client: safe, but every push fails).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import struct
+
+PR_SET_PDEATHSIG = 1
+_UCRED = struct.Struct("3i")
+_MAX_DEPTH = 4096
+
+
+def peer_pid(conn: socket.socket) -> int:
+    """The connected client's process id (0 when the kernel cannot name it here)."""
+    pid, _uid, _gid = _UCRED.unpack(
+        conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    )
+    return int(pid)
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state is field 0)."""
+    with open(f"/proc/{pid}/stat", "rb") as stream:
+        data = stream.read()
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def parent_of(pid: int) -> int:
+    """The parent process id of ``pid``; :class:`OSError` or :class:`ValueError` if unreadable."""
+    return int(_stat_fields(pid)[1])
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot, or None when it is gone or a zombie.
+
+    With the pid it names a process for good: a reused pid has a later start time.
+    """
+    try:
+        fields = _stat_fields(pid)
+    except (OSError, ValueError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def descends_from(pid: int, root: int) -> bool:
+    """Whether ``pid`` is ``root`` or one of its descendants; False when anything is unreadable."""
+    if pid <= 0 or root <= 0:
+        return False
+    for _ in range(_MAX_DEPTH):
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            pid = parent_of(pid)
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def ask_parent_death_signal(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send ``sig`` to this process when its parent exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
