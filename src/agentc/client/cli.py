@@ -251,13 +251,37 @@ def renew(attempt_id: str | None, generation: int | None) -> None:
 @click.option("--current-action", help="What is being done now.")
 @click.option("--next-step", help="What comes next.")
 @click.option("--revision", help="The commit sha reached (40 or 64 hex).")
+@click.option(
+    "--push-wip",
+    "push_wip",
+    is_flag=True,
+    help="First publish --revision as a create-only WIP ref through the candidate push helper.",
+)
+@click.option(
+    "--checkout",
+    type=click.Path(file_okay=False, exists=True),
+    default=".",
+    show_default=True,
+    help="With --push-wip: the checkout holding the revision.",
+)
 @attempt_options
 @json_option
 def checkpoint(
-    summary: str, attempt_id: str | None, generation: int | None, **notes: str | None
+    summary: str,
+    attempt_id: str | None,
+    generation: int | None,
+    push_wip: bool,
+    checkout: str,
+    **notes: str | None,
 ) -> None:
     """Record progress on the held attempt (does not renew the lease)."""
-    out = agent().checkpoint(summary, attempt_id=attempt_id, generation=generation, **notes)
+    out = agent().checkpoint(
+        summary,
+        attempt_id=attempt_id,
+        generation=generation,
+        push_wip=checkout if push_wip else None,
+        **notes,
+    )
     emit(out, render.attempt)
 
 

@@ -69,6 +69,8 @@ class Settings:
     session_name: str
     token: str | None
     token_source: str
+    # The candidate push helper's socket (set by the supervisor inside an implementer launch).
+    push_socket: Path | None = None
 
     def require_token(self) -> str:
         if self.token is None:
@@ -252,4 +254,17 @@ def resolve(
         session_name=session,
         token=token,
         token_source=source,
+        push_socket=push_socket(env),
     )
+
+
+def push_socket(env: Mapping[str, str]) -> Path | None:
+    """``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``: an absolute path, or unset."""
+    named = env.get(ENV_PREFIX + "CANDIDATE_PUSH_SOCKET")
+    if not named:
+        return None
+    if not os.path.isabs(named):
+        raise ConfigError(
+            f"AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET must be an absolute path, not {named!r}"
+        )
+    return Path(named)

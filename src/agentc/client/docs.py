@@ -71,7 +71,12 @@ to register a worktree whose registration failed).
 `submissions code` fills `candidate_ref` (`{CANDIDATE_REF_PREFIX}<attempt-id>`),
 `candidate_revision` (the worktree's HEAD) and `base_revision` (the registered checkout's
 base, which the coordinator insists on, else the prepared one) when the input omits them;
-`--push REMOTE` creates that ref (never moves it) and reads it back first.
+`--push REMOTE` creates that ref (never moves it) and reads it back first. Inside an
+implementer launch, where the agent holds no push credential, the supervisor's candidate push
+helper serves `AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET`: `submissions code` then publishes the
+revision through it and submits the ref the helper made
+(`{CANDIDATE_REF_PREFIX}<task-id>/<launch-id>`, create-only, secret-scanned; a refusal exits 6),
+and `checkpoint --revision SHA --push-wip` publishes a create-only WIP ref (docs/push.md).
 
 ## Exit codes
 

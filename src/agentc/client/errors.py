@@ -7,7 +7,8 @@ report both front ends make of them.
     │   └── SetupRequired       credentials, binding or session missing or unsafe  exit 3
     ├── TransportFailure        no definitive answer (network, redirect, 429, 5xx) exit 7
     ├── MutationPending         an earlier mutation is unresolved: run `retry`     exit 7
-    └── LocalConflict           local state refuses (a git branch exists, ...)     exit 5
+    ├── LocalConflict           local state refuses (a git branch exists, ...)     exit 5
+    └── CandidateRefused        the push helper refused the candidate (a secret)   exit 6
 
 Exit codes: 0 ok, 2 invalid input, 3 authentication or setup, 4 denied, 5 conflict,
 6 unsatisfied requirements, 7 transport or temporary failure.
@@ -71,6 +72,10 @@ class MutationPending(AgentcError):
     """A journaled mutation has no definitive answer yet; only `retry` may proceed."""
 
 
+class CandidateRefused(AgentcError):
+    """The candidate push helper refused to publish (a secret in the candidate, a moved ref)."""
+
+
 class LocalConflict(AgentcError):
     """Local state (a git branch, a worktree, the session file) refuses the operation."""
 
@@ -84,6 +89,7 @@ LOCAL_ERRORS: tuple[tuple[type[AgentcError], str, int], ...] = (
     (SetupRequired, "setup_required", AUTHENTICATION),
     (ConfigError, "invalid_input", INVALID_INPUT),
     (LocalConflict, "local_conflict", CONFLICT),
+    (CandidateRefused, "candidate_refused", UNSATISFIED),
 )
 
 

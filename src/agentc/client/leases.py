@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from agentc.client.candidates import publish
 from agentc.client.journal import Journal, Learner, Outcome, check_id
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
@@ -105,14 +106,29 @@ class Leases(Journal):
         *,
         attempt_id: str | None = None,
         generation: int | None = None,
+        push_wip: str | None = None,
         **notes: str | None,
     ) -> Outcome:
         """Record progress; `notes` are the checkpoint's other fields (handoff, current_action,
-        next_step, revision), each sent unless None."""
+        next_step, revision), each sent unless None. ``push_wip`` names the checkout whose
+        ``revision`` is first published as a WIP ref through the candidate push helper."""
         aid, gen = self.held(attempt_id, generation)
         body: dict[str, Any] = {"generation": gen, "summary": summary}
         body.update((name, value) for name, value in notes.items() if value is not None)
+        if push_wip is not None:
+            self._push_wip(body.get("revision"), push_wip)
         return self.mutate("checkpoint", "POST", self.project(f"/attempts/{aid}/checkpoints"), body)
+
+    def _push_wip(self, revision: str | None, checkout: str) -> None:
+        """Publish the checkpoint's revision as a create-only WIP ref through the push helper."""
+        if revision is None:
+            raise ConfigError("--push-wip needs --revision (the commit to publish)")
+        if self.settings.push_socket is None:
+            raise ConfigError(
+                "--push-wip needs the candidate push helper "
+                "(AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET is not set)"
+            )
+        publish(self.settings.push_socket, "wip", revision, checkout)
 
     def release(
         self,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.client import worktree
+from agentc.client.candidates import publish
 from agentc.client.errors import LocalConflict
 from agentc.client.journal import Learner, Outcome, check_id, no_session, unresolved
 from agentc.client.leases import Leases, ended
@@ -43,8 +44,12 @@ class Submissions(Leases):
         path = checkout or prepared.get("path")
         if path is None and registered.get("path") and Path(registered["path"]).is_dir():
             path = str(registered["path"])
-        body.setdefault("candidate_ref", CANDIDATE_REF_PREFIX + attempt_id)
-        if not str(body["candidate_ref"]).startswith(CANDIDATE_REF_PREFIX):
+        helper = self.settings.push_socket if push is None else None
+        if helper is None:
+            body.setdefault("candidate_ref", CANDIDATE_REF_PREFIX + attempt_id)
+        if "candidate_ref" in body and not str(body["candidate_ref"]).startswith(
+            CANDIDATE_REF_PREFIX
+        ):
             raise ConfigError(f"candidate_ref must start with {CANDIDATE_REF_PREFIX}")
         if "candidate_revision" not in body:
             if path is None:
@@ -65,6 +70,10 @@ class Submissions(Leases):
             if path is None:
                 raise ConfigError("--push needs a checkout (--checkout or a prepared worktree)")
             worktree.push_candidate(path, push, body["candidate_revision"], body["candidate_ref"])
+        elif helper is not None and "candidate_ref" not in body:
+            if path is None:
+                raise ConfigError("publishing the candidate needs a checkout (--checkout)")
+            body["candidate_ref"] = publish(helper, "candidate", body["candidate_revision"], path)
         return body
 
     def registered_checkout(self, attempt_id: str) -> dict[str, Any] | None:
