@@ -29,6 +29,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "supervisor": frozenset({"client", "core", "files", "agentns", "push"}),
     # agentc-push, the candidate push helper: its own process, its own account in host mode.
     "push": frozenset({"core", "files"}),
+    # agentc-integrator: the coordinator through the client, the checks in the supervisor's
+    # sandbox, git's environment from the push helper (one home for it).
+    "integrator": frozenset({"client", "core", "files", "supervisor", "push"}),
     # agentns-claude is installed and run on its own.
     "agentns": frozenset(),
     # Test doubles and harness drivers for tests and benchmarks: they may use anything.

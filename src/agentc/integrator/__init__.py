@@ -1,0 +1,1 @@
+"""``agentc-integrator``: lands approved code submissions (docs/integrator.md)."""

@@ -1,0 +1,186 @@
+"""Run the required checks on exactly one revision, in a confined sandbox.
+
+Each run gets a fresh checkout of the revision (writable), a private home and temporary
+directory (writable), and nothing else it can write. The sandbox is the supervisor's own
+(:func:`agentc.supervisor.sandbox.build_argv`, role ``implementer``: no network but its own
+loopback, no relays, nested user namespaces off, a read-only ``/proc``), with the implementer's
+syscall filter (``--seccomp FD``) and per-run resource limits (:mod:`agentc.supervisor.limits`).
+The environment is built from scratch (``PATH``, ``HOME``, ``TMPDIR``, ``LANG``): no token,
+no credential. The integrator's work directory, the credential file's directory, ``/tmp``,
+``/var/tmp``, ``/run``, every home and the agentc state trees are masked with empty tmpfs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pwd
+import signal
+import subprocess
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agentc.core.errors import AgentcError
+from agentc.integrator.config import CheckConfig, IntegratorConfig
+from agentc.supervisor import seccomp
+from agentc.supervisor.limits import LaunchLimits
+from agentc.supervisor.sandbox import LaunchDescription, build_argv
+
+STANDARD_MASKS = (
+    Path("/tmp"),  # noqa: S108 (masked, never used)
+    Path("/var/tmp"),  # noqa: S108
+    Path("/run"),
+    Path("/root"),
+    Path("/home"),
+    Path("/var/lib/agentc"),
+    Path("/etc/agentc"),
+)
+
+
+class CheckSetupError(AgentcError):
+    """The sandbox for the checks could not be built (no bwrap, no libseccomp, no cgroup)."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    argv: list[str]
+    outcome: str  # passed | failed | timed_out
+    exit_code: int | None
+    tail: str
+    log: str
+    limit: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def masks_for(config: IntegratorConfig) -> tuple[PurePosixPath, ...]:
+    """Every tree the checks must not see (only those that exist: bwrap needs a mount point)."""
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    wanted = [
+        *STANDARD_MASKS,
+        home,
+        config.work_dir,
+        config.credential_file.parent,
+        *config.masks,
+    ]
+    seen = dict.fromkeys(PurePosixPath(p) for p in wanted if p.is_dir() and p != Path("/"))
+    return tuple(seen)
+
+
+def _tail(log: Path, size: int) -> str:
+    with log.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - size))
+        return fh.read().decode("utf-8", errors="replace")
+
+
+class CheckRunner:
+    """Runs the configured checks of ``config`` under ``work_dir/runs``."""
+
+    def __init__(self, config: IntegratorConfig) -> None:
+        self.config = config
+        try:
+            self.program = seccomp.build_filter("implementer")
+        except seccomp.SeccompError as exc:
+            raise CheckSetupError(f"cannot build the checks' syscall filter: {exc}") from None
+
+    def run_all(self, tree: Path, logs: Path) -> list[CheckResult]:
+        """Run every check in order in ``tree``; stops at the first that does not pass."""
+        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        results: list[CheckResult] = []
+        for name, check in self.config.checks.items():
+            result = self.run_one(name, check, tree, logs / f"{name}.log")
+            results.append(result)
+            if not result.passed:
+                break
+        return results
+
+    def describe(self, tree: Path, scratch: Path, argv: list[str]) -> LaunchDescription:
+        run, home, tmp = scratch / "run", scratch / "home", scratch / "tmp"
+        for path in (run, home, tmp):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return LaunchDescription(
+            bwrap=PurePosixPath(self.config.bubblewrap),
+            role="implementer",
+            mode="host",
+            run=PurePosixPath(run),
+            clone=PurePosixPath(tree),
+            harness_argv=tuple(argv),
+            masks=masks_for(self.config),
+            writable=(PurePosixPath(home), PurePosixPath(tmp)),
+            readonly=tuple(PurePosixPath(p) for p in self.config.expose),
+        )
+
+    def environment(self, scratch: Path) -> dict[str, str]:
+        return {
+            "PATH": self.config.check_path,
+            "HOME": str(scratch / "home"),
+            "TMPDIR": str(scratch / "tmp"),
+            "LANG": "C.UTF-8",
+        }
+
+    def run_one(self, name: str, check: CheckConfig, tree: Path, log: Path) -> CheckResult:
+        scratch = tree.parent / f"scratch-{name}"
+        desc = self.describe(tree, scratch, check.argv)
+        limits = LaunchLimits(self.config.limits, f"agentc-check-{uuid.uuid4().hex[:12]}")
+        try:
+            limits.create()
+        except OSError as exc:
+            raise CheckSetupError(f"cannot create the checks' cgroup: {exc}") from None
+        try:
+            code = self._spawn(desc, scratch, log, limits, check.timeout_seconds)
+            hit = limits.hit()
+        finally:
+            limits.remove()
+        tail = _tail(log, self.config.log_tail_bytes)
+        if code is None:
+            return CheckResult(name, check.argv, "timed_out", None, tail, str(log), hit)
+        outcome = "passed" if code == 0 else "failed"
+        return CheckResult(name, check.argv, outcome, code, tail, str(log), hit)
+
+    def _spawn(
+        self, desc: LaunchDescription, scratch: Path, log: Path, limits: LaunchLimits, timeout: int
+    ) -> int | None:
+        """Run the sandbox; its exit status, or None when it ran out of time (then killed)."""
+        fd = seccomp.program_fd(self.program)
+        argv = build_argv(dataclasses.replace(desc, seccomp_fd=fd))
+
+        def child() -> None:
+            os.set_inheritable(fd, True)
+            limits.enter()
+
+        try:
+            with log.open("wb") as out:
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=self.environment(scratch),
+                        cwd="/",
+                        close_fds=True,
+                        pass_fds=(fd,),
+                        preexec_fn=child,
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    raise CheckSetupError(f"cannot start {argv[0]}: {exc}") from None
+        finally:
+            os.close(fd)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None

@@ -1,0 +1,135 @@
+"""The integrator's settings (``integrator.toml``), declared with :mod:`agentc.files.settings`.
+
+Every key has one check and one default, here; unknown keys are refused and every problem is
+reported together as ``<file>: <dotted.key>: <problem>`` (docs/integrator.md lists the keys).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from agentc.client.config import normalize_origin
+from agentc.client.errors import SetupRequired
+from agentc.core.errors import ConfigError
+from agentc.files.settings import (
+    Settings,
+    absolute_path,
+    boolean,
+    integer,
+    list_of,
+    number,
+    one_of,
+    section,
+    setting,
+    string,
+    table_of,
+)
+from agentc.supervisor.limits import Limits
+
+DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
+Policy = Literal["fast-forward", "rebase"]
+POLICIES: tuple[Policy, ...] = ("fast-forward", "rebase")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_BRANCH = re.compile(r"^[A-Za-z0-9._/-]{1,255}$")
+_CHECK_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _branch(value: object) -> str:
+    text = string(value)
+    if (
+        not _BRANCH.match(text)
+        or text.startswith(("-", "/"))
+        or text.endswith(("/", ".lock", "."))
+        or ".." in text
+        or "//" in text
+    ):
+        raise ValueError(f"not a branch name git accepts: {text!r}")
+    return text
+
+
+def _non_empty(value: object) -> str:
+    text = string(value)
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+def _argv(value: object) -> list[str]:
+    argv = list_of(string)(value)
+    if not argv or not argv[0]:
+        raise ValueError("must be a non-empty list: the program and its arguments")
+    return argv
+
+
+def _absolute_list(value: object) -> list[Path]:
+    paths = list_of(absolute_path)(value)
+    for item in paths:
+        if ".." in item.parts:
+            raise ValueError(f"must be absolute paths without '..', got {item}")
+    return paths
+
+
+class CheckConfig(Settings):
+    """One required check: a command run in the checked revision's tree (``[checks.<name>]``)."""
+
+    argv: list[str] = setting(_argv)
+    timeout_seconds: int = setting(integer(minimum=1, maximum=86400), default=1800)
+
+
+def _checks(value: object) -> dict[str, CheckConfig]:
+    table = table_of(section(CheckConfig), kind="check")(value)
+    for name in table:
+        if not _CHECK_NAME.match(name):
+            raise ValueError(f"check name {name!r}: use 1-64 of [A-Za-z0-9._-]")
+    return table
+
+
+class IntegratorConfig(Settings):
+    """Every integrator setting; the five without a default are required."""
+
+    # The coordinator binding: its origin, the project, the integrator credential's file.
+    origin: str = setting(_non_empty)
+    project_id: str = setting(_non_empty)
+    credential_file: Path = setting(absolute_path)
+    allow_insecure_loopback: bool = setting(boolean, default=False)
+    # The repository: any git URL, its target branch, how candidates reach it.
+    remote: str = setting(_non_empty)
+    target_branch: str = setting(_branch, default="main")
+    merge_policy: Policy = setting(one_of(POLICIES), default="rebase")
+    # The integrator's private state: its repository, check trees, journal and reports.
+    work_dir: Path = setting(absolute_path)
+    poll_seconds: float = setting(number(minimum=1, maximum=3600), default=30.0)
+    committer_name: str = setting(_non_empty, default="agentc-integrator")
+    committer_email: str = setting(_non_empty, default="integrator@agentc.invalid")
+    # The required checks and their sandbox.
+    checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
+    bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
+    check_path: str = setting(_non_empty, default=DEFAULT_PATH)
+    masks: list[Path] = setting(_absolute_list, default_factory=list)
+    expose: list[Path] = setting(_absolute_list, default_factory=list)
+    log_tail_bytes: int = setting(integer(minimum=256, maximum=65536), default=4096)
+    limits: Limits = setting(section(Limits), default_factory=Limits)
+
+    def coordinator_origin(self) -> str:
+        return normalize_origin(
+            self.origin, allow_insecure_loopback=self.allow_insecure_loopback, what="origin"
+        )
+
+
+def load_config(path: Path | None) -> IntegratorConfig:
+    """Read ``path`` (default ``/etc/agentc/integrator.toml``); errors name the file and key."""
+    path = path or DEFAULT_CONFIG
+    config = IntegratorConfig.load(path, what="integrator configuration")
+    try:
+        config.coordinator_origin()
+    except SetupRequired:
+        raise ConfigError(
+            f"{path}: origin: plain http needs allow_insecure_loopback = true (loopback only)"
+        ) from None
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not config.checks:
+        raise ConfigError(f"{path}: checks: at least one required check must be configured")
+    return config

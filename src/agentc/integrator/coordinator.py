@@ -1,0 +1,115 @@
+"""What the integrator asks the coordinator, through its integrator credential only.
+
+Work is discovered from the task list (work status ``waiting_integration``) and each task's
+workflow (the current code submission and its queued ``integration`` activity); a landing is
+recorded with ``POST .../workflow-activities/{id}/landing``, under an idempotency key derived
+from the activity and the landed revision, so a resent landing replays instead of landing twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from agentc.client.transport import Transport
+from agentc.core.errors import ConfigError, CoordinatorError
+from agentc.files import UnsafeFile, read_private
+
+MAX_TOKEN_BYTES = 4096
+PAGE = 200
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An approved code submission waiting for integration."""
+
+    task_id: str
+    activity_id: str
+    submission_id: str
+    candidate_ref: str
+    candidate_revision: str
+
+
+def read_token(path: Path) -> str:
+    """The integrator credential: the file's one line (owner-only, no symlink)."""
+    try:
+        raw = read_private(path, max_bytes=MAX_TOKEN_BYTES)
+    except UnsafeFile as exc:
+        raise ConfigError(f"credential_file: {exc.path}: {exc.reason}") from None
+    token = raw.decode("utf-8", errors="replace").strip()
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"credential_file: {path}: expected one token on one line")
+    return token
+
+
+class Coordinator:
+    def __init__(self, transport: Transport, project_id: str) -> None:
+        self.transport = transport
+        self.base = f"/api/v1/projects/{quote(project_id, safe='')}"
+
+    def _get(self, path: str) -> Any:
+        return self.transport.send("GET", self.base + path).data
+
+    def queue(self) -> list[Candidate]:
+        """Every approved code submission whose integration activity is queued, oldest first."""
+        found: list[Candidate] = []
+        cursor: str | None = None
+        while True:
+            query = f"?work_status=waiting_integration&limit={PAGE}"
+            if cursor:
+                query += f"&cursor={quote(cursor, safe='')}"
+            page = self._get("/tasks" + query)
+            for task in page["items"]:
+                candidate = self.candidate(task["id"])
+                if candidate is not None:
+                    found.append(candidate)
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return found
+
+    def workflow(self, task_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}/workflow")
+        return data
+
+    def candidate(self, task_id: str) -> Candidate | None:
+        flow = self.workflow(task_id)
+        sub = flow.get("submission")
+        if not sub or sub.get("kind") != "code" or not sub.get("candidate_ref"):
+            return None
+        for act in flow["activities"]:
+            if (
+                act["kind"] == "integration"
+                and act["state"] == "queued"
+                and act["submission_id"] == sub["id"]
+            ):
+                return Candidate(
+                    task_id,
+                    act["id"],
+                    sub["id"],
+                    sub["candidate_ref"],
+                    sub["candidate_revision"],
+                )
+        return None
+
+    def activity(self, task_id: str, activity_id: str) -> dict[str, Any] | None:
+        for act in self.workflow(task_id)["activities"]:
+            if act["id"] == activity_id:
+                found: dict[str, Any] = act
+                return found
+        return None
+
+    def record_landing(self, task_id: str, activity_id: str, submission_id: str, rev: str) -> None:
+        """Record the landing once: a replay, or a landing already recorded with ``rev``, is
+        success; anything else is raised."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/landing"
+        body = {"submission_id": submission_id, "landed_revision": rev}
+        try:
+            self.transport.send("POST", self.base + path, body, key=f"landing:{activity_id}:{rev}")
+        except CoordinatorError as exc:
+            if exc.code != "activity_not_eligible":
+                raise
+            act = self.activity(task_id, activity_id)
+            if not act or act["state"] != "completed" or act["landed_revision"] != rev:
+                raise

@@ -1,0 +1,236 @@
+"""One poll of the integrator: recover, then land (or send back) each approved candidate.
+
+For each queued integration activity: fetch the target and the candidate into the private
+repository, integrate per the merge policy, run the required checks on exactly the result in
+the sandbox, push the target only if it did not move (compare-and-swap), record the landing.
+The journal (:mod:`agentc.integrator.journal`) is written before every step with outside
+effects, and after a crash the remote decides: a result the target already contains is
+recorded (never pushed again); one it does not contain was never landed and starts over.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentc.client.errors import TransportFailure
+from agentc.core.errors import CoordinatorError
+from agentc.files import JsonLines
+from agentc.integrator.checks import CheckResult, CheckRunner
+from agentc.integrator.config import IntegratorConfig
+from agentc.integrator.coordinator import Candidate, Coordinator
+from agentc.integrator.journal import Entry, Journal
+from agentc.integrator.repo import GitFailure, Repo
+
+MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
+
+
+class Integrator:
+    def __init__(
+        self,
+        config: IntegratorConfig,
+        coordinator: Coordinator,
+        runner: CheckRunner,
+        err: TextIO = sys.stderr,
+    ) -> None:
+        work = config.work_dir
+        self.config = config
+        self.coordinator = coordinator
+        self.runner = runner
+        self.repo = Repo(
+            work / "repo",
+            config.remote,
+            config.target_branch,
+            (config.committer_name, config.committer_email),
+        )
+        self.journal = Journal(work / "journal")
+        self.reports = JsonLines.open(work / "reports.jsonl")
+        self.err = err
+        self.red: dict[str, list[CheckResult]] = {}  # target revision -> its failing checks
+
+    def close(self) -> None:
+        self.reports.close()
+
+    def report(self, event: str, entry: Entry | Candidate, **fields: Any) -> None:
+        record = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "event": event,
+            "task_id": entry.task_id,
+            "activity_id": entry.activity_id,
+            "submission_id": entry.submission_id,
+            **fields,
+        }
+        self.reports.write(record)
+        shown = {k: v for k, v in fields.items() if k != "checks"}
+        print(f"agentc-integrator: {event} task {entry.task_id}: {shown}", file=self.err)
+
+    # -- one poll ------------------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Recover unfinished pushes, then handle every queued candidate; the landings made."""
+        self.repo.ensure()
+        landed = 0
+        for entry in self.journal.entries():
+            if entry.step == "pushing":
+                landed += self._guarded(entry, lambda e=entry: self.resolve_push(e))
+        for candidate in self.coordinator.queue():
+            landed += self._guarded(candidate, lambda c=candidate: self.handle(c))
+        return landed
+
+    def _guarded(self, item: Entry | Candidate, step: Any) -> int:
+        """One candidate's failure (the coordinator refuses, git fails) never stops the poll."""
+        try:
+            return 1 if step() else 0
+        except (CoordinatorError, TransportFailure, GitFailure) as exc:
+            self.report("error", item, reason=str(exc))
+            return 0
+
+    def handle(self, cand: Candidate) -> bool:
+        """Try to land one candidate; True when it landed (now, or before a crash)."""
+        for _ in range(MAX_TRIES):
+            entry = self.journal.load(cand.activity_id)
+            if entry is not None and entry.submission_id != cand.submission_id:
+                entry = None
+            if entry is not None and entry.step in ("pushing", "recorded"):
+                if self.resolve_push(entry):
+                    return True
+                continue
+            outcome = self.attempt(cand, entry)
+            if outcome != "retry":
+                return outcome == "landed"
+        return False
+
+    def attempt(self, cand: Candidate, entry: Entry | None) -> str:
+        """landed | waiting | sent_back | retry (the target moved under the push)."""
+        tip = self.repo.fetch_target()
+        if tip is None:
+            self.report(
+                "error", cand, reason=f"the remote has no branch {self.config.target_branch}"
+            )
+            return "waiting"
+        if entry is not None and entry.target_before == tip:
+            if entry.step in ("rejected", "target_red"):
+                return "waiting"  # nothing changed since the verdict
+            if entry.step == "checked" and entry.result_revision:
+                return self.push(entry)  # checked on this very target: push, no second run
+        entry = self.integrate(cand, tip)
+        if entry.step != "checked":
+            return "sent_back" if entry.step == "rejected" else "waiting"
+        return self.push(entry)
+
+    def integrate(self, cand: Candidate, tip: str) -> Entry:
+        """Build the result on ``tip`` and check it; the journal entry says how it went."""
+        base = Entry(
+            cand.activity_id,
+            cand.task_id,
+            cand.submission_id,
+            cand.candidate_revision,
+            tip,
+            step="rejected",
+        )
+        fetched = self.repo.fetch_candidate(cand.candidate_ref, cand.submission_id)
+        if fetched is None:
+            return self.send_back(base, f"the remote has no {cand.candidate_ref}")
+        if fetched != cand.candidate_revision:
+            return self.send_back(
+                base,
+                f"{cand.candidate_ref} holds {fetched}, the submission names "
+                f"{cand.candidate_revision}",
+            )
+        integrated = self.repo.integrate(self.config.merge_policy, tip, fetched)
+        if integrated.revision is None:
+            return self.send_back(base, f"conflict: {integrated.conflict}")
+        result = integrated.revision
+        checks = self.check(result, Path("candidates") / cand.activity_id / result)
+        records = [c.record() for c in checks]
+        if not all(c.passed for c in checks):
+            red = self.target_red(tip)
+            if red:
+                entry = base.at(
+                    "target_red",
+                    result_revision=result,
+                    checks=records,
+                    reason=f"the target {tip} itself fails {red[-1].name}",
+                )
+                self.report(
+                    "target_red",
+                    entry,
+                    target=tip,
+                    reason=entry.reason,
+                    tail=red[-1].tail,
+                    checks=[c.record() for c in red],
+                )
+                return self.journal.save(entry)
+            failed = checks[-1]
+            reason = f"check {failed.name} {failed.outcome} (exit {failed.exit_code})"
+            return self.send_back(
+                base.at("rejected", result_revision=result, checks=records),
+                reason,
+                tail=failed.tail,
+            )
+        return self.journal.save(base.at("checked", result_revision=result, checks=records))
+
+    def check(self, revision: str, name: Path) -> list[CheckResult]:
+        runs = self.config.work_dir / "runs" / name
+        tree = runs / "tree"
+        self.repo.checkout_tree(revision, tree)
+        try:
+            return self.runner.run_all(tree, self.config.work_dir / "logs" / name)
+        finally:
+            shutil.rmtree(runs, ignore_errors=True)
+
+    def target_red(self, tip: str) -> list[CheckResult] | None:
+        """The target's own failing checks (run once per target revision), or None if green."""
+        if tip not in self.red:
+            self.red[tip] = self.check(tip, Path("targets") / tip)
+        results = self.red[tip]
+        return None if all(c.passed for c in results) else results
+
+    def send_back(self, entry: Entry, reason: str, tail: str = "") -> Entry:
+        entry = self.journal.save(entry.at("rejected", reason=reason))
+        self.report(
+            "sent_back",
+            entry,
+            target=entry.target_before,
+            reason=reason,
+            tail=tail,
+            checks=entry.checks,
+        )
+        return entry
+
+    # -- push and record -----------------------------------------------------------------------
+
+    def push(self, entry: Entry) -> str:
+        result = entry.result_revision
+        assert result is not None
+        entry = self.journal.save(entry.at("pushing"))
+        refused = self.repo.push_if_unmoved(entry.target_before, result)
+        if self.resolve_push(entry):
+            return "landed"
+        self.report("target_moved", entry, target=entry.target_before, reason=refused)
+        return "retry"
+
+    def resolve_push(self, entry: Entry) -> bool:
+        """After a push that may have happened, the remote decides: a target containing the
+        result means it landed (record it, once); otherwise it never landed."""
+        result = entry.result_revision
+        assert result is not None
+        tip = self.repo.fetch_target()
+        if (
+            tip is None
+            or not self.repo.has_commit(result)
+            or not self.repo.is_ancestor(result, tip)
+        ):
+            self.journal.save(entry.at("checked"))
+            return False
+        # Idempotent: the same key replays, and a landing already recorded with this revision
+        # is success (coordinator.record_landing).
+        self.coordinator.record_landing(
+            entry.task_id, entry.activity_id, entry.submission_id, result
+        )
+        entry = self.journal.save(entry.at("recorded"))
+        self.report("landed", entry, revision=result, target=tip, checks=entry.checks)
+        return True
