@@ -1,0 +1,195 @@
+"""Test kit for the integrator: a project with a real bare repository, agents that get a code
+task approved through the real agent CLI, and the real `agentc-integrator` as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.client.kit import Workspace, admin_get, admin_project, git, make_clone, workspace
+
+INTEGRATOR = str(Path(sys.executable).with_name("agentc-integrator"))
+PASS = {"unit": ["/bin/sh", "-c", "echo checking; test -f README"]}
+
+
+def issue_integrator_token(admin: httpx.Client) -> str:
+    resp = admin.post(
+        "/api/v1/admin/agents",
+        json={"name": f"integrator-{uuid.uuid4().hex[:8]}", "credential_class": "integrator"},
+        headers={"Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert resp.status_code == 201, resp.text
+    token: str = resp.json()["data"]["token"]
+    return token
+
+
+def _toml(value: Any) -> str:
+    return json.dumps(str(value) if isinstance(value, Path) else value)
+
+
+@dataclass
+class Setup:
+    root: Path
+    url: str
+    admin: httpx.Client
+    project_id: str
+    origin: Path
+    clone: Path
+    worker: Workspace
+    reviewer: Workspace
+    token: str
+    config: Path
+    work_dir: Path
+    connected: set[str] = field(default_factory=set)
+
+    def write_config(self, checks: dict[str, list[str]], **extra: Any) -> None:
+        secrets = self.root / "secrets"
+        secrets.mkdir(mode=0o700, exist_ok=True)
+        cred = secrets / "integrator.token"
+        cred.write_text(self.token + "\n")
+        cred.chmod(0o600)
+        keys = {
+            "origin": self.url,
+            "project_id": self.project_id,
+            "credential_file": cred,
+            "allow_insecure_loopback": True,
+            "remote": self.origin,
+            "work_dir": self.work_dir,
+            "poll_seconds": 1,
+            **extra,
+        }
+        lines = [f"{k} = {_toml(v)}" for k, v in keys.items()]
+        for name, argv in checks.items():
+            lines += [f"[checks.{name}]", f"argv = {_toml(argv)}", "timeout_seconds = 120"]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def integrator(self, *args: str, **popen: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args), capture_output=True, text=True, timeout=300, env=clean_env()
+        )
+
+    def argv(self, *args: str) -> list[str]:
+        return [INTEGRATOR, "--config", str(self.config), *args]
+
+    def connect(self, ws: Workspace) -> None:
+        if ws.root not in {Path(p) for p in self.connected}:
+            ws.ok("connect", "--harness", "test-harness")
+            self.connected.add(str(ws.root))
+
+    def submit(self, files: dict[str, str], base: str = "HEAD", title: str = "") -> dict[str, Any]:
+        """A code task created, implemented and submitted (its candidate pushed) by the worker."""
+        self.connect(self.worker)
+        task = self.worker.ok(
+            "tasks",
+            "create",
+            "--input",
+            "-",
+            stdin=json.dumps({"title": title or f"change {sorted(files)}", "acceptance_criteria": ["done"]}),
+        )["task"]
+        self.worker.ok("claim", "--task", task["id"])
+        prepared = self.worker.ok("worktree", "prepare", "--source", str(self.clone), "--base", base)
+        wt = Path(prepared["path"])
+        for name, text in files.items():
+            (wt / name).write_text(text)
+            git(wt, "add", name)
+        git(wt, "commit", "--quiet", "-m", task["title"])
+        evidence = [{"criterion": "done", "evidence": "the files"}]
+        sub = self.worker.ok(
+            "submissions",
+            "code",
+            "--push",
+            "origin",
+            "--input",
+            self.worker.file("sub.json", {"summary": "done", "acceptance_evidence": evidence}),
+        )
+        return {"task": task, "submission": sub["submission"]}
+
+    def approve(self, submitted: dict[str, Any]) -> None:
+        self.connect(self.reviewer)
+        self.reviewer.ok("reviews", "claim", "--submission", submitted["submission"]["id"])
+        decided = self.reviewer.ok(
+            "reviews",
+            "decide",
+            "--input",
+            "-",
+            stdin=json.dumps({"decision": "approved", "summary": "fine", "findings": []}),
+        )
+        assert decided["task"]["work_status"] == "waiting_integration"
+
+    def approved(self, files: dict[str, str], base: str = "HEAD") -> dict[str, Any]:
+        submitted = self.submit(files, base)
+        self.approve(submitted)
+        return submitted
+
+    def task(self, task_id: str) -> Any:
+        return admin_get(self.admin, f"/api/v1/projects/{self.project_id}/tasks/{task_id}")
+
+    def workflow(self, task_id: str) -> Any:
+        return admin_get(self.admin, f"/api/v1/projects/{self.project_id}/tasks/{task_id}/workflow")
+
+    def landing(self, task_id: str) -> Any:
+        acts = self.workflow(task_id)["activities"]
+        return next(a for a in acts if a["kind"] == "integration")
+
+    def landings(self) -> list[Any]:
+        """Every integration.completed event of the project."""
+        events = admin_get(self.admin, f"/api/v1/projects/{self.project_id}/events?limit=200")
+        return [e for e in events["items"] if e["kind"] == "integration.completed"]
+
+    def tip(self) -> str:
+        return git(self.origin, "rev-parse", "refs/heads/main")
+
+    def reports(self) -> list[Any]:
+        path = self.work_dir / "reports.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def push_to_target(self, files: dict[str, str], message: str = "elsewhere") -> str:
+        """Someone else moves the target: a commit pushed straight to main from another clone."""
+        other = self.root / f"other-{uuid.uuid4().hex[:6]}"
+        subprocess.run(
+            ["git", "clone", "--quiet", str(self.origin), str(other)], check=True, capture_output=True
+        )
+        git(other, "config", "user.email", "other@example.invalid")
+        git(other, "config", "user.name", "other")
+        for name, text in files.items():
+            (other / name).write_text(text)
+            git(other, "add", name)
+        git(other, "commit", "--quiet", "-m", message)
+        git(other, "push", "--quiet", "origin", "HEAD:refs/heads/main")
+        return git(other, "rev-parse", "HEAD")
+
+
+def clean_env() -> dict[str, str]:
+    """What the integrator runs with in the tests: no coordinator or model variables."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "LANG": "C.UTF-8",
+    }
+
+
+def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setup:
+    root.mkdir(parents=True, exist_ok=True)
+    pid = admin_project(admin, review_mode="agent", **policy)
+    origin, clone = make_clone(root)
+    from tests.client.kit import issue_token
+
+    worker = workspace(root / "worker", url, pid, issue_token(admin, f"w-{uuid.uuid4().hex[:6]}"), repo=clone)
+    reviewer = workspace(
+        root / "reviewer", url, pid, issue_token(admin, f"r-{uuid.uuid4().hex[:6]}"), repo=clone
+    )
+    token = issue_integrator_token(admin)
+    return Setup(
+        root, url, admin, pid, origin, clone, worker, reviewer, token,
+        root / "integrator.toml", root / "integrator-work",
+    )

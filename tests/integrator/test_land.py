@@ -1,0 +1,41 @@
+"""Approved code submissions land on the target branch of a real bare repository, with the
+required checks run in the real sandbox, and the coordinator records each landing once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from tests.client.kit import git
+from tests.integrator.kit import PASS, make_setup
+from tests.kit.live import LiveServer
+
+
+def test_an_approved_task_lands_and_is_done(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    before = s.tip()
+    sub = s.approved({"greeting.txt": "hi\n"})
+    task_id = sub["task"]["id"]
+    candidate = sub["submission"]["candidate_revision"]
+
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+
+    # A fast-forward: the candidate itself is the new target.
+    assert s.tip() == candidate
+    assert git(s.origin, "rev-parse", f"{candidate}^") == before
+    assert s.task(task_id)["work_status"] == "done"
+    landing = s.landing(task_id)
+    assert (landing["state"], landing["landed_revision"]) == ("completed", candidate)
+    assert len(s.landings()) == 1
+    [report] = s.reports()
+    assert report["event"] == "landed" and report["revision"] == candidate
+    assert [c["outcome"] for c in report["checks"]] == ["passed"]
+    assert "checking" in Path(report["checks"][0]["log"]).read_text()
+
+    # A second poll finds nothing to do and changes nothing.
+    again = s.integrator("run", "--once")
+    assert again.returncode == 0, again.stderr
+    assert s.tip() == candidate and len(s.landings()) == 1 and len(s.reports()) == 1
