@@ -14,7 +14,15 @@ from typing import Any
 
 import httpx
 
-from tests.client.kit import Workspace, admin_get, admin_project, git, make_clone, workspace
+from tests.client.kit import (
+    Workspace,
+    admin_get,
+    admin_project,
+    git,
+    issue_token,
+    make_clone,
+    workspace,
+)
 
 INTEGRATOR = str(Path(sys.executable).with_name("agentc-integrator"))
 PASS = {"unit": ["/bin/sh", "-c", "echo checking; test -f README"]}
@@ -43,7 +51,6 @@ class Setup:
     project_id: str
     origin: Path
     clone: Path
-    worker: Workspace
     reviewer: Workspace
     token: str
     config: Path
@@ -85,30 +92,37 @@ class Setup:
             self.connected.add(str(ws.root))
 
     def submit(self, files: dict[str, str], base: str = "HEAD", title: str = "") -> dict[str, Any]:
-        """A code task created, implemented and submitted (its candidate pushed) by the worker."""
-        self.connect(self.worker)
-        task = self.worker.ok(
+        """A code task created, implemented and submitted (its candidate pushed) by a new
+        worker (a session prepares one worktree)."""
+        name = f"w-{uuid.uuid4().hex[:6]}"
+        worker = workspace(
+            self.root / name, self.url, self.project_id, issue_token(self.admin, name), self.clone
+        )
+        self.connect(worker)
+        task = worker.ok(
             "tasks",
             "create",
             "--input",
             "-",
-            stdin=json.dumps({"title": title or f"change {sorted(files)}", "acceptance_criteria": ["done"]}),
+            stdin=json.dumps(
+                {"title": title or f"change {sorted(files)}", "acceptance_criteria": ["done"]}
+            ),
         )["task"]
-        self.worker.ok("claim", "--task", task["id"])
-        prepared = self.worker.ok("worktree", "prepare", "--source", str(self.clone), "--base", base)
+        worker.ok("claim", "--task", task["id"])
+        prepared = worker.ok("worktree", "prepare", "--source", str(self.clone), "--base", base)
         wt = Path(prepared["path"])
         for name, text in files.items():
             (wt / name).write_text(text)
             git(wt, "add", name)
         git(wt, "commit", "--quiet", "-m", task["title"])
         evidence = [{"criterion": "done", "evidence": "the files"}]
-        sub = self.worker.ok(
+        sub = worker.ok(
             "submissions",
             "code",
             "--push",
             "origin",
             "--input",
-            self.worker.file("sub.json", {"summary": "done", "acceptance_evidence": evidence}),
+            worker.file("sub.json", {"summary": "done", "acceptance_evidence": evidence}),
         )
         return {"task": task, "submission": sub["submission"]}
 
@@ -155,15 +169,29 @@ class Setup:
 
     def push_to_target(self, files: dict[str, str], message: str = "elsewhere") -> str:
         """Someone else moves the target: a commit pushed straight to main from another clone."""
-        other = self.root / f"other-{uuid.uuid4().hex[:6]}"
-        subprocess.run(
-            ["git", "clone", "--quiet", str(self.origin), str(other)], check=True, capture_output=True
-        )
-        git(other, "config", "user.email", "other@example.invalid")
-        git(other, "config", "user.name", "other")
+        other = self._other()
         for name, text in files.items():
             (other / name).write_text(text)
             git(other, "add", name)
+        return self._push(other, message)
+
+    def remove_from_target(self, name: str) -> str:
+        other = self._other()
+        git(other, "rm", "--quiet", name)
+        return self._push(other, f"remove {name}")
+
+    def _other(self) -> Path:
+        other = self.root / f"other-{uuid.uuid4().hex[:6]}"
+        subprocess.run(
+            ["git", "clone", "--quiet", str(self.origin), str(other)],
+            check=True,
+            capture_output=True,
+        )
+        git(other, "config", "user.email", "other@example.invalid")
+        git(other, "config", "user.name", "other")
+        return other
+
+    def _push(self, other: Path, message: str) -> str:
         git(other, "commit", "--quiet", "-m", message)
         git(other, "push", "--quiet", "origin", "HEAD:refs/heads/main")
         return git(other, "rev-parse", "HEAD")
@@ -182,14 +210,19 @@ def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setu
     root.mkdir(parents=True, exist_ok=True)
     pid = admin_project(admin, review_mode="agent", **policy)
     origin, clone = make_clone(root)
-    from tests.client.kit import issue_token
-
-    worker = workspace(root / "worker", url, pid, issue_token(admin, f"w-{uuid.uuid4().hex[:6]}"), repo=clone)
     reviewer = workspace(
         root / "reviewer", url, pid, issue_token(admin, f"r-{uuid.uuid4().hex[:6]}"), repo=clone
     )
     token = issue_integrator_token(admin)
     return Setup(
-        root, url, admin, pid, origin, clone, worker, reviewer, token,
-        root / "integrator.toml", root / "integrator-work",
+        root,
+        url,
+        admin,
+        pid,
+        origin,
+        clone,
+        reviewer,
+        token,
+        root / "integrator.toml",
+        root / "integrator-work",
     )

@@ -12,7 +12,9 @@ from tests.integrator.kit import PASS, make_setup
 from tests.kit.live import LiveServer
 
 
-def test_an_approved_task_lands_and_is_done(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+def test_an_approved_task_lands_and_is_done(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
     s = make_setup(tmp_path, server.url, admin)
     s.write_config(PASS)
     before = s.tip()

@@ -1,0 +1,133 @@
+"""Rebase, conflict, a failing check, a red target, the fast-forward policy: each ends with
+nothing landed twice and nothing lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from tests.client.kit import git
+from tests.integrator.kit import PASS, Setup, make_setup
+from tests.kit.live import LiveServer
+
+NO_BROKEN = {
+    "unit": [
+        "/bin/sh",
+        "-c",
+        "echo inspecting the tree; test ! -e broken || { echo the tree is broken; exit 3; }",
+    ]
+}
+
+
+def _run(s: Setup) -> None:
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def _files(s: Setup, revision: str) -> set[str]:
+    return set(git(s.origin, "ls-tree", "--name-only", revision).split())
+
+
+def test_a_diverged_candidate_is_rebased_and_lands(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    first = s.approved({"a.txt": "a\n"})
+    second = s.approved({"b.txt": "b\n"})  # same base: diverges once the first lands
+    _run(s)
+
+    tip = s.tip()
+    assert _files(s, tip) == {"README", "a.txt", "b.txt"}
+    assert git(s.origin, "rev-list", "--count", "--merges", tip) == "0"  # linear history
+    for sub in (first, second):
+        assert s.task(sub["task"]["id"])["work_status"] == "done"
+    # The first was a fast-forward; the second was rebased onto it and landed as the new tip.
+    assert (
+        s.landing(first["task"]["id"])["landed_revision"]
+        == first["submission"]["candidate_revision"]
+    )
+    rebased = s.landing(second["task"]["id"])["landed_revision"]
+    assert rebased == tip != second["submission"]["candidate_revision"]
+    assert git(s.origin, "rev-parse", f"{tip}^") == first["submission"]["candidate_revision"]
+    # The author is kept; the integrator commits the rebase.
+    assert git(s.origin, "log", "-1", "--format=%an|%cn", tip) == "agent|agentc-integrator"
+    assert len(s.landings()) == 2
+
+
+def test_a_conflict_sends_the_candidate_back(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    first = s.approved({"same.txt": "one\n"})
+    second = s.approved({"same.txt": "two\n"})
+    _run(s)
+    tip = s.tip()
+    assert tip == first["submission"]["candidate_revision"]
+    assert s.task(second["task"]["id"])["work_status"] == "waiting_integration"
+    sent = [r for r in s.reports() if r["event"] == "sent_back"]
+    assert [r["task_id"] for r in sent] == [second["task"]["id"]]
+    assert "does not rebase cleanly" in sent[0]["reason"] and "same.txt" in sent[0]["reason"]
+    # Nothing changes until the target moves: the same candidate is not tried again.
+    _run(s)
+    assert s.tip() == tip
+    assert [r["event"] for r in s.reports()].count("sent_back") == 1
+    assert len(s.landings()) == 1
+    # The integrator's repository is left clean (no rebase in progress).
+    assert not (s.work_dir / "repo/.git/rebase-merge").exists()
+
+
+def test_a_failing_check_sends_the_candidate_back_with_the_log_tail(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(NO_BROKEN)
+    before = s.tip()
+    bad = s.approved({"broken": "x\n"})
+    _run(s)
+    assert s.tip() == before
+    assert s.task(bad["task"]["id"])["work_status"] == "waiting_integration"
+    [sent] = s.reports()
+    assert sent["event"] == "sent_back"
+    assert sent["reason"] == "check unit failed (exit 3)"
+    assert "the tree is broken" in sent["tail"]
+    assert sent["checks"][0]["outcome"] == "failed"
+    assert s.landings() == []
+
+
+def test_a_red_target_is_reported_not_blamed_on_the_candidate(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(NO_BROKEN)
+    good = s.approved({"fine.txt": "x\n"})
+    red = s.push_to_target({"broken": "x\n"}, "break the target")
+    _run(s)
+    assert s.tip() == red
+    [report] = s.reports()
+    assert report["event"] == "target_red" and report["target"] == red
+    assert "the tree is broken" in report["tail"]
+    assert s.task(good["task"]["id"])["work_status"] == "waiting_integration"
+    # Once the target is repaired, the same candidate lands.
+    s.remove_from_target("broken")
+    _run(s)
+    assert s.task(good["task"]["id"])["work_status"] == "done"
+    assert "fine.txt" in _files(s, s.tip()) and "broken" not in _files(s, s.tip())
+    assert len(s.landings()) == 1
+
+
+def test_fast_forward_policy_sends_a_diverged_candidate_back(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS, merge_policy="fast-forward")
+    first = s.approved({"a.txt": "a\n"})
+    second = s.approved({"b.txt": "b\n"})
+    _run(s)
+    assert s.tip() == first["submission"]["candidate_revision"]
+    assert s.task(second["task"]["id"])["work_status"] == "waiting_integration"
+    [sent] = [r for r in s.reports() if r["event"] == "sent_back"]
+    assert sent["reason"] == "conflict: the candidate is not a fast-forward of the target"
