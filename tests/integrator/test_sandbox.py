@@ -81,7 +81,9 @@ def listener() -> Iterator[tuple[int, list[object]]]:
 
 def test_the_checked_tree_is_writable_and_the_environment_is_empty(env):
     config, tree = env
-    ok, tail = _run(config, tree, "/bin/sh", "-c", "echo built > out.txt && env && touch $TMPDIR/t $HOME/h")
+    ok, tail = _run(
+        config, tree, "/bin/sh", "-c", "echo built > out.txt && env && touch $TMPDIR/t $HOME/h"
+    )
     assert ok, tail
     assert (tree / "out.txt").read_text() == "built\n"
     names = {line.split("=", 1)[0] for line in tail.splitlines() if "=" in line}
@@ -99,7 +101,10 @@ def test_a_check_cannot_read_the_credential(env):
 def test_a_check_cannot_reach_the_network(env, listener):
     config, tree = env
     port, accepted = listener
-    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')"
+    code = (
+        "import socket; "
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')"
+    )
     # The interpreter lives under a masked home here: `expose` binds its tree back read-only.
     python = Path(sys.executable).resolve()
     config = dataclasses.replace(config, expose=[python.parents[1]])

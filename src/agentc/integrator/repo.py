@@ -19,13 +19,14 @@ from agentc.push.repo import git_env
 
 GIT_TIMEOUT = 600.0
 OWN = "refs/integrator"
+# For pushes: `git -c` reaches a local remote's receive-pack through the environment, and the
+# remote's own hooks (its policy) must still run there. Our repository's hooks are off in its
+# configuration (ensure) and pushes pass --no-verify.
+_PUSH_CONFIG = ("-c", "protocol.ext.allow=never", "-c", "credential.helper=")
 _CONFIG = (
+    *_PUSH_CONFIG,
     "-c",
     "core.hooksPath=/dev/null",
-    "-c",
-    "protocol.ext.allow=never",
-    "-c",
-    "credential.helper=",
     "-c",
     "fetch.fsckObjects=true",
     "-c",
@@ -64,12 +65,12 @@ class Repo:
         }
 
     def git(
-        self, *args: str, check: bool = True, cwd: Path | None = None
+        self, *args: str, check: bool = True, cwd: Path | None = None, push: bool = False
     ) -> subprocess.CompletedProcess[str]:
         what = next((a for a in args if not a.startswith("-")), "")
         try:
             done = subprocess.run(
-                ["git", *_CONFIG, *args],
+                ["git", *(_PUSH_CONFIG if push else _CONFIG), *args],
                 cwd=cwd or self.path,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -190,6 +191,7 @@ class Repo:
             self.remote,
             f"{new}:{ref}",
             check=False,
+            push=True,
         )
         if done.returncode == 0:
             return None

@@ -1,0 +1,174 @@
+"""Faults: `kill -9` between the push and the record, and between the checks and the push; the
+target moving during the checks. Each ends with the candidate landed exactly once, recorded
+exactly once, and nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.client.kit import git
+from tests.integrator.kit import PASS, Setup, clean_env, make_setup
+from tests.kit.live import LiveServer
+
+WAIT = 120.0
+
+
+def _hook(s: Setup, name: str, marker: Path) -> Path:
+    """A hook of the remote that says it started, then blocks (the test kills it)."""
+    hook = s.origin / "hooks" / name
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nexec sleep 600\n")
+    hook.chmod(0o755)
+    return hook
+
+
+def _start(s: Setup) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        s.argv("run", "--once"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        start_new_session=True,
+    )
+
+
+def _wait_for(predicate: object, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():  # type: ignore[operator]
+        if proc.poll() is not None:
+            raise AssertionError(f"the integrator exited early: {proc.communicate()}")
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def _journal(s: Setup, activity_id: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads(
+        (s.work_dir / "journal" / f"{activity_id}.json").read_text()
+    )
+    return data
+
+
+def _recover(s: Setup) -> None:
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_kill_between_push_and_record(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    first = s.approved({"a.txt": "a\n"})
+    sub = s.approved({"b.txt": "b\n"})  # rebased: its landed revision is new
+    out = s.integrator("run", "--once")  # both land; the second is rebased onto the first
+    assert out.returncode == 0, out.stderr
+    assert s.task(first["task"]["id"])["work_status"] == "done"
+    assert s.task(sub["task"]["id"])["work_status"] == "done"
+
+    # A fresh pair, killed after the remote took the push and before the coordinator heard.
+    third = s.approved({"c.txt": "c\n"})
+    marker = tmp_path / "post-receive-started"
+    hook = _hook(s, "post-receive", marker)
+    before = s.tip()
+    proc = _start(s)
+    _wait_for(marker.exists, proc)
+    pushed = s.tip()
+    assert pushed != before  # the ref moved before post-receive ran
+    _kill(proc)
+    activity = s.landing(third["task"]["id"])
+    assert activity["state"] == "queued"
+    assert _journal(s, activity["id"])["step"] == "pushing"
+    hook.unlink()
+
+    _recover(s)
+    assert s.tip() == pushed  # nothing pushed twice
+    assert git(s.origin, "rev-list", "--count", f"{before}..{pushed}") == "1"
+    assert s.landing(third["task"]["id"])["landed_revision"] == pushed
+    assert s.task(third["task"]["id"])["work_status"] == "done"
+    assert len(s.landings()) == 3
+    assert _journal(s, activity["id"])["step"] == "recorded"
+
+    # A crash after the record but before the journal said so: the record replays, once.
+    path = s.work_dir / "journal" / f"{activity['id']}.json"
+    entry = json.loads(path.read_text())
+    path.write_text(json.dumps({**entry, "step": "pushing"}))
+    _recover(s)
+    assert s.tip() == pushed and len(s.landings()) == 3
+    assert _journal(s, activity["id"])["step"] == "recorded"
+
+
+def test_kill_between_checks_and_push(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    sub = s.approved({"a.txt": "a\n"})
+    marker = tmp_path / "pre-receive-started"
+    hook = _hook(s, "pre-receive", marker)
+    before = s.tip()
+    proc = _start(s)
+    _wait_for(marker.exists, proc)
+    _kill(proc)
+    assert s.tip() == before  # the push never happened
+    activity = s.landing(sub["task"]["id"])
+    assert activity["state"] == "queued" and s.landings() == []
+    journal = _journal(s, activity["id"])
+    assert journal["step"] == "pushing" and journal["target_before"] == before
+    hook.unlink()
+    [log] = (s.work_dir / "logs").rglob("unit.log")
+    checked_at = log.stat().st_mtime_ns
+
+    _recover(s)
+    candidate = sub["submission"]["candidate_revision"]
+    assert s.tip() == candidate
+    assert s.landing(sub["task"]["id"])["landed_revision"] == candidate
+    assert len(s.landings()) == 1
+    # Checked on this very target before the crash: pushed without running the checks again.
+    assert log.stat().st_mtime_ns == checked_at
+    assert [r["event"] for r in s.reports()] == ["landed"]
+
+
+def test_the_target_moves_during_the_checks(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    gate = "touch started; while [ ! -e go ]; do sleep 0.05; done; echo released"
+    s.write_config({"gated": ["/bin/sh", "-c", gate]})
+    sub = s.approved({"mine.txt": "mine\n"})
+    proc = _start(s)
+    runs = s.work_dir / "runs"
+
+    def started() -> list[Path]:
+        return [p.parent for p in runs.rglob("started") if not (p.parent / "go").exists()]
+
+    _wait_for(lambda: bool(started()), proc)
+    moved = s.push_to_target({"theirs.txt": "theirs\n"}, "someone else lands first")
+    deadline = time.monotonic() + WAIT
+    while proc.poll() is None:
+        for tree in started():
+            (tree / "go").touch()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+
+    tip = s.tip()
+    assert git(s.origin, "rev-parse", f"{tip}^") == moved  # rebased onto the moved target
+    assert set(git(s.origin, "ls-tree", "--name-only", tip).split()) == {
+        "README",
+        "mine.txt",
+        "theirs.txt",
+    }
+    assert s.landing(sub["task"]["id"])["landed_revision"] == tip
+    assert len(s.landings()) == 1
+    events = [r["event"] for r in s.reports()]
+    assert events == ["target_moved", "landed"]
