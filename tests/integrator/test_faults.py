@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -172,3 +173,29 @@ def test_the_target_moves_during_the_checks(
     assert len(s.landings()) == 1
     events = [r["event"] for r in s.reports()]
     assert events == ["target_moved", "landed"]
+
+
+def test_the_remote_alone_recovers_a_fast_forward_landing(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    """Killed between push and record, and the whole work directory (journal included) lost:
+    the target already contains the candidate, so the landing is recorded, never pushed again."""
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    sub = s.approved({"a.txt": "a\n"})
+    marker = tmp_path / "post-receive-started"
+    hook = _hook(s, "post-receive", marker)
+    proc = _start(s)
+    _wait_for(marker.exists, proc)
+    _kill(proc)
+    hook.unlink()
+    candidate = sub["submission"]["candidate_revision"]
+    assert s.tip() == candidate and s.landings() == []
+    shutil.rmtree(s.work_dir)
+
+    _recover(s)
+    assert s.tip() == candidate
+    assert s.landing(sub["task"]["id"])["landed_revision"] == candidate
+    assert s.task(sub["task"]["id"])["work_status"] == "done"
+    assert len(s.landings()) == 1
+    assert [r["event"] for r in s.reports()] == ["landed"]

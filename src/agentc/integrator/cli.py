@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -23,7 +24,7 @@ EXIT_CONFIG = 2
 EXIT_LOCKED = 3
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"agentc-integrator: {message}", err=True)
     sys.exit(code)
 

@@ -10,9 +10,11 @@ recorded (never pushed again); one it does not contain was never landed and star
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,7 +51,7 @@ class Integrator:
         self.journal = Journal(work / "journal")
         self.reports = JsonLines.open(work / "reports.jsonl")
         self.err = err
-        self.red: dict[str, list[CheckResult]] = {}  # target revision -> its failing checks
+        self.red: tuple[str, list[CheckResult]] | None = None  # the last target checked
 
     def close(self) -> None:
         self.reports.close()
@@ -75,12 +77,12 @@ class Integrator:
         landed = 0
         for entry in self.journal.entries():
             if entry.step == "pushing":
-                landed += self._guarded(entry, lambda e=entry: self.resolve_push(e))
+                landed += self._guarded(entry, functools.partial(self.resolve_push, entry))
         for candidate in self.coordinator.queue():
-            landed += self._guarded(candidate, lambda c=candidate: self.handle(c))
+            landed += self._guarded(candidate, functools.partial(self.handle, candidate))
         return landed
 
-    def _guarded(self, item: Entry | Candidate, step: Any) -> int:
+    def _guarded(self, item: Entry | Candidate, step: Callable[[], bool]) -> int:
         """One candidate's failure (the coordinator refuses, git fails) never stops the poll."""
         try:
             return 1 if step() else 0
@@ -114,9 +116,12 @@ class Integrator:
         if entry is not None and entry.target_before == tip:
             if entry.step in ("rejected", "target_red"):
                 return "waiting"  # nothing changed since the verdict
-            if entry.step == "checked" and entry.result_revision:
+            result = entry.result_revision
+            if entry.step == "checked" and result and self.repo.has_commit(result):
                 return self.push(entry)  # checked on this very target: push, no second run
         entry = self.integrate(cand, tip)
+        if entry.step == "pushing":  # already on the target: record it, never push again
+            return "landed" if self.resolve_push(entry) else "waiting"
         if entry.step != "checked":
             return "sent_back" if entry.step == "rejected" else "waiting"
         return self.push(entry)
@@ -140,6 +145,8 @@ class Integrator:
                 f"{cand.candidate_ref} holds {fetched}, the submission names "
                 f"{cand.candidate_revision}",
             )
+        if self.repo.is_ancestor(fetched, tip):
+            return self.already_landed(base, fetched)
         integrated = self.repo.integrate(self.config.merge_policy, tip, fetched)
         if integrated.revision is None:
             return self.send_back(base, f"conflict: {integrated.conflict}")
@@ -173,6 +180,26 @@ class Integrator:
             )
         return self.journal.save(base.at("checked", result_revision=result, checks=records))
 
+    def already_landed(self, base: Entry, revision: str) -> Entry:
+        """The target already contains the candidate (a fast-forward landing whose journal was
+        lost, or a push by hand): recorded once its checks pass on exactly that revision."""
+        checks = self.check(revision, Path("candidates") / base.activity_id / revision)
+        records = [c.record() for c in checks]
+        if all(c.passed for c in checks):
+            entry = base.at("pushing", result_revision=revision, checks=records)
+            return self.journal.save(entry)
+        entry = base.at("target_red", result_revision=revision, checks=records)
+        entry = self.journal.save(entry.at("target_red", reason="on the target, failing"))
+        self.report(
+            "target_red",
+            entry,
+            target=base.target_before,
+            reason=entry.reason,
+            tail=checks[-1].tail,
+            checks=records,
+        )
+        return entry
+
     def check(self, revision: str, name: Path) -> list[CheckResult]:
         runs = self.config.work_dir / "runs" / name
         tree = runs / "tree"
@@ -184,9 +211,9 @@ class Integrator:
 
     def target_red(self, tip: str) -> list[CheckResult] | None:
         """The target's own failing checks (run once per target revision), or None if green."""
-        if tip not in self.red:
-            self.red[tip] = self.check(tip, Path("targets") / tip)
-        results = self.red[tip]
+        if self.red is None or self.red[0] != tip:
+            self.red = (tip, self.check(tip, Path("targets") / tip))
+        results = self.red[1]
         return None if all(c.passed for c in results) else results
 
     def send_back(self, entry: Entry, reason: str, tail: str = "") -> Entry:
