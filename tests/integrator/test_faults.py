@@ -199,3 +199,30 @@ def test_the_remote_alone_recovers_a_fast_forward_landing(
     assert s.task(sub["task"]["id"])["work_status"] == "done"
     assert len(s.landings()) == 1
     assert [r["event"] for r in s.reports()] == ["landed"]
+
+
+def test_a_remote_that_refuses_the_push_lands_later_without_new_checks(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    sub = s.approved({"a.txt": "a\n"})
+    hook = s.origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho branch is frozen >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = s.tip()
+    _recover(s)
+    assert s.tip() == before and s.landings() == []
+    [report] = s.reports()
+    assert report["event"] == "error" and "the remote refused the push" in report["reason"]
+    assert "branch is frozen" in report["reason"]
+    activity = s.landing(sub["task"]["id"])
+    assert _journal(s, activity["id"])["step"] == "checked"
+    [log] = (s.work_dir / "logs").rglob("unit.log")
+    checked_at = log.stat().st_mtime_ns
+    hook.unlink()
+
+    _recover(s)
+    assert s.tip() == sub["submission"]["candidate_revision"]
+    assert len(s.landings()) == 1
+    assert log.stat().st_mtime_ns == checked_at

@@ -188,8 +188,9 @@ class Integrator:
         if all(c.passed for c in checks):
             entry = base.at("pushing", result_revision=revision, checks=records)
             return self.journal.save(entry)
-        entry = base.at("target_red", result_revision=revision, checks=records)
-        entry = self.journal.save(entry.at("target_red", reason="on the target, failing"))
+        reason = "the candidate is already on the target and fails its checks there"
+        entry = base.at("target_red", result_revision=revision, checks=records, reason=reason)
+        self.journal.save(entry)
         self.report(
             "target_red",
             entry,
@@ -237,6 +238,11 @@ class Integrator:
         refused = self.repo.push_if_unmoved(entry.target_before, result)
         if self.resolve_push(entry):
             return "landed"
+        if self.repo.remote_tip() == entry.target_before:
+            # Not a move: the remote refused (its hooks, its permissions). The checked result
+            # is pushed again at the next poll; the checks do not run again.
+            self.report("error", entry, reason=f"the remote refused the push: {refused}")
+            return "waiting"
         self.report("target_moved", entry, target=entry.target_before, reason=refused)
         return "retry"
 
