@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -156,3 +157,15 @@ def test_a_candidate_whose_check_steals_the_credential_is_sent_back(
     logs = list((s.work_dir / "logs").rglob("*.log"))
     assert logs and all(s.token not in p.read_text() for p in logs)
     assert s.token not in (s.work_dir / "reports.jsonl").read_text()
+
+
+def test_a_check_that_outlives_its_timeout_is_killed_and_fails(env):
+    config, tree = env
+    runner = CheckRunner(config)
+    check = CheckConfig(argv=["/bin/sh", "-c", "echo waiting; sleep 297.125 & wait"], timeout_seconds=1)
+    result = runner.run_one("slow", check, tree, tree.parent / "slow.log")
+    assert (result.outcome, result.exit_code) == ("timed_out", None)
+    assert "waiting" in result.tail
+    # Nothing of the check is left: no process still runs in its tree.
+    leftovers = subprocess.run(["pgrep", "-f", "sleep 297.125"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""

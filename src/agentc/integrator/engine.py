@@ -20,6 +20,8 @@ from typing import Any, TextIO
 
 from agentc.client.errors import TransportFailure
 from agentc.core.errors import CoordinatorError
+from agentc.core.model import CANDIDATE_REF_PREFIX
+from agentc.core.rules import check_candidate_ref, check_revision_sha
 from agentc.files import JsonLines
 from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
@@ -136,6 +138,11 @@ class Integrator:
             tip,
             step="rejected",
         )
+        try:  # the service checked both; the integrator trusts no input it passes to git
+            check_candidate_ref(cand.candidate_ref, CANDIDATE_REF_PREFIX)
+            check_revision_sha("candidate_revision", cand.candidate_revision)
+        except CoordinatorError as exc:
+            return self.send_back(base, exc.message)
         fetched = self.repo.fetch_candidate(cand.candidate_ref, cand.submission_id)
         if fetched is None:
             return self.send_back(base, f"the remote has no {cand.candidate_ref}")
