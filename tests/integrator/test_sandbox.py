@@ -162,7 +162,9 @@ def test_a_candidate_whose_check_steals_the_credential_is_sent_back(
 def test_a_check_that_outlives_its_timeout_is_killed_and_fails(env):
     config, tree = env
     runner = CheckRunner(config)
-    check = CheckConfig(argv=["/bin/sh", "-c", "echo waiting; sleep 297.125 & wait"], timeout_seconds=1)
+    check = CheckConfig(
+        argv=["/bin/sh", "-c", "echo waiting; sleep 297.125 & wait"], timeout_seconds=1
+    )
     result = runner.run_one("slow", check, tree, tree.parent / "slow.log")
     assert (result.outcome, result.exit_code) == ("timed_out", None)
     assert "waiting" in result.tail

@@ -86,7 +86,13 @@ def _serve(config: IntegratorConfig, token: str, once: bool) -> int:
             while True:
                 try:
                     integrator.poll()
-                except (CoordinatorError, TransportFailure, GitFailure, AgentcError) as exc:
+                except (
+                    CoordinatorError,
+                    TransportFailure,
+                    GitFailure,
+                    AgentcError,
+                    OSError,
+                ) as exc:
                     click.echo(f"agentc-integrator: poll failed: {exc}", err=True)
                     if once:
                         return 1
