@@ -60,6 +60,7 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("argv", "[checks.empty]\nargv = []"), "checks.empty.argv: must be a non-empty list"),
         (("limits", "[limits]\nmemory_mib = -1"), "limits.memory_mib: must be >= 0"),
         (("poll", "poll_seconds = 0"), "poll_seconds: must be >= 1"),
+        (("ssh", 'ssh_key = "id_rsa"'), "ssh_key: must be an absolute path"),
     ],
     ids=lambda v: v[0] if isinstance(v, tuple) else "",
 )

@@ -171,3 +171,15 @@ def test_a_check_that_outlives_its_timeout_is_killed_and_fails(env):
     # Nothing of the check is left: no process still runs in its tree.
     leftovers = subprocess.run(["pgrep", "-f", "sleep 297.125"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
+
+
+def test_a_check_cannot_read_the_ssh_key(env, tmp_path: Path):
+    config, tree = env
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    key = keys / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    key.chmod(0o600)
+    config = dataclasses.replace(config, ssh_key=key)
+    ok, tail = _run(config, tree, "/bin/cat", str(key))
+    assert not ok and "secret" not in tail

@@ -21,6 +21,7 @@ from agentc.files.settings import (
     list_of,
     number,
     one_of,
+    optional,
     section,
     setting,
     string,
@@ -96,6 +97,8 @@ class IntegratorConfig(Settings):
     allow_insecure_loopback: bool = setting(boolean, default=False)
     # The repository: any git URL, its target branch, how candidates reach it.
     remote: str = setting(_non_empty)
+    # The key git pushes and fetches with over ssh (GIT_SSH_COMMAND with IdentitiesOnly).
+    ssh_key: Path | None = setting(optional(absolute_path), default=None)
     target_branch: str = setting(_branch, default="main")
     merge_policy: Policy = setting(one_of(POLICIES), default="rebase")
     # The integrator's private state: its repository, check trees, journal and reports.

@@ -49,6 +49,7 @@ class Integrator:
             config.remote,
             config.target_branch,
             (config.committer_name, config.committer_email),
+            config.ssh_key,
         )
         self.journal = Journal(work / "journal")
         self.reports = JsonLines.open(work / "reports.jsonl")

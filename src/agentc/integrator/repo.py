@@ -54,12 +54,19 @@ class Integrated:
 class Repo:
     """The private repository at ``path``, integrating into ``branch`` of ``remote``."""
 
-    def __init__(self, path: Path, remote: str, branch: str, committer: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        remote: str,
+        branch: str,
+        committer: tuple[str, str],
+        ssh_key: Path | None = None,
+    ) -> None:
         self.path = path
         self.remote = remote
         self.branch = branch
         self.env = {
-            **git_env(),
+            **git_env(ssh_key),
             "GIT_COMMITTER_NAME": committer[0],
             "GIT_COMMITTER_EMAIL": committer[1],
         }
