@@ -55,7 +55,7 @@ class Setup:
     token: str
     config: Path
     work_dir: Path
-    connected: set[str] = field(default_factory=set)
+    connected: set[Path] = field(default_factory=set)
 
     def write_config(self, checks: dict[str, list[str]], **extra: Any) -> None:
         secrets = self.root / "secrets"
@@ -78,7 +78,7 @@ class Setup:
             lines += [f"[checks.{name}]", f"argv = {_toml(argv)}", "timeout_seconds = 120"]
         self.config.write_text("\n".join(lines) + "\n")
 
-    def integrator(self, *args: str, **popen: Any) -> subprocess.CompletedProcess[str]:
+    def integrator(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.argv(*args), capture_output=True, text=True, timeout=300, env=clean_env()
         )
@@ -87,9 +87,9 @@ class Setup:
         return [INTEGRATOR, "--config", str(self.config), *args]
 
     def connect(self, ws: Workspace) -> None:
-        if ws.root not in {Path(p) for p in self.connected}:
+        if ws.root not in self.connected:
             ws.ok("connect", "--harness", "test-harness")
-            self.connected.add(str(ws.root))
+            self.connected.add(ws.root)
 
     def submit(self, files: dict[str, str], base: str = "HEAD", title: str = "") -> dict[str, Any]:
         """A code task created, implemented and submitted (its candidate pushed) by a new

@@ -3,12 +3,14 @@ required checks run in the real sandbox, and the coordinator records each landin
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import httpx
 
 from tests.client.kit import git
-from tests.integrator.kit import PASS, make_setup
+from tests.integrator.kit import PASS, clean_env, make_setup
 from tests.kit.live import LiveServer
 
 
@@ -41,3 +43,26 @@ def test_an_approved_task_lands_and_is_done(
     again = s.integrator("run", "--once")
     assert again.returncode == 0, again.stderr
     assert s.tip() == candidate and len(s.landings()) == 1 and len(s.reports()) == 1
+
+
+def test_the_polling_loop_lands_work_as_it_is_approved(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    proc = subprocess.Popen(
+        s.argv("run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env()
+    )
+    try:
+        for name in ("one.txt", "two.txt"):
+            task_id = s.approved({name: "x\n"})["task"]["id"]
+            deadline = time.monotonic() + 120
+            while s.task(task_id)["work_status"] != "done":
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "not landed"
+                time.sleep(0.2)
+            assert name in git(s.origin, "ls-tree", "--name-only", s.tip())
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert len(s.landings()) == 2
