@@ -162,31 +162,28 @@ class Integrator:
         checks = self.check(result, Path("candidates") / cand.activity_id / result)
         records = [c.record() for c in checks]
         if not all(c.passed for c in checks):
-            red = self.target_red(tip)
-            if red:
-                entry = base.at(
-                    "target_red",
-                    result_revision=result,
-                    checks=records,
-                    reason=f"the target {tip} itself fails {red[-1].name}",
-                )
-                self.report(
-                    "target_red",
-                    entry,
-                    target=tip,
-                    reason=entry.reason,
-                    tail=red[-1].tail,
-                    checks=[c.record() for c in red],
-                )
-                return self.journal.save(entry)
-            failed = checks[-1]
-            reason = f"check {failed.name} {failed.outcome} (exit {failed.exit_code})"
-            return self.send_back(
-                base.at("rejected", result_revision=result, checks=records),
-                reason,
-                tail=failed.tail,
-            )
+            return self.failed(base.at("rejected", result_revision=result, checks=records), checks)
         return self.journal.save(base.at("checked", result_revision=result, checks=records))
+
+    def failed(self, entry: Entry, checks: list[CheckResult]) -> Entry:
+        """A check failed on the result: the target's fault if it fails there too."""
+        tip = entry.target_before
+        red = self.target_red(tip)
+        if red:
+            entry = entry.at("target_red", reason=f"the target {tip} itself fails {red[-1].name}")
+            self.journal.save(entry)
+            self.report(
+                "target_red",
+                entry,
+                target=tip,
+                reason=entry.reason,
+                tail=red[-1].tail,
+                checks=[c.record() for c in red],
+            )
+            return entry
+        last = checks[-1]
+        reason = f"check {last.name} {last.outcome} (exit {last.exit_code})"
+        return self.send_back(entry, reason, tail=last.tail)
 
     def already_landed(self, base: Entry, revision: str) -> Entry:
         """The target already contains the candidate (a fast-forward landing whose journal was
