@@ -103,3 +103,42 @@ DEPENDENCIES_MAX = 100
 AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
+
+
+class PrincipalKind(StrEnum):
+    """Who an account is; a task's origin is the kind of its creator."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+
+
+class PrincipalRole(StrEnum):
+    ADMIN = "admin"
+    OPERATOR = "operator"
+    AGENT = "agent"
+
+
+class WorkRole(StrEnum):
+    """The queue `next` serves: implementation work or reviews."""
+
+    IMPLEMENTER = "implementer"
+    REVIEWER = "reviewer"
+
+
+class AdmissionClass(StrEnum):
+    CANARY = "canary"
+
+
+class AmendmentDecision(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class Severity(StrEnum):
+    REQUIRED = "required"
+    ADVISORY = "advisory"
+
+
+class TelemetryStream(StrEnum):
+    COST = "cost"
+    CANARY = "canary"

@@ -3,37 +3,39 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
+from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
 from agentc.core.rules import rfc3339
-from agentc.service.api import Op, Result, new_id
+from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
 from agentc.service.schemas import AgentIn, SessionIn
-from agentc.store.schema import agent_sessions, attempts, credentials, principals
+from agentc.store import accounts, leases
+from agentc.store.accounts import AgentSession, Credential, Principal
 
 
 def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
     """The first admin; only on an empty installation (host bootstrap)."""
-    if conn.execute(select(principals.c.id).limit(1)).first() is not None:
+    if accounts.any_principal(conn):
         raise CoordinatorError(
             "installation_not_empty",
             "init-admin works only on an empty installation; this one already has accounts",
             status=409,
         )
     pid = new_id()
-    conn.execute(
-        insert(principals).values(
+    accounts.insert_principal(
+        conn,
+        Principal(
             id=pid,
             name=username,
-            kind="human",
-            role="admin",
+            kind=PrincipalKind.HUMAN.value,
+            role=PrincipalRole.ADMIN.value,
             password_hash=hash_password(password),
+            disabled_at=None,
             created_at=now,
-        )
+        ),
     )
     return pid
 
@@ -45,34 +47,45 @@ def issue_agent_credential(
     credential_class: str,
     access: str,
     issued_by: str | None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """An agent principal (created on first use) and a new credential; the token is returned
     once and only its verifier is stored."""
-    agent = conn.execute(select(principals).where(principals.c.name == name)).first()
-    if agent is not None and agent.kind != "agent":
+    agent = accounts.principal_by_name(conn, name)
+    if agent is not None and agent.kind != PrincipalKind.AGENT:
         raise CoordinatorError(
             "record_conflict", f"{name} is a human account, not an agent", status=409
         )
     if agent is None:
         pid = new_id()
-        conn.execute(
-            insert(principals).values(id=pid, name=name, kind="agent", role="agent", created_at=now)
+        accounts.insert_principal(
+            conn,
+            Principal(
+                id=pid,
+                name=name,
+                kind=PrincipalKind.AGENT.value,
+                role=PrincipalRole.AGENT.value,
+                password_hash=None,
+                disabled_at=None,
+                created_at=now,
+            ),
         )
     else:
         pid = agent.id
     token = new_secret()
     cid = new_id()
-    conn.execute(
-        insert(credentials).values(
+    accounts.insert_credential(
+        conn,
+        Credential(
             id=cid,
             principal_id=pid,
             token_hash=verifier(token),
             name="initial",
+            class_=credential_class,
             access=access,
             issued_by=issued_by,
             created_at=now,
-            **{"class": credential_class},
-        )
+            revoked_at=None,
+        ),
     )
     return {
         "agent_id": pid,
@@ -102,21 +115,11 @@ def admin_issue(op: Op, body: AgentIn) -> Result:
 
 def revoke_credential(op: Op, credential_id: str) -> Result:
     require_admin(op.actor, "revoke credentials")
-    row = op.conn.execute(select(credentials).where(credentials.c.id == credential_id)).first()
+    row = accounts.get_credential(op.conn, credential_id)
     if row is None:
         raise CoordinatorError("record_not_found", f"no credential {credential_id}", status=404)
     if row.revoked_at is None:
-        op.conn.execute(
-            update(credentials).where(credentials.c.id == credential_id).values(revoked_at=op.now)
-        )
-        op.conn.execute(
-            update(agent_sessions)
-            .where(
-                agent_sessions.c.credential_id == credential_id,
-                agent_sessions.c.closed_at.is_(None),
-            )
-            .values(closed_at=op.now)
-        )
+        accounts.revoke_credential(op.conn, credential_id, op.now)
         op.event("agent_credential_revoked", None, credential_id)
     return Result({"credential_id": credential_id, "revoked": True})
 
@@ -125,16 +128,15 @@ def open_session(op: Op, body: SessionIn) -> Result:
     actor = op.actor
     if actor.is_human or actor.credential_id is None:
         raise denied("agent sessions are opened with an agent's bearer token")
-    if actor.credential_class == "integrator":
+    if actor.credential_class == CredentialClass.INTEGRATOR:
         raise denied("integrator credentials do not open agent sessions")
     session_id = body.session_id or new_id()
-    if op.conn.execute(
-        select(agent_sessions.c.id).where(agent_sessions.c.id == session_id)
-    ).first():
+    if accounts.session_exists(op.conn, session_id):
         raise CoordinatorError("session_conflict", f"session {session_id} exists", status=409)
     proof = op.client_proof or new_secret()
-    op.conn.execute(
-        insert(agent_sessions).values(
+    accounts.insert_session(
+        op.conn,
+        AgentSession(
             id=session_id,
             principal_id=actor.principal_id,
             credential_id=actor.credential_id,
@@ -143,7 +145,8 @@ def open_session(op: Op, body: SessionIn) -> Result:
             workstation_id=body.workstation_id,
             capabilities_json=json.dumps(body.capabilities),
             created_at=op.now,
-        )
+            closed_at=None,
+        ),
     )
     op.event("agent_session_registered", None, session_id, harness=body.harness)
     data = {
@@ -161,26 +164,11 @@ def open_session(op: Op, body: SessionIn) -> Result:
     )
 
 
-def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
-    row = conn.execute(
-        select(agent_sessions, principals.c.name.label("agent"))
-        .join(principals, principals.c.id == agent_sessions.c.principal_id)
-        .where(agent_sessions.c.id == session_id)
-    ).first()
+def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
+    row = accounts.get_session(conn, session_id)
     if row is None:
         raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
-    held = conn.execute(
-        select(
-            attempts.c.id,
-            attempts.c.project_id,
-            attempts.c.task_id,
-            attempts.c.activity_id,
-            attempts.c.generation,
-            attempts.c.expires_at,
-        )
-        .where(attempts.c.session_id == session_id, attempts.c.state == "active")
-        .order_by(attempts.c.created_at)
-    ).all()
+    held = leases.held_attempts(conn, session_id)
     return {
         "held_attempts": [
             {
@@ -195,7 +183,7 @@ def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
             for a in held
         ],
         "session_id": row.id,
-        "agent": row.agent,
+        "agent": accounts.principal_name(conn, row.principal_id),
         "principal_id": row.principal_id,
         "harness": row.harness,
         "workstation_id": row.workstation_id,
@@ -208,10 +196,6 @@ def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
 def close_session(op: Op, session_id: str) -> Result:
     if op.actor.session_id != session_id:
         raise denied("an agent may close only its own session")
-    op.conn.execute(
-        update(agent_sessions)
-        .where(agent_sessions.c.id == session_id, agent_sessions.c.closed_at.is_(None))
-        .values(closed_at=op.now)
-    )
+    accounts.close_session(op.conn, session_id, op.now)
     op.event("agent_session_closed", None, session_id)
     return Result(session_view(op.conn, session_id, op.now))

@@ -4,41 +4,38 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import insert, select, update
-
 from agentc.core.errors import CoordinatorError
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
 from agentc.service.work.views import project_row, project_view
-from agentc.store.schema import projects
+from agentc.store import projects
+from agentc.store.projects import PolicyChanges, Project
 
 
 def create_project(op: Op, body: ProjectIn) -> Result:
     require_human(op.actor, "create projects")
-    if op.conn.execute(select(projects.c.id).where(projects.c.name == body.name)).first():
+    if projects.project_name_taken(op.conn, body.name):
         raise CoordinatorError(
             "project_exists", f"a project named {body.name!r} exists", status=409
         )
     _check_max_attempt(body.max_attempt_seconds)
-    pid = new_id()
-    op.conn.execute(
-        insert(projects).values(
-            id=pid,
-            name=body.name,
-            repository_url=body.repository_url,
-            target_branch=body.target_branch,
-            review_mode=body.review_mode,
-            lease_seconds=body.lease_seconds,
-            max_attempt_seconds=body.max_attempt_seconds,
-            required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
-            policy_revision=1,
-            created_at=op.now,
-            updated_at=op.now,
-        )
+    project = Project(
+        id=new_id(),
+        name=body.name,
+        repository_url=body.repository_url,
+        target_branch=body.target_branch,
+        review_mode=body.review_mode,
+        lease_seconds=body.lease_seconds,
+        max_attempt_seconds=body.max_attempt_seconds,
+        required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
+        policy_revision=1,
+        created_at=op.now,
+        updated_at=op.now,
     )
-    op.event("project.created", pid, pid, name=body.name)
-    return Result(project_view(project_row(op.conn, pid)), status=201)
+    projects.insert_project(op.conn, project)
+    op.event("project.created", project.id, project.id, name=body.name)
+    return Result(project_view(project), status=201)
 
 
 def _check_max_attempt(value: int | None) -> None:
@@ -53,7 +50,7 @@ def _check_max_attempt(value: int | None) -> None:
 
 def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
     require_human(op.actor, "change a project's policy")
-    row = op.tx.lock(projects, project_id)
+    row = projects.lock_project(op.tx, project_id)
     if row is None:
         project_row(op.conn, project_id)  # raises project_not_found
         raise AssertionError
@@ -66,13 +63,19 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
         )
     _check_max_attempt(body.max_attempt_seconds)
     changes = body.model_dump(exclude_none=True, exclude={"expected_revision"})
-    values = {k: v for k, v in changes.items() if k != "required_checks"}
+    values = PolicyChanges(policy_revision=row.policy_revision + 1, updated_at=op.now)
+    if body.repository_url is not None:
+        values["repository_url"] = body.repository_url
+    if body.target_branch is not None:
+        values["target_branch"] = body.target_branch
+    if body.review_mode is not None:
+        values["review_mode"] = body.review_mode
+    if body.lease_seconds is not None:
+        values["lease_seconds"] = body.lease_seconds
+    if body.max_attempt_seconds is not None:
+        values["max_attempt_seconds"] = body.max_attempt_seconds
     if body.required_checks is not None:
         values["required_checks_json"] = json.dumps(changes["required_checks"])
-    op.conn.execute(
-        update(projects)
-        .where(projects.c.id == project_id)
-        .values(**values, policy_revision=row.policy_revision + 1, updated_at=op.now)
-    )
+    projects.update_project(op.conn, project_id, values)
     op.event("policy.updated", project_id, project_id, changes=changes)
     return Result(project_view(project_row(op.conn, project_id)))
