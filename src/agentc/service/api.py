@@ -30,7 +30,8 @@ from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
 from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
 from agentc.service.settings import ServerSettings
-from agentc.store.audit import Receipt, get_receipt, insert_receipt, write_event
+from agentc.store.audit import Receipt, get_receipt, write_event
+from agentc.store.sql import insert
 from agentc.store.tx import Executor, Tx
 
 log = logging.getLogger("agentc.service")
@@ -204,7 +205,7 @@ def mutation(
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
         with tx.savepoint_if_concurrent():
-            insert_receipt(
+            insert(
                 tx.conn,
                 Receipt(
                     principal_id=actor.principal_id,

@@ -21,7 +21,8 @@ from agentc.service.auth import (
 )
 from agentc.service.schemas import AgentIn, LoginIn, SessionIn
 from agentc.service.work import accounts
-from agentc.store.accounts import BrowserSession, human_by_name, insert_browser_session
+from agentc.store.accounts import BrowserSession, human_by_name
+from agentc.store.sql import insert
 from agentc.store.tx import Tx
 
 router = APIRouter()
@@ -82,7 +83,7 @@ async def login(request: Request, body: LoginIn) -> Response:
     principal_id = row.id
 
     def work(tx: Tx) -> int:
-        insert_browser_session(
+        insert(
             tx.conn,
             BrowserSession(
                 id=new_id(),

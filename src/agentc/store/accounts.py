@@ -8,9 +8,10 @@ from typing import NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.model import PrincipalKind
-from agentc.store.sql import columns, fetch_exists, fetch_one, insert, run
+from agentc.store.sql import columns, fetch_exists, fetch_one, run, table
 
 
+@table("principals")
 class Principal(NamedTuple):
     id: str
     name: str
@@ -21,6 +22,7 @@ class Principal(NamedTuple):
     created_at: int
 
 
+@table("credentials")
 class Credential(NamedTuple):
     id: str
     principal_id: str
@@ -33,6 +35,7 @@ class Credential(NamedTuple):
     revoked_at: int | None
 
 
+@table("agent_sessions")
 class AgentSession(NamedTuple):
     id: str
     principal_id: str
@@ -45,6 +48,7 @@ class AgentSession(NamedTuple):
     closed_at: int | None
 
 
+@table("browser_sessions")
 class BrowserSession(NamedTuple):
     id: str
     principal_id: str
@@ -88,7 +92,14 @@ class BrowserAuth(NamedTuple):
 
 
 _PRINCIPAL = f"SELECT {columns(Principal)} FROM principals"
-_SESSION = f"SELECT {columns(AgentSession)} FROM agent_sessions"
+_PRINCIPAL_BY_NAME = _PRINCIPAL + " WHERE name = :name"
+_HUMAN_BY_NAME = _PRINCIPAL_BY_NAME + f" AND kind = '{PrincipalKind.HUMAN}'"
+_PRINCIPAL_NAME = "SELECT name FROM principals WHERE id = :id"
+_REVOKE = "UPDATE credentials SET revoked_at = :now WHERE id = :id"
+_CLOSE_SESSIONS_OF = (
+    "UPDATE agent_sessions SET closed_at = :now WHERE credential_id = :id AND closed_at IS NULL"
+)
+_CLOSE_SESSION = "UPDATE agent_sessions SET closed_at = :now WHERE id = :id AND closed_at IS NULL"
 # Plain SQL on the driver: these run on every authenticated request.
 _CREDENTIAL_AUTH = (
     "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
@@ -121,74 +132,22 @@ def any_principal(conn: Connection) -> bool:
 
 
 def principal_by_name(conn: Connection, name: str) -> Principal | None:
-    return fetch_one(conn, _PRINCIPAL + " WHERE name = :name", Principal, name=name)
+    return fetch_one(conn, _PRINCIPAL_BY_NAME, Principal, name=name)
 
 
 def human_by_name(conn: Connection, name: str) -> Principal | None:
-    return fetch_one(
-        conn,
-        _PRINCIPAL + " WHERE name = :name AND kind = :kind",
-        Principal,
-        name=name,
-        kind=PrincipalKind.HUMAN.value,
-    )
+    return fetch_one(conn, _HUMAN_BY_NAME, Principal, name=name)
 
 
 def principal_name(conn: Connection, principal_id: str) -> str | None:
-    return fetch_one(
-        conn, "SELECT name FROM principals WHERE id = :id", lambda name: str(name), id=principal_id
-    )
-
-
-def insert_principal(conn: Connection, principal: Principal) -> None:
-    insert(conn, "principals", principal)
-
-
-def insert_credential(conn: Connection, credential: Credential) -> None:
-    insert(conn, "credentials", credential)
-
-
-def get_credential(conn: Connection, credential_id: str) -> Credential | None:
-    return fetch_one(
-        conn,
-        f"SELECT {columns(Credential)} FROM credentials WHERE id = :id",
-        Credential,
-        id=credential_id,
-    )
+    return fetch_one(conn, _PRINCIPAL_NAME, str, id=principal_id)
 
 
 def revoke_credential(conn: Connection, credential_id: str, now: int) -> None:
     """Revoke the credential and close its open agent sessions."""
-    run(conn, "UPDATE credentials SET revoked_at = :now WHERE id = :id", now=now, id=credential_id)
-    run(
-        conn,
-        "UPDATE agent_sessions SET closed_at = :now "
-        "WHERE credential_id = :id AND closed_at IS NULL",
-        now=now,
-        id=credential_id,
-    )
-
-
-def session_exists(conn: Connection, session_id: str) -> bool:
-    return fetch_exists(conn, "SELECT id FROM agent_sessions WHERE id = :id", id=session_id)
-
-
-def get_session(conn: Connection, session_id: str) -> AgentSession | None:
-    return fetch_one(conn, _SESSION + " WHERE id = :id", AgentSession, id=session_id)
-
-
-def insert_session(conn: Connection, session: AgentSession) -> None:
-    insert(conn, "agent_sessions", session)
+    run(conn, _REVOKE, now=now, id=credential_id)
+    run(conn, _CLOSE_SESSIONS_OF, now=now, id=credential_id)
 
 
 def close_session(conn: Connection, session_id: str, now: int) -> None:
-    run(
-        conn,
-        "UPDATE agent_sessions SET closed_at = :now WHERE id = :id AND closed_at IS NULL",
-        now=now,
-        id=session_id,
-    )
-
-
-def insert_browser_session(conn: Connection, session: BrowserSession) -> None:
-    insert(conn, "browser_sessions", session)
+    run(conn, _CLOSE_SESSION, now=now, id=session_id)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.rules import canonical_json
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, run
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
 class Event(NamedTuple):
@@ -20,6 +20,7 @@ class Event(NamedTuple):
     created_at: int
 
 
+@table("receipts", key=None)
 class Receipt(NamedTuple):
     principal_id: str
     operation: str
@@ -30,6 +31,7 @@ class Receipt(NamedTuple):
     created_at: int
 
 
+@table("telemetry_rows", key=None)
 class TelemetryRow(NamedTuple):
     project_id: str
     stream: str
@@ -48,6 +50,10 @@ _EVENT = (
 _RECEIPT = (
     f"SELECT {columns(Receipt)} FROM receipts "
     "WHERE principal_id = :principal_id AND operation = :operation AND key = :key"
+)
+_EVENTS_AFTER = (
+    f"SELECT {columns(Event)} FROM events WHERE project_id = :project_id "
+    "AND seq > :after ORDER BY seq LIMIT :limit"
 )
 _TELEMETRY_SEEN = (
     "SELECT identity FROM telemetry_rows WHERE project_id = :project_id AND stream = :stream "
@@ -82,13 +88,7 @@ def write_event(
 def events_after(conn: Connection, project_id: str, after_seq: int, limit: int) -> list[Event]:
     """The project's events after seq, in order, at most limit."""
     return fetch_all(
-        conn,
-        f"SELECT {columns(Event)} FROM events WHERE project_id = :project_id "
-        "AND seq > :after ORDER BY seq LIMIT :limit",
-        Event,
-        project_id=project_id,
-        after=after_seq,
-        limit=limit,
+        conn, _EVENTS_AFTER, Event, project_id=project_id, after=after_seq, limit=limit
     )
 
 
@@ -98,17 +98,9 @@ def get_receipt(conn: Connection, principal_id: str, operation: str, key: str) -
     )
 
 
-def insert_receipt(conn: Connection, receipt: Receipt) -> None:
-    insert(conn, "receipts", receipt)
-
-
 def telemetry_seen(
     conn: Connection, project_id: str, stream: str, host: str, identity: str
 ) -> bool:
     return fetch_exists(
         conn, _TELEMETRY_SEEN, project_id=project_id, stream=stream, host=host, identity=identity
     )
-
-
-def insert_telemetry(conn: Connection, row: TelemetryRow) -> None:
-    insert(conn, "telemetry_rows", row)

@@ -9,11 +9,11 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.model import AttemptState, Lifecycle, Phase
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, run
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 from agentc.store.tasks import Task
-from agentc.store.tx import Tx
 
 
+@table("attempts")
 class Attempt(NamedTuple):
     id: str
     project_id: str
@@ -36,6 +36,7 @@ class Attempt(NamedTuple):
     handoff: str | None
 
 
+@table("checkpoints")
 class Checkpoint(NamedTuple):
     id: str
     attempt_id: str
@@ -47,6 +48,7 @@ class Checkpoint(NamedTuple):
     created_at: int
 
 
+@table("checkouts", key="attempt_id")
 class Checkout(NamedTuple):
     attempt_id: str
     path: str
@@ -76,6 +78,14 @@ class HeldAttempt(NamedTuple):
 
 _ATTEMPT = f"SELECT {columns(Attempt)} FROM attempts"
 _BY_ID = _ATTEMPT + " WHERE id = :id"
+_IN_PROJECT = _BY_ID + " AND project_id = :project_id"
+_OF_TASK = (
+    _ATTEMPT + " WHERE task_id = :task_id ORDER BY created_at DESC, generation DESC LIMIT :limit"
+)
+_HELD = (
+    f"SELECT {columns(HeldAttempt)} FROM attempts WHERE session_id = :session_id "
+    f"AND state = '{AttemptState.ACTIVE}' ORDER BY created_at"
+)
 _RENEW = "UPDATE attempts SET expires_at = :expires_at, last_heartbeat_at = :now WHERE id = :id"
 _PROGRESS = "UPDATE attempts SET last_progress_at = :now, handoff = :handoff WHERE id = :id"
 _END = (
@@ -142,49 +152,18 @@ def offers(conn: Connection, project_id: str, now: int, limit: int) -> list[Offe
     return fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, limit=limit)
 
 
-def get_attempt(conn: Connection, attempt_id: str) -> Attempt | None:
-    return fetch_one(conn, _BY_ID, Attempt, id=attempt_id)
-
-
 def get_project_attempt(conn: Connection, project_id: str, attempt_id: str) -> Attempt | None:
-    return fetch_one(
-        conn,
-        _BY_ID + " AND project_id = :project_id",
-        Attempt,
-        id=attempt_id,
-        project_id=project_id,
-    )
-
-
-def lock_attempt(tx: Tx, attempt_id: str) -> Attempt | None:
-    return tx.lock(_BY_ID, Attempt, id=attempt_id)
+    return fetch_one(conn, _IN_PROJECT, Attempt, id=attempt_id, project_id=project_id)
 
 
 def attempts_of_task(conn: Connection, task_id: str, limit: int) -> list[Attempt]:
     """The task's attempts, newest first."""
-    return fetch_all(
-        conn,
-        _ATTEMPT + " WHERE task_id = :task_id ORDER BY created_at DESC, generation DESC "
-        "LIMIT :limit",
-        Attempt,
-        task_id=task_id,
-        limit=limit,
-    )
+    return fetch_all(conn, _OF_TASK, Attempt, task_id=task_id, limit=limit)
 
 
 def held_attempts(conn: Connection, session_id: str) -> list[HeldAttempt]:
     """The session's active attempts, oldest first."""
-    return fetch_all(
-        conn,
-        f"SELECT {columns(HeldAttempt)} FROM attempts WHERE session_id = :session_id "
-        f"AND state = '{AttemptState.ACTIVE}' ORDER BY created_at",
-        HeldAttempt,
-        session_id=session_id,
-    )
-
-
-def insert_attempt(conn: Connection, attempt: Attempt) -> None:
-    insert(conn, "attempts", attempt)
+    return fetch_all(conn, _HELD, HeldAttempt, session_id=session_id)
 
 
 def renew_attempt(conn: Connection, attempt_id: str, expires_at: int, now: int) -> None:
@@ -219,25 +198,8 @@ def owner_authorized(conn: Connection, attempt_id: str) -> bool:
     return ends is not None and all(ended_at is None for ended_at in ends)
 
 
-def insert_checkpoint(conn: Connection, checkpoint: Checkpoint) -> None:
-    insert(conn, "checkpoints", checkpoint)
-
-
 def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:
     return fetch_one(conn, _LAST_CHECKPOINT, Checkpoint, attempt_id=attempt_id)
-
-
-def get_checkout(conn: Connection, attempt_id: str) -> Checkout | None:
-    return fetch_one(
-        conn,
-        f"SELECT {columns(Checkout)} FROM checkouts WHERE attempt_id = :attempt_id",
-        Checkout,
-        attempt_id=attempt_id,
-    )
-
-
-def insert_checkout(conn: Connection, checkout: Checkout) -> None:
-    insert(conn, "checkouts", checkout)
 
 
 def add_contributor(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, TypedDict
+from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, update
-from agentc.store.tx import Tx
+from agentc.store.sql import columns, fetch_all, fetch_exists, run, table
 
 
+@table("projects")
 class Project(NamedTuple):
     id: str
     name: str
@@ -24,40 +24,27 @@ class Project(NamedTuple):
     updated_at: int
 
 
-class PolicyChanges(TypedDict, total=False):
-    repository_url: str
-    target_branch: str
-    review_mode: str
-    lease_seconds: int
-    max_attempt_seconds: int
-    required_checks_json: str
-    policy_revision: int
-    updated_at: int
-
-
 _SELECT = f"SELECT {columns(Project)} FROM projects"
-_BY_ID = _SELECT + " WHERE id = :id"
-
-
-def get_project(conn: Connection, project_id: str) -> Project | None:
-    return fetch_one(conn, _BY_ID, Project, id=project_id)
-
-
-def lock_project(tx: Tx, project_id: str) -> Project | None:
-    return tx.lock(_BY_ID, Project, id=project_id)
+_BY_NAME = _SELECT + " ORDER BY name"
+_NAME_TAKEN = "SELECT id FROM projects WHERE name = :name"
+_SAVE_POLICY = (
+    "UPDATE projects SET repository_url = :repository_url, target_branch = :target_branch, "
+    "review_mode = :review_mode, lease_seconds = :lease_seconds, "
+    "max_attempt_seconds = :max_attempt_seconds, required_checks_json = :required_checks_json, "
+    "policy_revision = :policy_revision, updated_at = :updated_at WHERE id = :id"
+)
 
 
 def all_projects(conn: Connection) -> list[Project]:
-    return fetch_all(conn, _SELECT + " ORDER BY name", Project)
+    return fetch_all(conn, _BY_NAME, Project)
 
 
 def project_name_taken(conn: Connection, name: str) -> bool:
-    return fetch_exists(conn, "SELECT id FROM projects WHERE name = :name", name=name)
+    return fetch_exists(conn, _NAME_TAKEN, name=name)
 
 
-def insert_project(conn: Connection, project: Project) -> None:
-    insert(conn, "projects", project)
-
-
-def update_project(conn: Connection, project_id: str, changes: PolicyChanges) -> None:
-    update(conn, "projects", "id", project_id, changes)
+def save_project(conn: Connection, project: Project) -> None:
+    """Write the project's settings and policy (its name and creation stay)."""
+    values = project._asdict()
+    del values["name"], values["created_at"]
+    run(conn, _SAVE_POLICY, **values)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -51,42 +51,77 @@ def fetch_exists(conn: Connection, sql: str, **params: Value) -> bool:
     return _execute(conn, sql, params).fetchone() is not None
 
 
-def fetch_values(conn: Connection, sql: str, **params: Value) -> list[Any]:
-    """The first column of every row (the column's driver type: the caller's annotation)."""
-    return [row[0] for row in _execute(conn, sql, params).fetchall()]
-
-
 def run(conn: Connection, sql: str, **params: Value) -> int:
     """A statement without rows; the row count."""
     count: int = _execute(conn, sql, params).rowcount
     return count
 
 
-def columns(row: type[NamedTuple], alias: str = "") -> str:
+class Row(Protocol):
+    """A typed row: a `typing.NamedTuple` whose fields are its table's columns."""
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+RowT = TypeVar("RowT", bound=Row)
+
+
+def columns(row: type[Row], alias: str = "") -> str:
     """The select list for row's fields, in order (prefixed by `alias.` when given; a trailing
     `_` is dropped from a field named after a Python keyword, e.g. `class_`)."""
     prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + name.rstrip("_") for name in row._fields)
+    return ", ".join(prefix + name for name in _column_names(row))
 
 
-@lru_cache(maxsize=64)
-def _insert_sql(table: str, names: tuple[str, ...]) -> str:
-    return (
-        f"INSERT INTO {table} ({', '.join(n.rstrip('_') for n in names)}) "
-        f"VALUES ({', '.join(':' + n for n in names)})"
-    )
+def _column_names(row: type[Row]) -> list[str]:
+    # A NamedTuple's annotations are its fields, in order.
+    return [name.rstrip("_") for name in row.__annotations__]
 
 
-def insert(conn: Connection, table: str, row: NamedTuple) -> None:
-    """Insert one row whose fields are the table's columns (a trailing `_` is dropped from a
-    field name that is a Python keyword, e.g. `class_`)."""
-    values: dict[str, Value] = row._asdict()
-    run(conn, _insert_sql(table, tuple(values)), **values)
+class _Table(NamedTuple):
+    by_key: str  # SELECT every column WHERE the key column = :key
+    insert: str  # INSERT every column
+    name: str
+    key: str | None
 
 
-def insert_many(conn: Connection, table: str, rows: Iterable[NamedTuple]) -> None:
-    for row in rows:
-        insert(conn, table, row)
+_TABLES: dict[type[Row], _Table] = {}
+
+
+def table(name: str, key: str | None = "id") -> Callable[[type[RowT]], type[RowT]]:
+    """Class decorator: the row type holds the rows of the table `name`, keyed by the column
+    `key` (None: a composite key, the row is only inserted this way). `fetch_row`,
+    `Tx.lock`, `insert` and `update` then find the table by the row type."""
+
+    def register(row: type[RowT]) -> type[RowT]:
+        names = _column_names(row)
+        _TABLES[row] = _Table(
+            f"SELECT {columns(row)} FROM {name} WHERE {key} = :key" if key else "",
+            f"INSERT INTO {name} ({', '.join(names)}) "
+            f"VALUES ({', '.join(':' + n for n in row.__annotations__)})",
+            name,
+            key,
+        )
+        return row
+
+    return register
+
+
+def by_key_sql(row: type[Row]) -> str:
+    """The query that reads one row of row's table by its key (parameter `:key`)."""
+    sql = _TABLES[row].by_key
+    assert sql, f"{row.__name__} has no single-column key"
+    return sql
+
+
+def fetch_row(conn: Connection, row: type[RowT], key: str) -> RowT | None:
+    """The row of row's table whose key is key, or None."""
+    return fetch_one(conn, by_key_sql(row), row, key=key)
+
+
+def insert(conn: Connection, row: Row) -> None:
+    """Insert the row into its table."""
+    _execute(conn, _TABLES[type(row)].insert, row._asdict())
 
 
 @lru_cache(maxsize=128)
@@ -95,14 +130,12 @@ def _update_sql(table: str, key: str, names: tuple[str, ...]) -> str:
     return f"UPDATE {table} SET {sets} WHERE {key} = :key_"
 
 
-def update(
-    conn: Connection, table: str, key: str, key_value: str, changes: Mapping[str, object]
-) -> int:
-    """Set the given columns of the row whose column `key` is key_value. The column names come
+def update(conn: Connection, row: type[Row], key: str, changes: Mapping[str, object]) -> None:
+    """Set the given columns of the row of row's table whose key is key. The column names come
     from the caller's typed change set (a TypedDict of the table's columns), never from input."""
-    sql = _update_sql(table, key, tuple(changes))
-    count: int = _execute(conn, sql, {**changes, "key_": key_value}).rowcount
-    return count
+    t = _TABLES[row]
+    assert t.key is not None
+    _execute(conn, _update_sql(t.name, t.key, tuple(changes)), {**changes, "key_": key})
 
 
 def placeholders(prefix: str, values: Iterable[Value]) -> tuple[str, dict[str, Value]]:

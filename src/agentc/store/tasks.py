@@ -12,15 +12,14 @@ from agentc.store.sql import (
     fetch_all,
     fetch_exists,
     fetch_one,
-    fetch_values,
-    insert,
     placeholders,
     run,
+    table,
     update,
 )
-from agentc.store.tx import Tx
 
 
+@table("tasks")
 class Task(NamedTuple):
     id: str
     project_id: str
@@ -44,6 +43,11 @@ class Task(NamedTuple):
     created_by: str
     created_at: int
     updated_at: int
+
+
+class _Edge(NamedTuple):
+    task_id: str
+    prerequisite_id: str
 
 
 class TaskChanges(TypedDict, total=False):
@@ -77,30 +81,40 @@ _PENDING_PREREQUISITE = (
     "SELECT t.id FROM task_dependencies d JOIN tasks t ON t.id = d.prerequisite_id "
     f"WHERE d.task_id = :task_id AND t.lifecycle <> '{Lifecycle.DONE}' LIMIT 1"
 )
+_FIRST_PAGE = _SELECT + " WHERE project_id = :project_id ORDER BY created_at, id LIMIT :limit"
+_PAGE = _SELECT + (
+    " WHERE project_id = :project_id AND (created_at > :created "
+    "OR (created_at = :created AND id > :last_id)) ORDER BY created_at, id LIMIT :limit"
+)
+_ADMITTED = (
+    "SELECT count(*) FROM tasks WHERE project_id = :project_id "
+    f"AND origin = '{PrincipalKind.AGENT}' AND budget_admitted_at >= :since"
+)
+_IN_PROJECT_AMONG = "SELECT id FROM tasks WHERE project_id = :project_id AND id IN ({ids})"
+_EDGES = (
+    "SELECT d.task_id, d.prerequisite_id FROM task_dependencies d "
+    "JOIN tasks t ON t.id = d.task_id WHERE t.project_id = :project_id"
+)
+_CLEAR_DEPENDENCIES = "DELETE FROM task_dependencies WHERE task_id = :task_id"
+_ADD_DEPENDENCY = (
+    "INSERT INTO task_dependencies (task_id, prerequisite_id) VALUES (:task_id, :prerequisite_id)"
+)
+_PREREQUISITES = (
+    "SELECT prerequisite_id FROM task_dependencies WHERE task_id = :task_id "
+    "ORDER BY prerequisite_id"
+)
 _RESTART_DEPENDENTS = (
     f"UPDATE tasks SET ready_since = :now WHERE lifecycle = '{Lifecycle.OPEN}' AND id IN "
     "(SELECT task_id FROM task_dependencies WHERE prerequisite_id = :id)"
 )
 
 
-def get_task(conn: Connection, task_id: str) -> Task | None:
-    return fetch_one(conn, _BY_ID, Task, id=task_id)
-
-
 def get_project_task(conn: Connection, project_id: str, task_id: str) -> Task | None:
     return fetch_one(conn, _IN_PROJECT, Task, id=task_id, project_id=project_id)
 
 
-def lock_task(tx: Tx, task_id: str, *, skip_locked: bool = False) -> Task | None:
-    return tx.lock(_BY_ID, Task, skip_locked=skip_locked, id=task_id)
-
-
-def insert_task(conn: Connection, task: Task) -> None:
-    insert(conn, "tasks", task)
-
-
 def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
-    update(conn, "tasks", "id", task_id, changes)
+    update(conn, Task, task_id, changes)
 
 
 def assign_attempt(
@@ -122,36 +136,16 @@ def task_page(
 ) -> list[Task]:
     """Tasks in creation order after the (created_at, id) position, at most limit."""
     if after is None:
-        return fetch_all(
-            conn,
-            _SELECT + " WHERE project_id = :project_id ORDER BY created_at, id LIMIT :limit",
-            Task,
-            project_id=project_id,
-            limit=limit,
-        )
+        return fetch_all(conn, _FIRST_PAGE, Task, project_id=project_id, limit=limit)
+    created, last_id = after
     return fetch_all(
-        conn,
-        _SELECT + " WHERE project_id = :project_id AND (created_at > :created "
-        "OR (created_at = :created AND id > :last_id)) ORDER BY created_at, id LIMIT :limit",
-        Task,
-        project_id=project_id,
-        created=after[0],
-        last_id=after[1],
-        limit=limit,
+        conn, _PAGE, Task, project_id=project_id, created=created, last_id=last_id, limit=limit
     )
 
 
 def agent_tasks_admitted_since(conn: Connection, project_id: str, since: int) -> int:
     """Agent-made tasks counted against the budget since the given time."""
-    count: int = fetch_values(
-        conn,
-        "SELECT count(*) FROM tasks WHERE project_id = :project_id AND origin = :origin "
-        "AND budget_admitted_at >= :since",
-        project_id=project_id,
-        origin=PrincipalKind.AGENT.value,
-        since=since,
-    )[0]
-    return count
+    return fetch_one(conn, _ADMITTED, int, project_id=project_id, since=since) or 0
 
 
 def tasks_in_project(conn: Connection, project_id: str, task_ids: list[str]) -> set[str]:
@@ -159,49 +153,26 @@ def tasks_in_project(conn: Connection, project_id: str, task_ids: list[str]) -> 
     if not task_ids:
         return set()
     marks, params = placeholders("t", task_ids)
-    found: list[str] = fetch_values(
-        conn,
-        f"SELECT id FROM tasks WHERE project_id = :project_id AND id IN ({marks})",
-        project_id=project_id,
-        **params,
-    )
-    return set(found)
+    sql = _IN_PROJECT_AMONG.format(ids=marks)
+    return set(fetch_all(conn, sql, str, project_id=project_id, **params))
 
 
 def dependency_edges(conn: Connection, project_id: str) -> dict[str, list[str]]:
     """Every task of the project that has prerequisites, with them."""
     edges: dict[str, list[str]] = {}
-    for task_id, prerequisite_id in fetch_all(
-        conn,
-        "SELECT d.task_id, d.prerequisite_id FROM task_dependencies d "
-        "JOIN tasks t ON t.id = d.task_id WHERE t.project_id = :project_id",
-        lambda task_id, prerequisite_id: (str(task_id), str(prerequisite_id)),
-        project_id=project_id,
-    ):
+    for task_id, prerequisite_id in fetch_all(conn, _EDGES, _Edge, project_id=project_id):
         edges.setdefault(task_id, []).append(prerequisite_id)
     return edges
 
 
 def set_dependencies(conn: Connection, task_id: str, prerequisites: list[str]) -> None:
-    run(conn, "DELETE FROM task_dependencies WHERE task_id = :task_id", task_id=task_id)
+    run(conn, _CLEAR_DEPENDENCIES, task_id=task_id)
     for prerequisite_id in prerequisites:
-        run(
-            conn,
-            "INSERT INTO task_dependencies (task_id, prerequisite_id) "
-            "VALUES (:task_id, :prerequisite_id)",
-            task_id=task_id,
-            prerequisite_id=prerequisite_id,
-        )
+        run(conn, _ADD_DEPENDENCY, task_id=task_id, prerequisite_id=prerequisite_id)
 
 
 def prerequisites_of(conn: Connection, task_id: str) -> list[str]:
-    found: list[str] = fetch_values(
-        conn,
-        "SELECT prerequisite_id FROM task_dependencies WHERE task_id = :task_id "
-        "ORDER BY prerequisite_id",
-        task_id=task_id,
-    )
-    return found
+    return fetch_all(conn, _PREREQUISITES, str, task_id=task_id)
 
 
 def prerequisites_done(conn: Connection, task_id: str) -> bool:

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.sql import Value, fetch_one, run
+from agentc.store.sql import RowT, by_key_sql, fetch_one, run
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -51,18 +51,17 @@ class Tx:
         self.now = clock()
         self.is_postgres = conn.dialect.name == "postgresql"
 
-    def lock(
-        self, sql: str, make: Callable[..., T], *, skip_locked: bool = False, **params: Value
-    ) -> T | None:
-        """Read one row for update (sql selects it); on PostgreSQL this takes a row lock and
-        re-reads time. With skip_locked, a row another transaction holds reads as None instead
-        of waiting."""
+    def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
+        """Read one row of row's table by its key for update; on PostgreSQL this takes a row
+        lock and re-reads time. With skip_locked, a row another transaction holds reads as
+        None instead of waiting."""
+        sql = by_key_sql(row)
         if self.is_postgres:
             sql += " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
-        row = fetch_one(self.conn, sql, make, **params)
+        found = fetch_one(self.conn, sql, row, key=key)
         if self.is_postgres:
             self.now = max(self.now, self._clock())
-        return row
+        return found
 
     @contextmanager
     def savepoint_if_concurrent(self) -> Iterator[None]:

@@ -8,10 +8,10 @@ from typing import NamedTuple, TypedDict
 from sqlalchemy.engine import Connection
 
 from agentc.core.model import ActivityKind, ActivityState
-from agentc.store.sql import columns, fetch_all, fetch_one, insert, placeholders, run, update
-from agentc.store.tx import Tx
+from agentc.store.sql import columns, fetch_all, placeholders, run, table, update
 
 
+@table("submissions")
 class Submission(NamedTuple):
     id: str
     task_id: str
@@ -31,6 +31,7 @@ class Submission(NamedTuple):
     superseded_at: int | None
 
 
+@table("activities")
 class Activity(NamedTuple):
     id: str
     project_id: str
@@ -55,6 +56,7 @@ class ActivityChanges(TypedDict, total=False):
     landed_revision: str
 
 
+@table("review_decisions")
 class ReviewDecision(NamedTuple):
     id: str
     activity_id: str
@@ -79,56 +81,53 @@ class ReviewCandidate(NamedTuple):
 
 
 _SUBMISSION = f"SELECT {columns(Submission)} FROM submissions"
+_SUBMISSIONS_OF_TASK = (
+    _SUBMISSION + " WHERE task_id = :task_id ORDER BY created_at DESC, id LIMIT :limit"
+)
+_SUPERSEDE = "UPDATE submissions SET superseded_at = :now WHERE id = :id"
+
 _ACTIVITY = f"SELECT {columns(Activity)} FROM activities"
-_ACTIVITY_BY_ID = _ACTIVITY + " WHERE id = :id"
+_ACTIVITIES_OF_SUBMISSION = _ACTIVITY + " WHERE submission_id = :submission_id ORDER BY kind"
+_OPEN_ACTIVITIES_OF_SUBMISSION = _ACTIVITY + (
+    " WHERE submission_id = :submission_id AND state IN ("
+    + ", ".join(
+        f"'{s}'" for s in (ActivityState.QUEUED, ActivityState.ACTIVE, ActivityState.WAITING)
+    )
+    + ") ORDER BY kind"
+)
+_ACTIVITIES_OF_TASK = (
+    _ACTIVITY + " WHERE task_id = :task_id ORDER BY created_at DESC, id LIMIT :limit"
+)
+_QUEUE_INTEGRATION = (
+    f"UPDATE activities SET state = '{ActivityState.QUEUED}', queued_at = :now "
+    f"WHERE submission_id = :submission_id AND kind = '{ActivityKind.INTEGRATION}'"
+)
+_QUEUED_REVIEWS = (
+    "SELECT a.id, a.task_id, a.submission_id, a.kind, t.title FROM activities a "
+    "JOIN tasks t ON t.id = a.task_id WHERE a.project_id = :project_id "
+    f"AND a.state = '{ActivityState.QUEUED}' AND a.kind IN ({{kinds}}) "
+    "ORDER BY t.priority, a.queued_at, a.id LIMIT :limit"
+)
+
 _DECISION = f"SELECT {columns(ReviewDecision, 'r')} FROM review_decisions r"
-_OPEN_STATES = ", ".join(
-    f"'{s}'" for s in (ActivityState.QUEUED, ActivityState.ACTIVE, ActivityState.WAITING)
+_DECISIONS_OF_SUBMISSION = _DECISION + " WHERE r.submission_id = :submission_id"
+_DECISIONS_OF_TASK = _DECISION + (
+    " JOIN activities a ON a.id = r.activity_id WHERE a.task_id = :task_id "
+    "ORDER BY r.created_at DESC LIMIT :limit"
 )
 
 
-def insert_submission(conn: Connection, submission: Submission) -> None:
-    insert(conn, "submissions", submission)
-
-
-def get_submission(conn: Connection, submission_id: str) -> Submission | None:
-    return fetch_one(conn, _SUBMISSION + " WHERE id = :id", Submission, id=submission_id)
-
-
 def supersede_submission(conn: Connection, submission_id: str, now: int) -> None:
-    run(
-        conn,
-        "UPDATE submissions SET superseded_at = :now WHERE id = :id",
-        now=now,
-        id=submission_id,
-    )
+    run(conn, _SUPERSEDE, now=now, id=submission_id)
 
 
 def submissions_of_task(conn: Connection, task_id: str, limit: int) -> list[Submission]:
     """The task's submissions, newest first."""
-    return fetch_all(
-        conn,
-        _SUBMISSION + " WHERE task_id = :task_id ORDER BY created_at DESC, id LIMIT :limit",
-        Submission,
-        task_id=task_id,
-        limit=limit,
-    )
-
-
-def insert_activity(conn: Connection, activity: Activity) -> None:
-    insert(conn, "activities", activity)
-
-
-def get_activity(conn: Connection, activity_id: str) -> Activity | None:
-    return fetch_one(conn, _ACTIVITY_BY_ID, Activity, id=activity_id)
-
-
-def lock_activity(tx: Tx, activity_id: str) -> Activity | None:
-    return tx.lock(_ACTIVITY_BY_ID, Activity, id=activity_id)
+    return fetch_all(conn, _SUBMISSIONS_OF_TASK, Submission, task_id=task_id, limit=limit)
 
 
 def update_activity(conn: Connection, activity_id: str, changes: ActivityChanges) -> None:
-    update(conn, "activities", "id", activity_id, changes)
+    update(conn, Activity, activity_id, changes)
 
 
 def activities_of_submission(
@@ -136,37 +135,18 @@ def activities_of_submission(
 ) -> list[Activity]:
     """The submission's activities by kind (only the queued, active and waiting ones with
     open_only)."""
-    where = f" AND state IN ({_OPEN_STATES})" if open_only else ""
-    return fetch_all(
-        conn,
-        _ACTIVITY + f" WHERE submission_id = :submission_id{where} ORDER BY kind",
-        Activity,
-        submission_id=submission_id,
-    )
+    sql = _OPEN_ACTIVITIES_OF_SUBMISSION if open_only else _ACTIVITIES_OF_SUBMISSION
+    return fetch_all(conn, sql, Activity, submission_id=submission_id)
 
 
 def activities_of_task(conn: Connection, task_id: str, limit: int) -> list[Activity]:
     """The task's activities, newest first."""
-    return fetch_all(
-        conn,
-        _ACTIVITY + " WHERE task_id = :task_id ORDER BY created_at DESC, id LIMIT :limit",
-        Activity,
-        task_id=task_id,
-        limit=limit,
-    )
+    return fetch_all(conn, _ACTIVITIES_OF_TASK, Activity, task_id=task_id, limit=limit)
 
 
 def queue_integration(conn: Connection, submission_id: str, now: int) -> None:
     """The submission's integration activity joins the queue."""
-    run(
-        conn,
-        "UPDATE activities SET state = :state, queued_at = :now "
-        "WHERE submission_id = :submission_id AND kind = :kind",
-        state=ActivityState.QUEUED.value,
-        now=now,
-        submission_id=submission_id,
-        kind=ActivityKind.INTEGRATION.value,
-    )
+    run(conn, _QUEUE_INTEGRATION, now=now, submission_id=submission_id)
 
 
 def queued_reviews(
@@ -176,44 +156,14 @@ def queued_reviews(
     if not kinds:
         return []
     marks, params = placeholders("k", [k.value for k in kinds])
-    return fetch_all(
-        conn,
-        "SELECT a.id, a.task_id, a.submission_id, a.kind, t.title FROM activities a "
-        "JOIN tasks t ON t.id = a.task_id WHERE a.project_id = :project_id "
-        f"AND a.state = :state AND a.kind IN ({marks}) "
-        "ORDER BY t.priority, a.queued_at, a.id LIMIT :limit",
-        ReviewCandidate,
-        project_id=project_id,
-        state=ActivityState.QUEUED.value,
-        limit=limit,
-        **params,
-    )
-
-
-def insert_decision(conn: Connection, decision: ReviewDecision) -> None:
-    insert(conn, "review_decisions", decision)
-
-
-def get_decision(conn: Connection, decision_id: str) -> ReviewDecision | None:
-    return fetch_one(conn, _DECISION + " WHERE r.id = :id", ReviewDecision, id=decision_id)
+    sql = _QUEUED_REVIEWS.format(kinds=marks)
+    return fetch_all(conn, sql, ReviewCandidate, project_id=project_id, limit=limit, **params)
 
 
 def decisions_of_submission(conn: Connection, submission_id: str) -> list[ReviewDecision]:
-    return fetch_all(
-        conn,
-        _DECISION + " WHERE r.submission_id = :submission_id",
-        ReviewDecision,
-        submission_id=submission_id,
-    )
+    return fetch_all(conn, _DECISIONS_OF_SUBMISSION, ReviewDecision, submission_id=submission_id)
 
 
 def decisions_of_task(conn: Connection, task_id: str, limit: int) -> list[ReviewDecision]:
     """The decisions on the task's activities, newest first."""
-    return fetch_all(
-        conn,
-        _DECISION + " JOIN activities a ON a.id = r.activity_id WHERE a.task_id = :task_id "
-        "ORDER BY r.created_at DESC LIMIT :limit",
-        ReviewDecision,
-        task_id=task_id,
-        limit=limit,
-    )
+    return fetch_all(conn, _DECISIONS_OF_TASK, ReviewDecision, task_id=task_id, limit=limit)

@@ -14,6 +14,7 @@ from agentc.service.auth import denied, hash_password, new_secret, require_admin
 from agentc.service.schemas import AgentIn, SessionIn
 from agentc.store import accounts, leases
 from agentc.store.accounts import AgentSession, Credential, Principal
+from agentc.store.sql import fetch_row, insert
 
 
 def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
@@ -25,7 +26,7 @@ def create_admin(conn: Connection, now: int, username: str, password: str) -> st
             status=409,
         )
     pid = new_id()
-    accounts.insert_principal(
+    insert(
         conn,
         Principal(
             id=pid,
@@ -57,7 +58,7 @@ def issue_agent_credential(
         )
     if agent is None:
         pid = new_id()
-        accounts.insert_principal(
+        insert(
             conn,
             Principal(
                 id=pid,
@@ -73,7 +74,7 @@ def issue_agent_credential(
         pid = agent.id
     token = new_secret()
     cid = new_id()
-    accounts.insert_credential(
+    insert(
         conn,
         Credential(
             id=cid,
@@ -115,7 +116,7 @@ def admin_issue(op: Op, body: AgentIn) -> Result:
 
 def revoke_credential(op: Op, credential_id: str) -> Result:
     require_admin(op.actor, "revoke credentials")
-    row = accounts.get_credential(op.conn, credential_id)
+    row = fetch_row(op.conn, Credential, credential_id)
     if row is None:
         raise CoordinatorError("record_not_found", f"no credential {credential_id}", status=404)
     if row.revoked_at is None:
@@ -131,10 +132,10 @@ def open_session(op: Op, body: SessionIn) -> Result:
     if actor.credential_class == CredentialClass.INTEGRATOR:
         raise denied("integrator credentials do not open agent sessions")
     session_id = body.session_id or new_id()
-    if accounts.session_exists(op.conn, session_id):
+    if fetch_row(op.conn, AgentSession, session_id) is not None:
         raise CoordinatorError("session_conflict", f"session {session_id} exists", status=409)
     proof = op.client_proof or new_secret()
-    accounts.insert_session(
+    insert(
         op.conn,
         AgentSession(
             id=session_id,
@@ -165,7 +166,7 @@ def open_session(op: Op, body: SessionIn) -> Result:
 
 
 def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
-    row = accounts.get_session(conn, session_id)
+    row = fetch_row(conn, AgentSession, session_id)
     if row is None:
         raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
     held = leases.held_attempts(conn, session_id)

@@ -28,6 +28,7 @@ from agentc.service.work.views import (
 from agentc.store import leases, tasks
 from agentc.store.leases import Attempt, Checkout, Checkpoint, Offer
 from agentc.store.projects import Project
+from agentc.store.sql import fetch_row, insert
 from agentc.store.tasks import Task
 
 NEXT_SCAN = 50
@@ -102,7 +103,7 @@ def _next_claimable(op: Op, project_id: str) -> tuple[Task, WorkStatus] | None:
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
     concurrent queue claims spread over the tasks instead of colliding on the first."""
     for candidate, _status in _offered(op.conn, project_id, op.now)[1]:
-        task = tasks.lock_task(op.tx, candidate.id, skip_locked=True)
+        task = op.tx.lock(Task, candidate.id, skip_locked=True)
         if task is None:
             continue
         status = work_status(task_facts(op.conn, task), op.now)
@@ -166,7 +167,7 @@ def new_attempt(
     what = "task" if activity_id is None else "activity"
     try:
         with op.tx.savepoint_if_concurrent():
-            leases.insert_attempt(op.conn, attempt)
+            insert(op.conn, attempt)
     except IntegrityError as exc:  # another claim won the race
         raise CoordinatorError(
             "claim_conflict", f"the {what} was claimed concurrently", status=409
@@ -217,7 +218,7 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
 def _take_over(op: Op, task: Task) -> Attempt | None:
     """A recovery claim ends the task's lapsed attempt; returns it as it was."""
     assert task.current_attempt_id is not None
-    previous = leases.get_attempt(op.conn, task.current_attempt_id)
+    previous = fetch_row(op.conn, Attempt, task.current_attempt_id)
     leases.end_attempt(
         op.conn,
         task.current_attempt_id,
@@ -263,7 +264,7 @@ def last_checkpoint(conn: Connection, attempt_id: str) -> JsonObject | None:
 def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> Attempt:
     """The caller's live attempt at exactly this generation, or a refusal that says why."""
     session_id = require_agent_session(op.actor)
-    row = leases.lock_attempt(op.tx, attempt_id)
+    row = op.tx.lock(Attempt, attempt_id)
     if row is None or row.project_id != project_id:
         raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
     if row.session_id != session_id or row.owner_id != op.actor.principal_id:
@@ -308,7 +309,7 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
 def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     cid = new_id()
-    leases.insert_checkpoint(
+    insert(
         op.conn,
         Checkpoint(
             id=cid,
@@ -381,7 +382,7 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
     wanted = Checkout(
         attempt_id, body.path, body.branch, body.base_revision, body.workstation_id, op.now
     )
-    existing = leases.get_checkout(op.conn, attempt_id)
+    existing = fetch_row(op.conn, Checkout, attempt_id)
     if existing is not None:
         if existing._replace(created_at=op.now) != wanted:
             raise CoordinatorError(
@@ -391,7 +392,7 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
                 details={"checkout": _checkout_view(existing)},
             )
         return Result({"checkout": _checkout_view(existing)})
-    leases.insert_checkout(op.conn, wanted)
+    insert(op.conn, wanted)
     contribute(op, row.task_id, row.session_id)
     op.event(
         "checkout.registered",
@@ -404,7 +405,7 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
 
 
 def checkout_view(conn: Connection, attempt_id: str) -> JsonObject | None:
-    row = leases.get_checkout(conn, attempt_id)
+    row = fetch_row(conn, Checkout, attempt_id)
     return None if row is None else _checkout_view(row)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 from agentc.core.errors import CoordinatorError
 from agentc.service.api import Op, Result, new_id
@@ -10,7 +11,10 @@ from agentc.service.auth import require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
 from agentc.service.work.views import project_row, project_view
 from agentc.store import projects
-from agentc.store.projects import PolicyChanges, Project
+from agentc.store.projects import Project
+from agentc.store.sql import insert
+
+T = TypeVar("T")
 
 
 def create_project(op: Op, body: ProjectIn) -> Result:
@@ -33,7 +37,7 @@ def create_project(op: Op, body: ProjectIn) -> Result:
         created_at=op.now,
         updated_at=op.now,
     )
-    projects.insert_project(op.conn, project)
+    insert(op.conn, project)
     op.event("project.created", project.id, project.id, name=body.name)
     return Result(project_view(project), status=201)
 
@@ -50,7 +54,7 @@ def _check_max_attempt(value: int | None) -> None:
 
 def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
     require_human(op.actor, "change a project's policy")
-    row = projects.lock_project(op.tx, project_id)
+    row = op.tx.lock(Project, project_id)
     if row is None:
         project_row(op.conn, project_id)  # raises project_not_found
         raise AssertionError
@@ -63,19 +67,22 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
         )
     _check_max_attempt(body.max_attempt_seconds)
     changes = body.model_dump(exclude_none=True, exclude={"expected_revision"})
-    values = PolicyChanges(policy_revision=row.policy_revision + 1, updated_at=op.now)
-    if body.repository_url is not None:
-        values["repository_url"] = body.repository_url
-    if body.target_branch is not None:
-        values["target_branch"] = body.target_branch
-    if body.review_mode is not None:
-        values["review_mode"] = body.review_mode
-    if body.lease_seconds is not None:
-        values["lease_seconds"] = body.lease_seconds
-    if body.max_attempt_seconds is not None:
-        values["max_attempt_seconds"] = body.max_attempt_seconds
-    if body.required_checks is not None:
-        values["required_checks_json"] = json.dumps(changes["required_checks"])
-    projects.update_project(op.conn, project_id, values)
+    checks = changes.get("required_checks")
+    updated = row._replace(
+        repository_url=_given(body.repository_url, row.repository_url),
+        target_branch=_given(body.target_branch, row.target_branch),
+        review_mode=_given(body.review_mode, row.review_mode),
+        lease_seconds=_given(body.lease_seconds, row.lease_seconds),
+        max_attempt_seconds=_given(body.max_attempt_seconds, row.max_attempt_seconds),
+        required_checks_json=row.required_checks_json if checks is None else json.dumps(checks),
+        policy_revision=row.policy_revision + 1,
+        updated_at=op.now,
+    )
+    projects.save_project(op.conn, updated)
     op.event("policy.updated", project_id, project_id, changes=changes)
-    return Result(project_view(project_row(op.conn, project_id)))
+    return Result(project_view(updated))
+
+
+def _given(value: T | None, current: T) -> T:
+    """The value a partial update gives, or the current one where it gives none."""
+    return current if value is None else value

@@ -41,7 +41,8 @@ from agentc.service.work.workflow import (
     locked_activity,
 )
 from agentc.store import leases, tasks, workflow
-from agentc.store.tasks import TaskChanges
+from agentc.store.sql import fetch_row, insert
+from agentc.store.tasks import Task, TaskChanges
 from agentc.store.workflow import Activity, ReviewDecision, Submission
 
 REVIEW_SCAN = 50
@@ -61,7 +62,7 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
         raise CoordinatorError("activity_not_eligible", f"the activity is {act.state}", status=409)
     _check_independent(op, act.task_id, session_id)
     project = project_row(op.conn, project_id)
-    task = tasks.get_task(op.conn, act.task_id)
+    task = fetch_row(op.conn, Task, act.task_id)
     assert task is not None
     if act.current_attempt_id is not None:
         leases.end_if_active(op.conn, act.current_attempt_id, op.now, AttemptState.EXPIRED)
@@ -87,7 +88,7 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
         attempt_id=attempt.id,
         generation=generation,
     )
-    sub = workflow.get_submission(op.conn, act.submission_id)
+    sub = fetch_row(op.conn, Submission, act.submission_id)
     assert sub is not None
     remaining = attempt.expires_at - op.now
     return Result(
@@ -178,7 +179,7 @@ def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
         )
     check_submission_of(act, body.submission_id)
     _check_reviewer(op, project_id, act, body)
-    sub = workflow.get_submission(op.conn, act.submission_id)
+    sub = fetch_row(op.conn, Submission, act.submission_id)
     assert sub is not None
     decision = _decision(sub, body)
     record = ReviewDecision(
@@ -193,7 +194,7 @@ def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
         amendment_decision=body.amendment_decision,
         created_at=op.now,
     )
-    workflow.insert_decision(op.conn, record)
+    insert(op.conn, record)
     workflow.update_activity(
         op.conn, act.id, {"state": ActivityState.COMPLETED, "completed_at": op.now}
     )
@@ -233,7 +234,7 @@ def _after_approval(op: Op, task_id: str, sub: Submission) -> None:
     acts = workflow.activities_of_submission(op.conn, sub.id)
     if not _satisfied(op, sub.id, [a for a in acts if a.kind != ActivityKind.INTEGRATION]):
         return
-    task = tasks.get_task(op.conn, task_id)
+    task = fetch_row(op.conn, Task, task_id)
     assert task is not None
     if sub.ac_amendment_json:
         amendment = json.loads(sub.ac_amendment_json)

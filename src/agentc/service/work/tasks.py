@@ -14,6 +14,7 @@ from agentc.service.auth import denied, require_human, require_write
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
 from agentc.service.work.views import project_row, task_row, task_view
 from agentc.store import tasks
+from agentc.store.sql import insert
 from agentc.store.tasks import Task, TaskChanges
 
 _IN_WORKFLOW = (Phase.REVIEW, Phase.INTEGRATION)
@@ -101,7 +102,7 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
         not op.actor.is_human and not body.planned and not held and body.admission_class is None
     )
     lifecycle = Lifecycle.PLANNED if body.planned or held else Lifecycle.OPEN
-    tasks.insert_task(
+    insert(
         op.conn,
         Task(
             id=task_id,
@@ -144,7 +145,7 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
 
 def locked_task(op: Op, project_id: str, task_id: str, expected_revision: int) -> Task:
     """The project's task, locked, if it is at the revision the caller expects."""
-    row = tasks.lock_task(op.tx, task_id)
+    row = op.tx.lock(Task, task_id)
     if row is None or row.project_id != project_id:
         raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
     if row.revision != expected_revision:

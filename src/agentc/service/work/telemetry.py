@@ -14,8 +14,10 @@ from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import denied
 from agentc.service.schemas import TelemetryIn
 from agentc.service.work.views import project_row
-from agentc.store import audit, leases
+from agentc.store import audit
 from agentc.store.audit import TelemetryRow
+from agentc.store.leases import Attempt
+from agentc.store.sql import fetch_row, insert
 
 _COST_NUMBERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
@@ -33,7 +35,7 @@ def _cost_problem(op: Op, project_id: str, row: dict[str, object]) -> str | None
         return "usd: must be a non-negative number"
     attempt_id = row.get("attempt_id")
     if attempt_id is not None:
-        att = leases.get_attempt(op.conn, str(attempt_id)) if isinstance(attempt_id, str) else None
+        att = fetch_row(op.conn, Attempt, str(attempt_id)) if isinstance(attempt_id, str) else None
         if att is None or att.project_id != project_id:
             return "attempt_id: no such attempt in this project"
         if row.get("generation") != att.generation:
@@ -71,7 +73,7 @@ def record(op: Op, project_id: str, stream: TelemetryStream, body: TelemetryIn) 
         if audit.telemetry_seen(op.conn, project_id, stream.value, body.host, identity):
             duplicates += 1
             continue
-        audit.insert_telemetry(
+        insert(
             op.conn,
             TelemetryRow(
                 project_id=project_id,

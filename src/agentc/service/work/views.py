@@ -12,9 +12,10 @@ from agentc.core.model import AttemptState, Lifecycle
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import JsonObject
-from agentc.store import leases, projects, tasks, workflow
+from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
+from agentc.store.sql import fetch_row
 from agentc.store.tasks import Task
 from agentc.store.workflow import Activity, ReviewDecision, Submission
 
@@ -26,7 +27,7 @@ def not_found(what: str, ident: str) -> CoordinatorError:
 
 
 def project_row(conn: Connection, project_id: str) -> Project:
-    row = projects.get_project(conn, project_id)
+    row = fetch_row(conn, Project, project_id)
     if row is None:
         raise CoordinatorError(
             "project_not_found",
@@ -67,7 +68,7 @@ def task_facts(conn: Connection, task: Task) -> TaskFacts:
     current = (
         None
         if task.current_attempt_id is None
-        else leases.get_attempt(conn, task.current_attempt_id)
+        else fetch_row(conn, Attempt, task.current_attempt_id)
     )
     facts = None
     if current is not None:

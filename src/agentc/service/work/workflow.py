@@ -34,9 +34,10 @@ from agentc.service.work.views import (
     submission_view,
     task_view,
 )
-from agentc.store import leases, tasks, workflow
+from agentc.store import tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
+from agentc.store.sql import fetch_row, insert
 from agentc.store.tasks import Task, TaskChanges
 from agentc.store.workflow import Activity, Submission
 
@@ -45,7 +46,7 @@ def submit(op: Op, project_id: str, attempt_id: str, body: SubmissionIn) -> Resu
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
         raise CoordinatorError("activity_attempt", "review attempts decide, not submit", status=409)
-    task = tasks.lock_task(op.tx, row.task_id)
+    task = op.tx.lock(Task, row.task_id)
     assert task is not None
     project = project_row(op.conn, project_id)
     amendment = _check_submission(op, project, task, row, body)
@@ -150,7 +151,7 @@ def _record_submission(
     if task.current_submission_id:
         workflow.supersede_submission(op.conn, task.current_submission_id, op.now)
     sub_id = new_id()
-    workflow.insert_submission(
+    insert(
         op.conn,
         Submission(
             id=sub_id,
@@ -181,7 +182,7 @@ def _open_activities(op: Op, project: Project, task: Task, sub_id: str) -> bool:
     reviews = [k for k in kinds if k != ActivityKind.INTEGRATION]
     for kind in kinds:
         waiting = kind == ActivityKind.INTEGRATION and reviews
-        workflow.insert_activity(
+        insert(
             op.conn,
             Activity(
                 id=new_id(),
@@ -202,7 +203,7 @@ def _open_activities(op: Op, project: Project, task: Task, sub_id: str) -> bool:
 
 
 def _submission_result(op: Op, task_id: str, sub_id: str) -> JsonObject:
-    sub = workflow.get_submission(op.conn, sub_id)
+    sub = fetch_row(op.conn, Submission, sub_id)
     assert sub is not None
     return {
         "submission": submission_view(sub),
@@ -215,14 +216,14 @@ def _submission_result(op: Op, task_id: str, sub_id: str) -> JsonObject:
 
 def current_task_view(op: Op, task_id: str) -> JsonObject:
     """The task as it stands now in this transaction."""
-    task = tasks.get_task(op.conn, task_id)
+    task = fetch_row(op.conn, Task, task_id)
     assert task is not None
     return task_view(op.conn, task, op.now)
 
 
 def current_activity_view(op: Op, activity_id: str) -> JsonObject:
     """The activity as it stands now in this transaction."""
-    act = workflow.get_activity(op.conn, activity_id)
+    act = fetch_row(op.conn, Activity, activity_id)
     assert act is not None
     return activity_view(act)
 
@@ -237,13 +238,13 @@ def complete_task(op: Op, task_id: str) -> None:
         ),
     )
     tasks.restart_dependents(op.conn, task_id, op.now)
-    task = tasks.get_task(op.conn, task_id)
+    task = fetch_row(op.conn, Task, task_id)
     assert task is not None
     op.event("task.done", task.project_id, task_id)
 
 
 def locked_activity(op: Op, project_id: str, activity_id: str) -> Activity:
-    row = workflow.lock_activity(op.tx, activity_id)
+    row = op.tx.lock(Activity, activity_id)
     if row is None or row.project_id != project_id:
         raise CoordinatorError(
             "record_not_found", f"no workflow activity {activity_id}", status=404
@@ -265,7 +266,7 @@ def check_submission_of(act: Activity, submission_id: str, /, **details: object)
 def activity_lapsed(op: Op, act: Activity) -> bool:
     if act.current_attempt_id is None:
         return True
-    att = leases.get_attempt(op.conn, act.current_attempt_id)
+    att = fetch_row(op.conn, Attempt, act.current_attempt_id)
     assert att is not None
     return att.state != AttemptState.ACTIVE or not lease.is_live(op.now, att.expires_at)
 
