@@ -6,12 +6,12 @@ import json
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.errors import CoordinatorError
 from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
 from agentc.core.rules import rfc3339
 from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
 from agentc.service.schemas import AgentIn, SessionIn
+from agentc.service.work.refusals import conflict, missing
 from agentc.store import accounts, leases
 from agentc.store.accounts import AgentSession, Credential, Principal
 from agentc.store.sql import fetch_row, insert
@@ -20,10 +20,9 @@ from agentc.store.sql import fetch_row, insert
 def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
     """The first admin; only on an empty installation (host bootstrap)."""
     if accounts.any_principal(conn):
-        raise CoordinatorError(
+        raise conflict(
             "installation_not_empty",
             "init-admin works only on an empty installation; this one already has accounts",
-            status=409,
         )
     pid = new_id()
     insert(
@@ -53,9 +52,7 @@ def issue_agent_credential(
     once and only its verifier is stored."""
     agent = accounts.principal_by_name(conn, name)
     if agent is not None and agent.kind != PrincipalKind.AGENT:
-        raise CoordinatorError(
-            "record_conflict", f"{name} is a human account, not an agent", status=409
-        )
+        raise conflict("record_conflict", f"{name} is a human account, not an agent")
     if agent is None:
         pid = new_id()
         insert(
@@ -118,7 +115,7 @@ def revoke_credential(op: Op, credential_id: str) -> Result:
     require_admin(op.actor, "revoke credentials")
     row = fetch_row(op.conn, Credential, credential_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no credential {credential_id}", status=404)
+        raise missing(f"no credential {credential_id}")
     if row.revoked_at is None:
         accounts.revoke_credential(op.conn, credential_id, op.now)
         op.event("agent_credential_revoked", None, credential_id)
@@ -133,7 +130,7 @@ def open_session(op: Op, body: SessionIn) -> Result:
         raise denied("integrator credentials do not open agent sessions")
     session_id = body.session_id or new_id()
     if fetch_row(op.conn, AgentSession, session_id) is not None:
-        raise CoordinatorError("session_conflict", f"session {session_id} exists", status=409)
+        raise conflict("session_conflict", f"session {session_id} exists")
     proof = op.client_proof or new_secret()
     insert(
         op.conn,
@@ -168,7 +165,7 @@ def open_session(op: Op, body: SessionIn) -> Result:
 def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
     row = fetch_row(conn, AgentSession, session_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
+        raise missing(f"no session {session_id}")
     held = leases.held_attempts(conn, session_id)
     return {
         "held_attempts": [

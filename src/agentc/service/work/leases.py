@@ -17,6 +17,7 @@ from agentc.core.status import AttemptFacts, TaskFacts, offer_key, work_status
 from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
+from agentc.service.work.refusals import conflict, forbidden, missing
 from agentc.service.work.tasks import locked_task
 from agentc.service.work.views import (
     attempt_view,
@@ -118,11 +119,10 @@ def _named_task(op: Op, project_id: str, body: ClaimIn) -> tuple[Task, WorkStatu
     task = locked_task(op, project_id, body.task_id, body.expected_task_revision)
     status = work_status(task_facts(op.conn, task), op.now)
     if status not in CLAIMABLE:
-        raise CoordinatorError(
+        raise conflict(
             "claim_conflict",
             f"the task is {status.value}, not ready",
-            status=409,
-            details={"task": {"id": task.id, "work_status": status.value}},
+            task={"id": task.id, "work_status": status.value},
         )
     return task, status
 
@@ -169,9 +169,7 @@ def new_attempt(
         with op.tx.savepoint_if_concurrent():
             insert(op.conn, attempt)
     except IntegrityError as exc:  # another claim won the race
-        raise CoordinatorError(
-            "claim_conflict", f"the {what} was claimed concurrently", status=409
-        ) from exc
+        raise conflict("claim_conflict", f"the {what} was claimed concurrently") from exc
     return attempt
 
 
@@ -266,25 +264,17 @@ def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> 
     session_id = require_agent_session(op.actor)
     row = op.tx.lock(Attempt, attempt_id)
     if row is None or row.project_id != project_id:
-        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+        raise missing(f"no attempt {attempt_id}")
     if row.session_id != session_id or row.owner_id != op.actor.principal_id:
-        raise CoordinatorError(
-            "operation_not_permitted", "this attempt belongs to another session", status=403
-        )
+        raise forbidden("operation_not_permitted", "this attempt belongs to another session")
     if row.generation != generation:
-        raise CoordinatorError(
+        raise conflict(
             "lease_expired",
             f"generation {generation} is not this attempt's ({row.generation})",
-            status=409,
-            details={"current_generation": row.generation},
+            current_generation=row.generation,
         )
     if row.state != AttemptState.ACTIVE or not lease.is_live(op.now, row.expires_at):
-        raise CoordinatorError(
-            "lease_expired",
-            "the attempt no longer holds its lease",
-            status=409,
-            details={"state": row.state},
-        )
+        raise conflict("lease_expired", "the attempt no longer holds its lease", state=row.state)
     return row
 
 
@@ -334,10 +324,8 @@ def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> 
 def release(op: Op, project_id: str, attempt_id: str, body: ReleaseIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
-        raise CoordinatorError(
-            "activity_release_required",
-            "release a review attempt through its workflow activity",
-            status=409,
+        raise conflict(
+            "activity_release_required", "release a review attempt through its workflow activity"
         )
     state = AttemptState.BLOCKED if body.blocked else AttemptState.RELEASED
     ended = end_attempt(op, row, state, body.handoff)
@@ -359,7 +347,7 @@ def end_attempt(op: Op, row: Attempt, state: AttemptState, handoff: str | None) 
 def attempt_detail(conn: Connection, project_id: str, attempt_id: str, now: int) -> JsonObject:
     row = leases.get_project_attempt(conn, project_id, attempt_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+        raise missing(f"no attempt {attempt_id}")
     live = row.state == AttemptState.ACTIVE and lease.is_live(now, row.expires_at)
     remaining = row.expires_at - now if live else 0
     return {
@@ -376,20 +364,17 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
     """Record where the attempt's work happens (path, branch, base); once per attempt."""
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
-        raise CoordinatorError(
-            "checkout_not_allowed", "review attempts register no checkout", status=409
-        )
+        raise conflict("checkout_not_allowed", "review attempts register no checkout")
     wanted = Checkout(
         attempt_id, body.path, body.branch, body.base_revision, body.workstation_id, op.now
     )
     existing = fetch_row(op.conn, Checkout, attempt_id)
     if existing is not None:
         if existing._replace(created_at=op.now) != wanted:
-            raise CoordinatorError(
+            raise conflict(
                 "checkout_registered",
                 "this attempt registered a different checkout",
-                status=409,
-                details={"checkout": _checkout_view(existing)},
+                checkout=_checkout_view(existing),
             )
         return Result({"checkout": _checkout_view(existing)})
     insert(op.conn, wanted)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import TypeVar
 
-from agentc.core.errors import CoordinatorError
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
+from agentc.service.work.refusals import conflict, invalid
 from agentc.service.work.views import project_row, project_view
 from agentc.store import projects
 from agentc.store.projects import Project
@@ -20,9 +20,7 @@ T = TypeVar("T")
 def create_project(op: Op, body: ProjectIn) -> Result:
     require_human(op.actor, "create projects")
     if projects.project_name_taken(op.conn, body.name):
-        raise CoordinatorError(
-            "project_exists", f"a project named {body.name!r} exists", status=409
-        )
+        raise conflict("project_exists", f"a project named {body.name!r} exists")
     _check_max_attempt(body.max_attempt_seconds)
     project = Project(
         id=new_id(),
@@ -44,12 +42,7 @@ def create_project(op: Op, body: ProjectIn) -> Result:
 
 def _check_max_attempt(value: int | None) -> None:
     if value is not None and value != 0 and value < 600:
-        raise CoordinatorError(
-            "invalid_input",
-            "max_attempt_seconds: 0 (off) or 600 to 604800",
-            status=422,
-            details={"field": "max_attempt_seconds"},
-        )
+        raise invalid("max_attempt_seconds", "0 (off) or 600 to 604800")
 
 
 def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
@@ -59,11 +52,10 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
         project_row(op.conn, project_id)  # raises project_not_found
         raise AssertionError
     if body.expected_revision != row.policy_revision:
-        raise CoordinatorError(
+        raise conflict(
             "revision_conflict",
             f"the policy is at revision {row.policy_revision}, not {body.expected_revision}",
-            status=409,
-            details={"current_revision": row.policy_revision},
+            current_revision=row.policy_revision,
         )
     _check_max_attempt(body.max_attempt_seconds)
     changes = body.model_dump(exclude_none=True, exclude={"expected_revision"})

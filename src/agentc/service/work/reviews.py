@@ -7,7 +7,6 @@ import json
 from sqlalchemy.engine import Connection
 
 from agentc.core import lease
-from agentc.core.errors import CoordinatorError
 from agentc.core.model import (
     ActivityKind,
     ActivityState,
@@ -25,6 +24,7 @@ from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import require_agent_session
 from agentc.service.schemas import ActivityClaimIn, ActivityReleaseIn, ReviewIn
 from agentc.service.work.leases import end_attempt, new_attempt, owned_attempt, suggestion
+from agentc.service.work.refusals import conflict, forbidden, invalid
 from agentc.service.work.views import (
     attempt_view,
     decision_view,
@@ -53,13 +53,11 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
     act = locked_activity(op, project_id, activity_id)
     check_submission_of(act, body.expected_submission_id, submission_id=act.submission_id)
     if act.kind == ActivityKind.INTEGRATION or not may_review(act.kind, actor_is_human=False):
-        raise CoordinatorError(
-            "activity_kind_mismatch", f"agents cannot claim a {act.kind} activity", status=403
-        )
+        raise forbidden("activity_kind_mismatch", f"agents cannot claim a {act.kind} activity")
     if act.state == ActivityState.ACTIVE and not activity_lapsed(op, act):
-        raise CoordinatorError("claim_conflict", "another reviewer holds this activity", status=409)
+        raise conflict("claim_conflict", "another reviewer holds this activity")
     if act.state not in (ActivityState.QUEUED, ActivityState.ACTIVE):
-        raise CoordinatorError("activity_not_eligible", f"the activity is {act.state}", status=409)
+        raise conflict("activity_not_eligible", f"the activity is {act.state}")
     _check_independent(op, act.task_id, session_id)
     project = project_row(op.conn, project_id)
     task = fetch_row(op.conn, Task, act.task_id)
@@ -107,10 +105,9 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
 def _check_independent(op: Op, task_id: str, session_id: str | None) -> None:
     """A reviewer must not have contributed to the task: neither its principal nor session."""
     if leases.contributed(op.conn, task_id, op.actor.principal_id, session_id):
-        raise CoordinatorError(
+        raise forbidden(
             "reviewer_not_independent",
             "the reviewer (its account or session) contributed to this task",
-            status=403,
         )
 
 
@@ -119,35 +116,20 @@ def _check_reviewer(op: Op, project_id: str, act: Activity, body: ReviewIn) -> N
     decides the activity it holds, which ends its attempt."""
     if op.actor.is_human:
         if not may_review(act.kind, actor_is_human=True):
-            raise CoordinatorError(
-                "activity_kind_mismatch", f"humans cannot decide a {act.kind} activity", status=403
-            )
+            raise forbidden("activity_kind_mismatch", f"humans cannot decide a {act.kind} activity")
         if act.state != ActivityState.QUEUED and not (
             act.state == ActivityState.ACTIVE and activity_lapsed(op, act)
         ):
-            raise CoordinatorError(
-                "activity_not_eligible", f"the activity is {act.state}", status=409
-            )
+            raise conflict("activity_not_eligible", f"the activity is {act.state}")
         _check_independent(op, act.task_id, None)
         return
     if body.generation is None:
-        raise CoordinatorError(
-            "invalid_input",
-            "generation: required for agent reviews",
-            status=422,
-            details={"field": "generation"},
-        )
+        raise invalid("generation", "required for agent reviews")
     if act.current_attempt_id is None:
-        raise CoordinatorError("lease_expired", "claim the activity first", status=409)
+        raise conflict("lease_expired", "claim the activity first")
     att = owned_attempt(op, project_id, act.current_attempt_id, body.generation)
     _check_independent(op, act.task_id, att.session_id)
     end_attempt(op, att, AttemptState.SUBMITTED, None)
-
-
-def _invalid(field: str, problem: str) -> CoordinatorError:
-    return CoordinatorError(
-        "invalid_input", f"{field}: {problem}", status=422, details={"field": field}
-    )
 
 
 def _decision(sub: Submission, body: ReviewIn) -> Decision:
@@ -157,26 +139,24 @@ def _decision(sub: Submission, body: ReviewIn) -> Decision:
     if decision == Decision.APPROVED and any(
         f.severity == Severity.REQUIRED.value for f in body.findings
     ):
-        raise _invalid("findings", "an approval cannot carry a required finding")
+        raise invalid("findings", "an approval cannot carry a required finding")
     if sub.ac_amendment_json and decision == Decision.APPROVED:
         if body.amendment_decision is None:
-            raise _invalid(
+            raise invalid(
                 "amendment_decision",
                 "required when approving a submission that amends its acceptance criteria",
             )
         if body.amendment_decision == AmendmentDecision.REJECTED.value:
             return Decision.CHANGES_REQUESTED
     elif body.amendment_decision is not None:
-        raise _invalid("amendment_decision", "only when approving an amendment")
+        raise invalid("amendment_decision", "only when approving an amendment")
     return decision
 
 
 def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
     act = locked_activity(op, project_id, activity_id)
     if act.kind == ActivityKind.INTEGRATION:
-        raise CoordinatorError(
-            "activity_kind_mismatch", "integration is recorded by landing", status=409
-        )
+        raise conflict("activity_kind_mismatch", "integration is recorded by landing")
     check_submission_of(act, body.submission_id)
     _check_reviewer(op, project_id, act, body)
     sub = fetch_row(op.conn, Submission, act.submission_id)
@@ -260,7 +240,7 @@ def _satisfied(op: Op, sub_id: str, reviews: list[Activity]) -> bool:
 def release_activity(op: Op, project_id: str, activity_id: str, body: ActivityReleaseIn) -> Result:
     act = locked_activity(op, project_id, activity_id)
     if act.current_attempt_id is None:
-        raise CoordinatorError("lease_expired", "the activity has no attempt", status=409)
+        raise conflict("lease_expired", "the activity has no attempt")
     att = owned_attempt(op, project_id, act.current_attempt_id, body.generation)
     end_attempt(op, att, AttemptState.RELEASED, body.summary)
     workflow.update_activity(

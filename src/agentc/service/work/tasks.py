@@ -12,6 +12,7 @@ from agentc.core.rules import find_cycle, iso_week_start_ms, rfc3339
 from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
+from agentc.service.work.refusals import conflict, invalid, missing
 from agentc.service.work.views import project_row, task_row, task_view
 from agentc.store import tasks
 from agentc.store.sql import insert
@@ -20,28 +21,19 @@ from agentc.store.tasks import Task, TaskChanges
 _IN_WORKFLOW = (Phase.REVIEW, Phase.INTEGRATION)
 
 
-def _invalid_dependencies(message: str, **details: object) -> CoordinatorError:
-    return CoordinatorError(
-        "invalid_input",
-        f"depends_on: {message}",
-        status=422,
-        details={"field": "depends_on", **details},
-    )
-
-
 def _check_dependencies(
     conn: Connection, project_id: str, task_id: str, depends_on: list[str]
 ) -> None:
     if task_id in depends_on:
-        raise _invalid_dependencies("a task cannot depend on itself")
+        raise invalid("depends_on", "a task cannot depend on itself")
     if len(set(depends_on)) != len(depends_on):
-        raise _invalid_dependencies("duplicated task id")
+        raise invalid("depends_on", "duplicated task id")
     if not depends_on:
         return
     found = tasks.tasks_in_project(conn, project_id, depends_on)
     missing = [d for d in depends_on if d not in found]
     if missing:
-        raise _invalid_dependencies(f"no task {missing[0]} in this project", missing=missing)
+        raise invalid("depends_on", f"no task {missing[0]} in this project", missing=missing)
     edges = tasks.dependency_edges(conn, project_id)
     edges[task_id] = list(depends_on)
     cycle = find_cycle(edges, task_id)
@@ -147,13 +139,12 @@ def locked_task(op: Op, project_id: str, task_id: str, expected_revision: int) -
     """The project's task, locked, if it is at the revision the caller expects."""
     row = op.tx.lock(Task, task_id)
     if row is None or row.project_id != project_id:
-        raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
+        raise missing(f"no task {task_id}")
     if row.revision != expected_revision:
-        raise CoordinatorError(
+        raise conflict(
             "revision_conflict",
             f"the task is at revision {row.revision}, not {expected_revision}",
-            status=409,
-            details={"current_revision": row.revision},
+            current_revision=row.revision,
         )
     return row
 
@@ -182,10 +173,9 @@ def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result
         or row.current_attempt_id
         or row.phase in _IN_WORKFLOW
     ):
-        raise CoordinatorError(
+        raise conflict(
             "task_not_editable",
             "only an unowned open or planned task outside review and integration can be edited",
-            status=409,
         )
     changes = TaskChanges()
     if body.title is not None:
@@ -216,12 +206,11 @@ def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result
 def cancel_task(op: Op, project_id: str, task_id: str, body: CancelIn) -> Result:
     row = _human_edit(op, project_id, task_id, body.expected_revision, "cancel tasks")
     if row.lifecycle not in (Lifecycle.OPEN, Lifecycle.PLANNED):
-        raise CoordinatorError("task_lifecycle_invalid", f"the task is {row.lifecycle}", status=409)
+        raise conflict("task_lifecycle_invalid", f"the task is {row.lifecycle}")
     if row.current_attempt_id is not None or row.phase in _IN_WORKFLOW:
-        raise CoordinatorError(
+        raise conflict(
             "task_attempt_protected",
             "the task has an attempt or a submission in progress; release it first",
-            status=409,
         )
     _revise(op, row, TaskChanges(lifecycle=Lifecycle.CANCELED, blocked_reason=body.reason))
     op.event("task.canceled", project_id, task_id, reason=body.reason)
@@ -231,7 +220,7 @@ def cancel_task(op: Op, project_id: str, task_id: str, body: CancelIn) -> Result
 def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Result:
     row = _human_edit(op, project_id, task_id, body.expected_revision, "unblock tasks")
     if row.blocked_reason is None or row.lifecycle != Lifecycle.OPEN:
-        raise CoordinatorError("task_not_blocked", "the task is not blocked", status=409)
+        raise conflict("task_not_blocked", "the task is not blocked")
     _revise(op, row, TaskChanges(blocked_reason=None, ready_since=op.now))
     op.event("task.unblocked", project_id, task_id, reason=body.reason)
     return _task_result(op, project_id, task_id)
@@ -245,12 +234,7 @@ def list_tasks(
     if cursor:
         created_text, _, last_id = cursor.partition(":")
         if not created_text.isdigit() or not last_id:
-            raise CoordinatorError(
-                "invalid_input",
-                "cursor: not a cursor this service issued",
-                status=422,
-                details={"field": "cursor"},
-            )
+            raise invalid("cursor", "not a cursor this service issued")
         after = (int(created_text), last_id)
     rows = tasks.task_page(conn, project_id, after, limit + 1)
     items = [task_view(conn, r, now) for r in rows[:limit]]

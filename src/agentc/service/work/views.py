@@ -12,18 +12,13 @@ from agentc.core.model import AttemptState, Lifecycle
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import JsonObject
+from agentc.service.work.refusals import not_found
 from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
 from agentc.store.sql import fetch_row
 from agentc.store.tasks import Task
 from agentc.store.workflow import Activity, ReviewDecision, Submission
-
-
-def not_found(what: str, ident: str) -> CoordinatorError:
-    return CoordinatorError(
-        "record_not_found", f"no {what} {ident}", status=404, details={what + "_id": ident}
-    )
 
 
 def project_row(conn: Connection, project_id: str) -> Project:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from agentc.core import lease
-from agentc.core.errors import CoordinatorError
 from agentc.core.model import (
     CANDIDATE_REF_PREFIX,
     Access,
@@ -28,6 +27,7 @@ from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied
 from agentc.service.schemas import LandingIn, SubmissionIn
 from agentc.service.work.leases import checkout_view, contribute, end_attempt, owned_attempt
+from agentc.service.work.refusals import conflict, invalid, missing
 from agentc.service.work.views import (
     activity_view,
     project_row,
@@ -45,7 +45,7 @@ from agentc.store.workflow import Activity, Submission
 def submit(op: Op, project_id: str, attempt_id: str, body: SubmissionIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
-        raise CoordinatorError("activity_attempt", "review attempts decide, not submit", status=409)
+        raise conflict("activity_attempt", "review attempts decide, not submit")
     task = op.tx.lock(Task, row.task_id)
     assert task is not None
     project = project_row(op.conn, project_id)
@@ -79,18 +79,13 @@ def _check_submission(
     """Refuse a submission that does not fit the task; returns the criteria amendment it
     proposes, if any."""
     if body.kind != task.kind:
-        raise CoordinatorError(
-            "invalid_input",
-            f"kind: the task is a {task.kind} task",
-            status=422,
-            details={"field": "kind"},
-        )
+        raise invalid("kind", f"the task is a {task.kind} task")
     if task.revision != attempt.task_revision:
-        raise CoordinatorError(
+        raise conflict(
             "pinned_revision_changed",
             "the task was edited after this attempt claimed it",
-            status=409,
-            details={"claimed_revision": attempt.task_revision, "current_revision": task.revision},
+            claimed_revision=attempt.task_revision,
+            current_revision=task.revision,
         )
     criteria: list[str] = json.loads(task.acceptance_json)
     amendment = _amendment(project, criteria, body)
@@ -100,12 +95,7 @@ def _check_submission(
     if task.kind == TaskKind.CODE.value:  # (narrowed to the body's literal kinds above)
         _check_candidate(op, attempt.id, body)
     elif body.candidate_ref or body.candidate_revision or body.base_revision:
-        raise CoordinatorError(
-            "invalid_input",
-            "candidate_ref: general submissions carry no git fields",
-            status=422,
-            details={"field": "candidate_ref"},
-        )
+        raise invalid("candidate_ref", "general submissions carry no git fields")
     return amendment
 
 
@@ -114,18 +104,12 @@ def _amendment(project: Project, criteria: list[str], body: SubmissionIn) -> Jso
     if body.ac_amendment is None:
         return None
     if project.review_mode == ReviewMode.NONE:
-        raise CoordinatorError(
+        raise conflict(
             "amendment_requires_review",
             "an acceptance-criteria amendment needs a review, and this project has none",
-            status=409,
         )
     if body.ac_amendment.new == criteria:
-        raise CoordinatorError(
-            "invalid_input",
-            "ac_amendment.new: equals the criteria",
-            status=422,
-            details={"field": "ac_amendment.new"},
-        )
+        raise invalid("ac_amendment.new", "equals the criteria")
     return {"old": criteria, "new": body.ac_amendment.new, "rationale": body.ac_amendment.rationale}
 
 
@@ -136,11 +120,10 @@ def _check_candidate(op: Op, attempt_id: str, body: SubmissionIn) -> None:
     check_revision_sha("base_revision", body.base_revision)
     checkout = checkout_view(op.conn, attempt_id)
     if checkout is not None and checkout["base_revision"] != body.base_revision:
-        raise CoordinatorError(
+        raise conflict(
             "base_revision_mismatch",
             "base_revision differs from the base of the attempt's registered checkout",
-            status=409,
-            details={"checkout_base_revision": checkout["base_revision"]},
+            checkout_base_revision=checkout["base_revision"],
         )
 
 
@@ -246,20 +229,15 @@ def complete_task(op: Op, task_id: str) -> None:
 def locked_activity(op: Op, project_id: str, activity_id: str) -> Activity:
     row = op.tx.lock(Activity, activity_id)
     if row is None or row.project_id != project_id:
-        raise CoordinatorError(
-            "record_not_found", f"no workflow activity {activity_id}", status=404
-        )
+        raise missing(f"no workflow activity {activity_id}")
     return row
 
 
 def check_submission_of(act: Activity, submission_id: str, /, **details: object) -> None:
     """The caller acts on the submission the activity belongs to, or is refused."""
     if act.submission_id != submission_id:
-        raise CoordinatorError(
-            "workflow_revision_conflict",
-            "the activity belongs to another submission",
-            status=409,
-            details=dict(details),
+        raise conflict(
+            "workflow_revision_conflict", "the activity belongs to another submission", **details
         )
 
 
@@ -280,12 +258,12 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
         )
     act = locked_activity(op, project_id, activity_id)
     if act.kind != ActivityKind.INTEGRATION:
-        raise CoordinatorError("activity_kind_mismatch", "not an integration activity", status=409)
+        raise conflict("activity_kind_mismatch", "not an integration activity")
     check_submission_of(act, body.submission_id)
     if act.state == ActivityState.WAITING:
-        raise CoordinatorError("reviews_pending", "the submission is not approved yet", status=409)
+        raise conflict("reviews_pending", "the submission is not approved yet")
     if act.state != ActivityState.QUEUED:
-        raise CoordinatorError("activity_not_eligible", f"the activity is {act.state}", status=409)
+        raise conflict("activity_not_eligible", f"the activity is {act.state}")
     workflow.update_activity(
         op.conn,
         act.id,
