@@ -21,7 +21,8 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole
-from agentc.store.accounts import browser_by_token, credential_by_token, session_for_auth
+from agentc.store.accounts import AgentSession, browser_by_token, credential_by_token
+from agentc.store.sql import fetch_row
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
 _SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
@@ -200,7 +201,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         return actor
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
-    sess = session_for_auth(conn, p.session_id)
+    sess = fetch_row(conn, AgentSession, p.session_id)
     if (
         sess is None
         or sess.credential_id != row.id

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
+from agentc.core.model import PrincipalKind
 from agentc.service.api import JSON, JsonObject, _dumps, envelope, mutate, new_id, read, runtime_of
 from agentc.service.auth import (
     BROWSER_SESSION_MS,
@@ -21,7 +22,7 @@ from agentc.service.auth import (
 )
 from agentc.service.schemas import AgentIn, LoginIn, SessionIn
 from agentc.service.work import accounts
-from agentc.store.accounts import BrowserSession, human_by_name
+from agentc.store.accounts import BrowserSession, principal_by_name
 from agentc.store.sql import insert
 from agentc.store.tx import Tx
 
@@ -74,8 +75,10 @@ async def login(request: Request, body: LoginIn) -> Response:
         )
     rt.limiter.check(body.username)
     row = await run_in_threadpool(
-        rt.executor.read, lambda tx: human_by_name(tx.conn, body.username)
+        rt.executor.read, lambda tx: principal_by_name(tx.conn, body.username)
     )
+    if row is not None and row.kind != PrincipalKind.HUMAN:
+        row = None  # agents do not sign in
     ok = await run_in_threadpool(verify_password, row.password_hash if row else None, body.password)
     if not ok or row is None or row.disabled_at is not None:
         raise CoordinatorError("authentication_required", "wrong username or password", status=401)

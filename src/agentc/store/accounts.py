@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.model import PrincipalKind
 from agentc.store.sql import columns, fetch_exists, fetch_one, run, table
 
 
@@ -72,13 +71,6 @@ class CredentialAuth(NamedTuple):
     disabled_at: int | None
 
 
-class SessionAuth(NamedTuple):
-    id: str
-    credential_id: str
-    proof_hash: str
-    closed_at: int | None
-
-
 class BrowserAuth(NamedTuple):
     """A browser session's cookie with its principal."""
 
@@ -93,8 +85,6 @@ class BrowserAuth(NamedTuple):
 
 _PRINCIPAL = f"SELECT {columns(Principal)} FROM principals"
 _PRINCIPAL_BY_NAME = _PRINCIPAL + " WHERE name = :name"
-_HUMAN_BY_NAME = _PRINCIPAL_BY_NAME + f" AND kind = '{PrincipalKind.HUMAN}'"
-_PRINCIPAL_NAME = "SELECT name FROM principals WHERE id = :id"
 _REVOKE = "UPDATE credentials SET revoked_at = :now WHERE id = :id"
 _CLOSE_SESSIONS_OF = (
     "UPDATE agent_sessions SET closed_at = :now WHERE credential_id = :id AND closed_at IS NULL"
@@ -107,7 +97,6 @@ _CREDENTIAL_AUTH = (
     "FROM credentials c JOIN principals p ON p.id = c.principal_id "
     "WHERE c.token_hash = :token_hash"
 )
-_SESSION_AUTH = "SELECT id, credential_id, proof_hash, closed_at FROM agent_sessions WHERE id = :id"
 _BROWSER_AUTH = (
     "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name, p.kind, "
     "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
@@ -117,10 +106,6 @@ _BROWSER_AUTH = (
 
 def credential_by_token(conn: Connection, token_hash: str) -> CredentialAuth | None:
     return fetch_one(conn, _CREDENTIAL_AUTH, CredentialAuth, token_hash=token_hash)
-
-
-def session_for_auth(conn: Connection, session_id: str) -> SessionAuth | None:
-    return fetch_one(conn, _SESSION_AUTH, SessionAuth, id=session_id)
 
 
 def browser_by_token(conn: Connection, token_hash: str) -> BrowserAuth | None:
@@ -133,14 +118,6 @@ def any_principal(conn: Connection) -> bool:
 
 def principal_by_name(conn: Connection, name: str) -> Principal | None:
     return fetch_one(conn, _PRINCIPAL_BY_NAME, Principal, name=name)
-
-
-def human_by_name(conn: Connection, name: str) -> Principal | None:
-    return fetch_one(conn, _HUMAN_BY_NAME, Principal, name=name)
-
-
-def principal_name(conn: Connection, principal_id: str) -> str | None:
-    return fetch_one(conn, _PRINCIPAL_NAME, str, id=principal_id)
 
 
 def revoke_credential(conn: Connection, credential_id: str, now: int) -> None:

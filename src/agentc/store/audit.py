@@ -7,7 +7,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.rules import canonical_json
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, run, table
 
 
 class Event(NamedTuple):
@@ -98,9 +98,12 @@ def get_receipt(conn: Connection, principal_id: str, operation: str, key: str) -
     )
 
 
-def telemetry_seen(
-    conn: Connection, project_id: str, stream: str, host: str, identity: str
-) -> bool:
-    return fetch_exists(
-        conn, _TELEMETRY_SEEN, project_id=project_id, stream=stream, host=host, identity=identity
-    )
+def add_telemetry(conn: Connection, row: TelemetryRow) -> bool:
+    """Store the row unless the same row (by identity) came from the host before; returns
+    whether it was new."""
+    key = row._asdict()
+    del key["row_json"], key["received_at"], key["principal_id"]
+    if fetch_exists(conn, _TELEMETRY_SEEN, **key):
+        return False
+    insert(conn, row)
+    return True

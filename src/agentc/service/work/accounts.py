@@ -24,19 +24,22 @@ def create_admin(conn: Connection, now: int, username: str, password: str) -> st
             "installation_not_empty",
             "init-admin works only on an empty installation; this one already has accounts",
         )
-    pid = new_id()
-    insert(
-        conn,
-        Principal(
-            id=pid,
-            name=username,
-            kind=PrincipalKind.HUMAN.value,
-            role=PrincipalRole.ADMIN.value,
-            password_hash=hash_password(password),
-            disabled_at=None,
-            created_at=now,
-        ),
+    return _add_principal(
+        conn, now, username, PrincipalKind.HUMAN, PrincipalRole.ADMIN, hash_password(password)
     )
+
+
+def _add_principal(
+    conn: Connection,
+    now: int,
+    name: str,
+    kind: PrincipalKind,
+    role: PrincipalRole,
+    password_hash: str | None,
+) -> str:
+    """A new enabled account; returns its id."""
+    pid = new_id()
+    insert(conn, Principal(pid, name, kind.value, role.value, password_hash, None, now))
     return pid
 
 
@@ -54,19 +57,7 @@ def issue_agent_credential(
     if agent is not None and agent.kind != PrincipalKind.AGENT:
         raise conflict("record_conflict", f"{name} is a human account, not an agent")
     if agent is None:
-        pid = new_id()
-        insert(
-            conn,
-            Principal(
-                id=pid,
-                name=name,
-                kind=PrincipalKind.AGENT.value,
-                role=PrincipalRole.AGENT.value,
-                password_hash=None,
-                disabled_at=None,
-                created_at=now,
-            ),
-        )
+        pid = _add_principal(conn, now, name, PrincipalKind.AGENT, PrincipalRole.AGENT, None)
     else:
         pid = agent.id
     token = new_secret()
@@ -181,7 +172,7 @@ def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
             for a in held
         ],
         "session_id": row.id,
-        "agent": accounts.principal_name(conn, row.principal_id),
+        "agent": _name_of(conn, row.principal_id),
         "principal_id": row.principal_id,
         "harness": row.harness,
         "workstation_id": row.workstation_id,
@@ -189,6 +180,12 @@ def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
         "created_at": rfc3339(row.created_at),
         "closed_at": rfc3339(row.closed_at),
     }
+
+
+def _name_of(conn: Connection, principal_id: str) -> str:
+    principal = fetch_row(conn, Principal, principal_id)
+    assert principal is not None  # sessions reference their principal
+    return principal.name
 
 
 def close_session(op: Op, session_id: str) -> Result:

@@ -299,19 +299,8 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
 def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     cid = new_id()
-    insert(
-        op.conn,
-        Checkpoint(
-            id=cid,
-            attempt_id=attempt_id,
-            summary=body.summary,
-            handoff=body.handoff,
-            current_action=body.current_action,
-            next_step=body.next_step,
-            revision=body.revision,
-            created_at=op.now,
-        ),
-    )
+    said = (body.summary, body.handoff, body.current_action, body.next_step, body.revision)
+    insert(op.conn, Checkpoint(cid, attempt_id, *said, created_at=op.now))
     handoff = body.handoff if body.handoff is not None else row.handoff
     leases.note_progress(op.conn, attempt_id, op.now, handoff)
     op.event(

@@ -22,14 +22,17 @@ def create_project(op: Op, body: ProjectIn) -> Result:
     if projects.project_name_taken(op.conn, body.name):
         raise conflict("project_exists", f"a project named {body.name!r} exists")
     _check_max_attempt(body.max_attempt_seconds)
+    given = (
+        body.name,
+        body.repository_url,
+        body.target_branch,
+        body.review_mode,
+        body.lease_seconds,
+        body.max_attempt_seconds,
+    )
     project = Project(
-        id=new_id(),
-        name=body.name,
-        repository_url=body.repository_url,
-        target_branch=body.target_branch,
-        review_mode=body.review_mode,
-        lease_seconds=body.lease_seconds,
-        max_attempt_seconds=body.max_attempt_seconds,
+        new_id(),
+        *given,
         required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
         policy_revision=1,
         created_at=op.now,

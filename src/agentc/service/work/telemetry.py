@@ -17,7 +17,7 @@ from agentc.service.work.views import project_row
 from agentc.store import audit
 from agentc.store.audit import TelemetryRow
 from agentc.store.leases import Attempt
-from agentc.store.sql import fetch_row, insert
+from agentc.store.sql import fetch_row
 
 _COST_NUMBERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
@@ -69,23 +69,11 @@ def record(op: Op, project_id: str, stream: TelemetryStream, body: TelemetryIn) 
             rejected.append({"index": index, "problem": problem})
             continue
         text = canonical_json(row)
-        identity = sha256_hex(text)
-        if audit.telemetry_seen(op.conn, project_id, stream.value, body.host, identity):
+        where = (project_id, stream.value, body.host, sha256_hex(text))
+        if audit.add_telemetry(op.conn, TelemetryRow(*where, text, op.now, actor.principal_id)):
+            accepted += 1
+        else:
             duplicates += 1
-            continue
-        insert(
-            op.conn,
-            TelemetryRow(
-                project_id=project_id,
-                stream=stream.value,
-                host=body.host,
-                identity=identity,
-                row_json=text,
-                received_at=op.now,
-                principal_id=actor.principal_id,
-            ),
-        )
-        accepted += 1
     if accepted:
         op.event(f"telemetry.{stream}_rows", project_id, None, host=body.host, accepted=accepted)
     return Result({"accepted": accepted, "duplicates": duplicates, "rejected": rejected})
