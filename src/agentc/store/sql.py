@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 R = TypeVar("R")
 Value = str | int | float | bool | None
@@ -29,9 +30,15 @@ def _for_psycopg(sql: str) -> str:
 
 
 def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
-    """The DB-API cursor after running sql (DB-API cursors are untyped: Any)."""
+    """The DB-API cursor after running sql (DB-API cursors are untyped: Any). A driver error
+    is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement
+    would raise it, so callers catch one kind whichever way a statement ran."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
+    try:
+        cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        base = conn.dialect.loaded_dbapi.Error
+        raise DBAPIError.instance(sql, dict(params), exc, base, dialect=conn.dialect) from exc
     return cursor
 
 
