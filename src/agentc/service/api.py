@@ -32,7 +32,7 @@ from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
 from agentc.service.settings import ServerSettings
 from agentc.store.audit import Receipt, get_receipt, write_event
 from agentc.store.sql import insert
-from agentc.store.tx import Executor, Tx
+from agentc.store.tx import Executor, Tx, wall_clock_ms
 
 log = logging.getLogger("agentc.service")
 
@@ -111,8 +111,6 @@ def envelope(data: JsonObject, request_id: str, now: int) -> JsonObject:
 def error_response(
     err: CoordinatorError, request_id: str | None = None, now: int | None = None
 ) -> Response:
-    from agentc.store.tx import wall_clock_ms
-
     body = {
         "request_id": request_id or new_id(),
         "server_time": rfc3339(now if now is not None else wall_clock_ms()),
