@@ -123,20 +123,9 @@ def open_session(op: Op, body: SessionIn) -> Result:
     if fetch_row(op.conn, AgentSession, session_id) is not None:
         raise conflict("session_conflict", f"session {session_id} exists")
     proof = op.client_proof or new_secret()
-    insert(
-        op.conn,
-        AgentSession(
-            id=session_id,
-            principal_id=actor.principal_id,
-            credential_id=actor.credential_id,
-            proof_hash=verifier(proof),
-            harness=body.harness,
-            workstation_id=body.workstation_id,
-            capabilities_json=json.dumps(body.capabilities),
-            created_at=op.now,
-            closed_at=None,
-        ),
-    )
+    owner = (actor.principal_id, actor.credential_id, verifier(proof))
+    described = (body.harness, body.workstation_id, json.dumps(body.capabilities))
+    insert(op.conn, AgentSession(session_id, *owner, *described, created_at=op.now, closed_at=None))
     op.event("agent_session_registered", None, session_id, harness=body.harness)
     data = {
         "session_id": session_id,
