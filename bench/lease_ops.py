@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.kit import pg  # noqa: E402
 
+from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole  # noqa: E402
 from agentc.service.api import Runtime, mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
 from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn  # noqa: E402
@@ -71,7 +72,7 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
     ex = rt.executor
     try:
         admin_id = ex.write(lambda tx: create_admin(tx.conn, tx.now, "admin", "x" * 16))
-        human = Actor(admin_id, "admin", "human", "admin")
+        human = Actor(admin_id, "admin", PrincipalKind.HUMAN, PrincipalRole.ADMIN)
 
         def as_op(actor: Actor, fn: Any, body: Any) -> Any:
             return ex.write(lambda tx: fn(Op(tx, actor, rt), body).data)
@@ -91,17 +92,19 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
         for i in range(agents):
 
             def issue(tx: Tx, name: str = f"agent-{i}") -> dict[str, Any]:
-                return issue_agent_credential(tx.conn, tx.now, name, "supervised", "write", None)
+                return issue_agent_credential(
+                    tx.conn, tx.now, name, CredentialClass.SUPERVISED, Access.WRITE, None
+                )
 
             cred = ex.write(issue)
             agent = Actor(
                 cred["agent_id"],
                 f"agent-{i}",
-                "agent",
-                "agent",
+                PrincipalKind.AGENT,
+                PrincipalRole.AGENT,
                 cred["credential_id"],
-                "supervised",
-                "write",
+                CredentialClass.SUPERVISED,
+                Access.WRITE,
             )
             sess = as_op(agent, open_session, SessionIn(harness="bench"))
             creds.append(

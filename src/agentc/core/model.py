@@ -124,3 +124,25 @@ DEPENDENCIES_MAX = 100
 AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
+
+
+class PrincipalKind(StrEnum):
+    """Who an account is; a task's origin is the kind of its creator."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+
+
+class PrincipalRole(StrEnum):
+    ADMIN = "admin"
+    OPERATOR = "operator"
+    AGENT = "agent"
+
+
+class AdmissionClass(StrEnum):
+    CANARY = "canary"
+
+
+class TelemetryStream(StrEnum):
+    COST = "cost"
+    CANARY = "canary"

@@ -15,9 +15,9 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
@@ -27,21 +27,27 @@ from starlette.responses import Response
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import RECEIPT_RETENTION_MS
-from agentc.core.rules import canonical_json, check_idempotency_key, fingerprint, rfc3339
+from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
 from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
 from agentc.service.settings import ServerSettings
-from agentc.store.tx import Executor, Tx, x
+from agentc.store.audit import Receipt, get_receipt, write_event
+from agentc.store.sql import insert
+from agentc.store.tx import Executor, Tx, wall_clock_ms
 
 log = logging.getLogger("agentc.service")
 
 JSON = "application/json"
+
+JsonObject = dict[str, Any]
+"""A JSON document the API sends (values of any JSON type: Any)."""
+B = TypeVar("B", bound=BaseModel | None)
 
 
 @dataclass
 class Result:
     """What an operation returns: its data, status, and fields to keep out of the receipt."""
 
-    data: Any
+    data: JsonObject
     status: int = 200
     secret_fields: tuple[str, ...] = ()
 
@@ -69,7 +75,9 @@ class Op:
     def now(self) -> int:
         return self.tx.now
 
-    def event(self, kind: str, project_id: str | None, record_id: str | None, **data: Any) -> None:
+    def event(
+        self, kind: str, project_id: str | None, record_id: str | None, **data: object
+    ) -> None:
         write_event(
             self.conn,
             self.tx.now,
@@ -82,37 +90,6 @@ class Op:
         )
 
 
-_EVENT = (
-    "INSERT INTO events (project_id, actor_id, credential_class, kind, record_id, data_json, "
-    "created_at) VALUES (:project_id, :actor_id, :credential_class, :kind, :record_id, "
-    ":data_json, :created_at)"
-)
-
-
-def write_event(
-    conn: Any,
-    now: int,
-    actor_id: str | None,
-    credential_class: str | None,
-    kind: str,
-    project_id: str | None,
-    record_id: str | None,
-    data: dict[str, Any],
-) -> None:
-    """Append one audit event (in the caller's transaction)."""
-    x(
-        conn,
-        _EVENT,
-        project_id=project_id,
-        actor_id=actor_id,
-        credential_class=credential_class,
-        kind=kind,
-        record_id=record_id,
-        data_json=canonical_json(data),
-        created_at=now,
-    )
-
-
 # Record and request ids need to be unique, not secret (authority comes from tokens and
 # proofs): a random generator seeded once from the OS avoids a getrandom syscall per id.
 _ids = random.Random(os.urandom(32))
@@ -123,19 +100,17 @@ def new_id() -> str:
     return str(uuid.UUID(int=_ids.getrandbits(128), version=4))
 
 
-def _dumps(value: Any) -> bytes:
+def _dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def envelope(data: Any, request_id: str, now: int) -> dict[str, Any]:
+def envelope(data: JsonObject, request_id: str, now: int) -> JsonObject:
     return {"data": data, "request_id": request_id, "server_time": rfc3339(now)}
 
 
 def error_response(
     err: CoordinatorError, request_id: str | None = None, now: int | None = None
 ) -> Response:
-    from agentc.store.tx import wall_clock_ms
-
     body = {
         "request_id": request_id or new_id(),
         "server_time": rfc3339(now if now is not None else wall_clock_ms()),
@@ -178,7 +153,7 @@ def runtime_of(request: Request) -> Runtime:
     return rt
 
 
-async def read(request: Request, fn: Callable[[Tx, Actor], Any]) -> Response:
+async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Response:
     """An authenticated read: the data in the envelope."""
     rt = runtime_of(request)
     creds = presented(request)
@@ -192,23 +167,13 @@ async def read(request: Request, fn: Callable[[Tx, Actor], Any]) -> Response:
     return Response(body, media_type=JSON)
 
 
-_RECEIPT = (
-    "SELECT fingerprint, status, body, created_at FROM receipts "
-    "WHERE principal_id = :principal_id AND operation = :operation AND key = :key"
-)
-_STORE_RECEIPT = (
-    "INSERT INTO receipts (principal_id, operation, key, fingerprint, status, body, created_at) "
-    "VALUES (:principal_id, :operation, :key, :fingerprint, :status, :body, :created_at)"
-)
-
-
 def mutation(
     rt: Runtime,
     creds: Presented,
     operation: str,
     key: str,
-    body: BaseModel | None,
-    fn: Callable[[Op, Any], Result],
+    body: B,
+    fn: Callable[[Op, B], Result],
     *,
     lone_proof: bool = False,
 ) -> Callable[[Tx], tuple[int, bytes, bool]]:
@@ -227,7 +192,7 @@ def mutation(
         )
         if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
-        prior = tx.q1(_RECEIPT, principal_id=actor.principal_id, operation=operation, key=key)
+        prior = get_receipt(tx.conn, actor.principal_id, operation, key)
         if prior is not None:
             return _replay(prior, fp, tx.now)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
@@ -238,15 +203,17 @@ def mutation(
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
         with tx.savepoint_if_concurrent():
-            tx.x(
-                _STORE_RECEIPT,
-                principal_id=actor.principal_id,
-                operation=operation,
-                key=key,
-                fingerprint=fp,
-                status=result.status,
-                body=_dumps(stored).decode(),
-                created_at=tx.now,
+            insert(
+                tx.conn,
+                Receipt(
+                    principal_id=actor.principal_id,
+                    operation=operation,
+                    key=key,
+                    fingerprint=fp,
+                    status=result.status,
+                    body=_dumps(stored).decode(),
+                    created_at=tx.now,
+                ),
             )
         return result.status, _dumps(env), False
 
@@ -255,8 +222,8 @@ def mutation(
 
 async def mutate(
     request: Request,
-    body: BaseModel | None,
-    fn: Callable[[Op, Any], Result],
+    body: B,
+    fn: Callable[[Op, B], Result],
     *,
     lone_proof: bool = False,
 ) -> Response:
@@ -278,7 +245,7 @@ async def mutate(
     return Response(out, status_code=status, media_type=JSON, headers=headers)
 
 
-def _replay(prior: Any, fp: str, now: int) -> tuple[int, bytes, bool]:
+def _replay(prior: Receipt, fp: str, now: int) -> tuple[int, bytes, bool]:
     if prior.fingerprint != fp:
         raise CoordinatorError(
             "idempotency_conflict",
@@ -295,17 +262,21 @@ def _replay(prior: Any, fp: str, now: int) -> tuple[int, bytes, bool]:
     return prior.status, prior.body.encode(), True
 
 
-def install_error_handlers(app: Any) -> None:
+def install_error_handlers(app: FastAPI) -> None:
     def now(request: Request) -> int:
         return runtime_of(request).executor.clock()
 
-    async def _coordinator(request: Request, exc: CoordinatorError) -> Response:
+    # Starlette types every handler as taking an Exception; each is registered for its class.
+    async def _coordinator(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, CoordinatorError)
         return error_response(exc, now=now(request))
 
-    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+    async def _validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
         return error_response(validation_error(exc), now=now(request))
 
-    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+    async def _http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
         code = {404: "record_not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "invalid_request"
         )

@@ -20,7 +20,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.tx import q1
+from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole
+from agentc.store.accounts import AgentSession, browser_by_token, credential_by_token
+from agentc.store.sql import fetch_row
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
 _SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
@@ -124,7 +126,7 @@ class Presented:
 class Actor:
     principal_id: str
     name: str
-    kind: str  # human | agent
+    kind: str  # a PrincipalKind
     role: str
     credential_id: str | None = None
     credential_class: str | None = None
@@ -134,7 +136,7 @@ class Actor:
 
     @property
     def is_human(self) -> bool:
-        return self.kind == "human"
+        return self.kind == PrincipalKind.HUMAN
 
 
 def unauthenticated(message: str = "authentication required") -> CoordinatorError:
@@ -173,27 +175,10 @@ def authenticate(
     raise unauthenticated()
 
 
-# Plain SQL on the driver: these run on every authenticated request.
-_CREDENTIAL = (
-    "SELECT c.id, c.principal_id, c.class AS credential_class, c.access, c.revoked_at, "
-    "p.name AS principal_name, p.kind, p.role, p.disabled_at "
-    "FROM credentials c JOIN principals p ON p.id = c.principal_id "
-    "WHERE c.token_hash = :token_hash"
-)
-_SESSION = (
-    "SELECT id, credential_id, proof_hash, closed_at FROM agent_sessions WHERE id = :session_id"
-)
-_BROWSER = (
-    "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name AS principal_name, p.kind, "
-    "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
-    "WHERE b.token_hash = :token_hash"
-)
-
-
 def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -> Actor:
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
-    row = q1(conn, _CREDENTIAL, token_hash=verifier(p.bearer))
+    row = credential_by_token(conn, verifier(p.bearer))
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
     actor = Actor(
@@ -216,7 +201,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         return actor
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
-    sess = q1(conn, _SESSION, session_id=p.session_id)
+    sess = fetch_row(conn, AgentSession, p.session_id)
     if (
         sess is None
         or sess.credential_id != row.id
@@ -239,7 +224,7 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:
     assert p.cookie is not None
     _check_secret(p.cookie, "session cookie")
-    row = q1(conn, _BROWSER, token_hash=verifier(p.cookie))
+    row = browser_by_token(conn, verifier(p.cookie))
     if row is None or row.revoked_at is not None or row.expires_at <= now or row.disabled_at:
         raise unauthenticated("the browser session is unknown, expired or revoked")
     if write:
@@ -256,17 +241,17 @@ def require_human(actor: Actor, what: str) -> None:
             "operation_not_permitted",
             f"only a human may {what}",
             status=403,
-            details={"required_actor": "human"},
+            details={"required_actor": PrincipalKind.HUMAN.value},
         )
 
 
 def require_admin(actor: Actor, what: str) -> None:
-    if not (actor.is_human and actor.role == "admin"):
+    if not (actor.is_human and actor.role == PrincipalRole.ADMIN):
         raise CoordinatorError(
             "operation_not_permitted",
             f"only an admin may {what}",
             status=403,
-            details={"required_actor": "admin"},
+            details={"required_actor": PrincipalRole.ADMIN.value},
         )
 
 
@@ -287,7 +272,7 @@ def require_agent_session(actor: Actor) -> str:
 
 
 def require_write(actor: Actor) -> None:
-    if actor.access == "read":
+    if actor.access == Access.READ:
         raise denied("this credential has read access only")
-    if actor.credential_class == "integrator":
+    if actor.credential_class == CredentialClass.INTEGRATOR:
         raise denied("integrator credentials may only record integration")

@@ -229,7 +229,7 @@ def issue_credential(ctx: click.Context, agent: str, credential_class: str, acce
 
 
 def _issue(tx: Any, fn: Any, agent: str, credential_class: str, access: str) -> Any:
-    from agentc.service.api import write_event
+    from agentc.store.audit import write_event
 
     data = fn(tx.conn, tx.now, agent, credential_class, access, None)
     write_event(

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import insert, select
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
-from agentc.service.api import JSON, _dumps, envelope, mutate, new_id, read, runtime_of
+from agentc.core.model import PrincipalKind
+from agentc.service.api import JSON, JsonObject, _dumps, envelope, mutate, new_id, read, runtime_of
 from agentc.service.auth import (
     BROWSER_SESSION_MS,
+    Actor,
     csrf_token,
     new_secret,
     verifier,
@@ -22,7 +22,8 @@ from agentc.service.auth import (
 )
 from agentc.service.schemas import AgentIn, LoginIn, SessionIn
 from agentc.service.work import accounts
-from agentc.store.schema import browser_sessions, principals
+from agentc.store.accounts import BrowserSession, principal_by_name
+from agentc.store.sql import insert
 from agentc.store.tx import Tx
 
 router = APIRouter()
@@ -74,13 +75,10 @@ async def login(request: Request, body: LoginIn) -> Response:
         )
     rt.limiter.check(body.username)
     row = await run_in_threadpool(
-        rt.executor.read,
-        lambda tx: tx.conn.execute(
-            select(principals).where(
-                principals.c.name == body.username, principals.c.kind == "human"
-            )
-        ).first(),
+        rt.executor.read, lambda tx: principal_by_name(tx.conn, body.username)
     )
+    if row is not None and row.kind != PrincipalKind.HUMAN:
+        row = None  # agents do not sign in
     ok = await run_in_threadpool(verify_password, row.password_hash if row else None, body.password)
     if not ok or row is None or row.disabled_at is not None:
         raise CoordinatorError("authentication_required", "wrong username or password", status=401)
@@ -88,14 +86,16 @@ async def login(request: Request, body: LoginIn) -> Response:
     principal_id = row.id
 
     def work(tx: Tx) -> int:
-        tx.conn.execute(
-            insert(browser_sessions).values(
+        insert(
+            tx.conn,
+            BrowserSession(
                 id=new_id(),
                 principal_id=principal_id,
                 token_hash=verifier(cookie),
                 created_at=tx.now,
                 expires_at=tx.now + BROWSER_SESSION_MS,
-            )
+                revoked_at=None,
+            ),
         )
         return tx.now
 
@@ -120,8 +120,8 @@ async def login(request: Request, body: LoginIn) -> Response:
 
 @router.get("/api/v1/me", tags=["access"])
 async def me(request: Request) -> Response:
-    def fn(_tx: Tx, actor: Any) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def fn(_tx: Tx, actor: Actor) -> JsonObject:
+        data: JsonObject = {
             "actor": {
                 "id": actor.principal_id,
                 "name": actor.name,
@@ -159,7 +159,7 @@ async def open_session(request: Request, body: SessionIn) -> Response:
 
 @router.get("/api/v1/sessions/{session_id}", tags=["sessions"])
 async def get_session(request: Request, session_id: str) -> Response:
-    def fn(tx: Tx, actor: Any) -> dict[str, Any]:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
         if not actor.is_human and actor.session_id != session_id:
             raise CoordinatorError(
                 "operation_not_permitted", "an agent may read only its own session", status=403

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from sqlalchemy import select
+from sqlalchemy.engine import Connection
 from starlette.responses import Response
 
+from agentc.core.model import Role, TelemetryStream
 from agentc.core.rules import rfc3339
-from agentc.service.api import mutate, read
+from agentc.service.api import B, JsonObject, Op, Result, mutate, read
+from agentc.service.auth import Actor
 from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
@@ -38,7 +41,9 @@ from agentc.service.work.views import (
     task_row,
     workflow_view,
 )
-from agentc.store import schema
+from agentc.store.audit import events_after
+from agentc.store.projects import all_projects
+from agentc.store.tasks import Task
 from agentc.store.tx import Tx
 
 router = APIRouter(prefix="/api/v1/projects")
@@ -46,11 +51,32 @@ P = "/{project_id}"
 Limit = Annotated[int, Query(ge=1, le=200)]
 
 
+def _on(
+    fn: Callable[[Op, str, str, B], Result], project_id: str, record_id: str
+) -> Callable[[Op, B], Result]:
+    """The operation fn on one record of the project (both ids from the path)."""
+    return lambda op, body: fn(op, project_id, record_id, body)
+
+
+async def _read_task(
+    request: Request,
+    project_id: str,
+    task_id: str,
+    view: Callable[[Connection, Task, int], JsonObject],
+) -> Response:
+    """A read of one task of the project, shown by view."""
+
+    def fn(tx: Tx, _actor: Actor) -> JsonObject:
+        project_row(tx.conn, project_id)
+        return view(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
+
+    return await read(request, fn)
+
+
 @router.get("", tags=["projects"])
 async def list_projects(request: Request) -> Response:
-    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
-        rows = tx.conn.execute(select(schema.projects).order_by(schema.projects.c.name)).all()
-        return {"items": [project_view(r) for r in rows], "next_cursor": None}
+    def fn(tx: Tx, _actor: Actor) -> JsonObject:
+        return {"items": [project_view(r) for r in all_projects(tx.conn)], "next_cursor": None}
 
     return await read(request, fn)
 
@@ -91,48 +117,38 @@ async def create_task(request: Request, project_id: str, body: TaskIn) -> Respon
 
 @router.get(P + "/tasks/{task_id}", tags=["tasks"])
 async def get_task(request: Request, project_id: str, task_id: str) -> Response:
-    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
-        project_row(tx.conn, project_id)
-        return task_detail(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
-
-    return await read(request, fn)
+    return await _read_task(request, project_id, task_id, task_detail)
 
 
 @router.patch(P + "/tasks/{task_id}", tags=["tasks"])
 async def edit_task(request: Request, project_id: str, task_id: str, body: TaskEditIn) -> Response:
-    return await mutate(request, body, lambda op, b: tasks.edit_task(op, project_id, task_id, b))
+    return await mutate(request, body, _on(tasks.edit_task, project_id, task_id))
 
 
 @router.post(P + "/tasks/{task_id}/cancel", tags=["tasks"])
 async def cancel_task(request: Request, project_id: str, task_id: str, body: CancelIn) -> Response:
-    return await mutate(request, body, lambda op, b: tasks.cancel_task(op, project_id, task_id, b))
+    return await mutate(request, body, _on(tasks.cancel_task, project_id, task_id))
 
 
 @router.post(P + "/tasks/{task_id}/unblock", tags=["tasks"])
 async def unblock_task(
     request: Request, project_id: str, task_id: str, body: UnblockIn
 ) -> Response:
-    return await mutate(request, body, lambda op, b: tasks.unblock_task(op, project_id, task_id, b))
+    return await mutate(request, body, _on(tasks.unblock_task, project_id, task_id))
 
 
 @router.get(P + "/tasks/{task_id}/workflow", tags=["workflow"])
 async def get_workflow(request: Request, project_id: str, task_id: str) -> Response:
-    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
-        project_row(tx.conn, project_id)
-        return workflow_view(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
-
-    return await read(request, fn)
+    return await _read_task(request, project_id, task_id, workflow_view)
 
 
 @router.get(P + "/next", tags=["leases"])
-async def next_action(
-    request: Request, project_id: str, role: Literal["implementer", "reviewer"] = "implementer"
-) -> Response:
-    def fn(tx: Tx, actor: Any) -> dict[str, Any]:
-        if role == "reviewer":
+async def next_action(request: Request, project_id: str, role: Role = Role.IMPLEMENTER) -> Response:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        if role == Role.REVIEWER:
             project_row(tx.conn, project_id)
             return reviews.review_queue_next(
-                tx.conn, project_id, tx.now, actor.principal_id, actor.session_id, actor.is_human
+                tx.conn, project_id, actor.principal_id, actor.session_id, actor.is_human
             )
         return leases.next_action(tx.conn, project_id, tx.now, actor)
 
@@ -153,37 +169,33 @@ async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Res
 
 @router.post(P + "/attempts/{attempt_id}/renew", tags=["leases"])
 async def renew(request: Request, project_id: str, attempt_id: str, body: GenerationIn) -> Response:
-    return await mutate(request, body, lambda op, b: leases.renew(op, project_id, attempt_id, b))
+    return await mutate(request, body, _on(leases.renew, project_id, attempt_id))
 
 
 @router.post(P + "/attempts/{attempt_id}/checkpoints", tags=["leases"], status_code=201)
 async def checkpoint(
     request: Request, project_id: str, attempt_id: str, body: CheckpointIn
 ) -> Response:
-    return await mutate(
-        request, body, lambda op, b: leases.checkpoint(op, project_id, attempt_id, b)
-    )
+    return await mutate(request, body, _on(leases.checkpoint, project_id, attempt_id))
 
 
 @router.post(P + "/attempts/{attempt_id}/release", tags=["leases"])
 async def release(request: Request, project_id: str, attempt_id: str, body: ReleaseIn) -> Response:
-    return await mutate(request, body, lambda op, b: leases.release(op, project_id, attempt_id, b))
+    return await mutate(request, body, _on(leases.release, project_id, attempt_id))
 
 
 @router.post(P + "/attempts/{attempt_id}/checkout", tags=["leases"], status_code=201)
 async def register_checkout(
     request: Request, project_id: str, attempt_id: str, body: CheckoutIn
 ) -> Response:
-    return await mutate(
-        request, body, lambda op, b: leases.register_checkout(op, project_id, attempt_id, b)
-    )
+    return await mutate(request, body, _on(leases.register_checkout, project_id, attempt_id))
 
 
 @router.post(P + "/attempts/{attempt_id}/submissions", tags=["workflow"], status_code=201)
 async def submit(
     request: Request, project_id: str, attempt_id: str, body: SubmissionIn
 ) -> Response:
-    return await mutate(request, body, lambda op, b: workflow.submit(op, project_id, attempt_id, b))
+    return await mutate(request, body, _on(workflow.submit, project_id, attempt_id))
 
 
 A = P + "/workflow-activities/{activity_id}"
@@ -193,40 +205,38 @@ A = P + "/workflow-activities/{activity_id}"
 async def claim_activity(
     request: Request, project_id: str, activity_id: str, body: ActivityClaimIn
 ) -> Response:
-    return await mutate(
-        request, body, lambda op, b: reviews.claim_activity(op, project_id, activity_id, b)
-    )
+    return await mutate(request, body, _on(reviews.claim_activity, project_id, activity_id))
 
 
 @router.post(A + "/review", tags=["workflow"], status_code=201)
 async def review(request: Request, project_id: str, activity_id: str, body: ReviewIn) -> Response:
-    return await mutate(request, body, lambda op, b: reviews.decide(op, project_id, activity_id, b))
+    return await mutate(request, body, _on(reviews.decide, project_id, activity_id))
 
 
 @router.post(A + "/release", tags=["workflow"])
 async def release_activity(
     request: Request, project_id: str, activity_id: str, body: ActivityReleaseIn
 ) -> Response:
-    return await mutate(
-        request, body, lambda op, b: reviews.release_activity(op, project_id, activity_id, b)
-    )
+    return await mutate(request, body, _on(reviews.release_activity, project_id, activity_id))
 
 
 @router.post(A + "/landing", tags=["workflow"])
 async def landing(request: Request, project_id: str, activity_id: str, body: LandingIn) -> Response:
-    return await mutate(
-        request, body, lambda op, b: workflow.record_landing(op, project_id, activity_id, b)
-    )
+    return await mutate(request, body, _on(workflow.record_landing, project_id, activity_id))
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])
 async def cost_rows(request: Request, project_id: str, body: TelemetryIn) -> Response:
-    return await mutate(request, body, lambda op, b: telemetry.record(op, project_id, "cost", b))
+    return await mutate(
+        request, body, lambda op, b: telemetry.record(op, project_id, TelemetryStream.COST, b)
+    )
 
 
 @router.post(P + "/telemetry/canary-results", tags=["telemetry"])
 async def canary_results(request: Request, project_id: str, body: TelemetryIn) -> Response:
-    return await mutate(request, body, lambda op, b: telemetry.record(op, project_id, "canary", b))
+    return await mutate(
+        request, body, lambda op, b: telemetry.record(op, project_id, TelemetryStream.CANARY, b)
+    )
 
 
 @router.get(P + "/events", tags=["events"])
@@ -236,15 +246,9 @@ async def list_events(
     limit: Limit = 100,
     cursor: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> Response:
-    def fn(tx: Tx, _actor: Any) -> dict[str, Any]:
+    def fn(tx: Tx, _actor: Actor) -> JsonObject:
         project_row(tx.conn, project_id)
-        ev = schema.events
-        rows = tx.conn.execute(
-            select(ev)
-            .where(ev.c.project_id == project_id, ev.c.seq > cursor)
-            .order_by(ev.c.seq)
-            .limit(limit)
-        ).all()
+        rows = events_after(tx.conn, project_id, cursor, limit)
         items = [
             {
                 "seq": r.seq,

@@ -11,11 +11,11 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from agentc.core.errors import ConfigError
 
@@ -65,7 +65,7 @@ class Database:
 
 def _sqlite_connect_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
         # Autocommit at the driver level; SQLAlchemy's begin event below issues BEGIN itself,
         # so every write transaction takes the write lock up front (BEGIN IMMEDIATE).
         dbapi_conn.isolation_level = None

@@ -15,20 +15,18 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
-import re
 import threading
 import time
-from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Row, Table
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentc.core.errors import CoordinatorError
+from agentc.store.sql import RowT, by_key_sql, fetch_one, run
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -41,61 +39,11 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@lru_cache(maxsize=64)
-def _by_key(table: Table, lock: str | None) -> str:
-    pk = next(iter(table.primary_key.columns)).name
-    sql = f"SELECT * FROM {table.name} WHERE {pk} = :key"
-    if lock is None:
-        return sql
-    return sql + (" FOR UPDATE SKIP LOCKED" if lock == "skip" else " FOR UPDATE")
-
-
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-
-
-@lru_cache(maxsize=512)
-def _for_psycopg(sql: str) -> str:
-    """`:name` parameters (sqlite3's named style) as psycopg's `%(name)s`."""
-    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
-
-
-@lru_cache(maxsize=256)
-def _record_type(columns: tuple[str, ...]) -> Any:
-    return namedtuple("Record", columns)
-
-
-def _execute(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
-    return cursor
-
-
-def q(conn: Connection, sql: str, **params: Any) -> list[Any]:
-    """All rows of plain SQL with `:name` parameters, as named tuples, in conn's transaction."""
-    cur = _execute(conn, sql, params)
-    record = _record_type(tuple(d[0] for d in cur.description))
-    return [record(*row) for row in cur.fetchall()]
-
-
-def q1(conn: Connection, sql: str, **params: Any) -> Any:
-    """The first row or None."""
-    cur = _execute(conn, sql, params)
-    row = cur.fetchone()
-    return None if row is None else _record_type(tuple(d[0] for d in cur.description))(*row)
-
-
-def x(conn: Connection, sql: str, **params: Any) -> int:
-    """A statement without rows; the row count."""
-    count: int = _execute(conn, sql, params).rowcount
-    return count
-
-
 class Tx:
     """One transaction: the connection, the service time read under the lock, the dialect.
 
-    `q`, `q1` and `x` run plain SQL with `:name` parameters on the driver's cursor inside the
-    same transaction: the hot paths (authentication, receipts, leases) use them because
-    SQLAlchemy's statement machinery costs several times what the database does."""
+    The queries of `agentc.store` run on `conn` (plain SQL on the driver's cursor, see
+    `agentc.store.sql`) inside the same transaction."""
 
     def __init__(self, conn: Connection, clock: Clock) -> None:
         self.conn = conn
@@ -103,23 +51,17 @@ class Tx:
         self.now = clock()
         self.is_postgres = conn.dialect.name == "postgresql"
 
-    def q(self, sql: str, **params: Any) -> list[Any]:
-        return q(self.conn, sql, **params)
-
-    def q1(self, sql: str, **params: Any) -> Any:
-        return q1(self.conn, sql, **params)
-
-    def x(self, sql: str, **params: Any) -> int:
-        return x(self.conn, sql, **params)
-
-    def lock(self, table: Table, key: Any, *, skip_locked: bool = False) -> Row[Any] | None:
-        """Read one row for update; on PostgreSQL this takes a row lock and re-reads time.
-        With skip_locked, a row another transaction holds reads as None instead of waiting."""
-        mode = ("skip" if skip_locked else "wait") if self.is_postgres else None
-        row = self.q1(_by_key(table, mode), key=key)
+    def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
+        """Read one row of row's table by its key for update; on PostgreSQL this takes a row
+        lock and re-reads time. With skip_locked, a row another transaction holds reads as
+        None instead of waiting."""
+        sql = by_key_sql(row)
+        if self.is_postgres:
+            sql += " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+        found = fetch_one(self.conn, sql, row, key=key)
         if self.is_postgres:
             self.now = max(self.now, self._clock())
-        return row  # type: ignore[no-any-return]
+        return found
 
     @contextmanager
     def savepoint_if_concurrent(self) -> Iterator[None]:
@@ -259,15 +201,15 @@ class _SqliteWriter(threading.Thread):
                 for fut, fn in batch:
                     if not fut.set_running_or_notify_cancel():
                         continue
-                    x(conn, "SAVEPOINT job")
+                    run(conn, "SAVEPOINT job")
                     try:
                         result = fn(Tx(conn, self._clock))
                     except BaseException as exc:  # the mutation alone is undone
-                        x(conn, "ROLLBACK TO job")
-                        x(conn, "RELEASE job")
+                        run(conn, "ROLLBACK TO job")
+                        run(conn, "RELEASE job")
                         outcomes.append((fut, None, exc))
                     else:
-                        x(conn, "RELEASE job")
+                        run(conn, "RELEASE job")
                         outcomes.append((fut, result, None))
         except Exception as exc:  # the commit itself failed: nobody's work is durable
             log.exception("sqlite batch commit failed")

@@ -3,38 +3,43 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
-from agentc.core.errors import CoordinatorError
+from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
 from agentc.core.rules import rfc3339
-from agentc.service.api import Op, Result, new_id
+from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
 from agentc.service.schemas import AgentIn, SessionIn
-from agentc.store.schema import agent_sessions, attempts, credentials, principals
+from agentc.service.work.refusals import conflict, missing
+from agentc.store import accounts, leases
+from agentc.store.accounts import AgentSession, Credential, Principal
+from agentc.store.sql import fetch_row, insert
 
 
 def create_admin(conn: Connection, now: int, username: str, password: str) -> str:
     """The first admin; only on an empty installation (host bootstrap)."""
-    if conn.execute(select(principals.c.id).limit(1)).first() is not None:
-        raise CoordinatorError(
+    if accounts.any_principal(conn):
+        raise conflict(
             "installation_not_empty",
             "init-admin works only on an empty installation; this one already has accounts",
-            status=409,
         )
-    pid = new_id()
-    conn.execute(
-        insert(principals).values(
-            id=pid,
-            name=username,
-            kind="human",
-            role="admin",
-            password_hash=hash_password(password),
-            created_at=now,
-        )
+    return _add_principal(
+        conn, now, username, PrincipalKind.HUMAN, PrincipalRole.ADMIN, hash_password(password)
     )
+
+
+def _add_principal(
+    conn: Connection,
+    now: int,
+    name: str,
+    kind: PrincipalKind,
+    role: PrincipalRole,
+    password_hash: str | None,
+) -> str:
+    """A new enabled account; returns its id."""
+    pid = new_id()
+    insert(conn, Principal(pid, name, kind.value, role.value, password_hash, None, now))
     return pid
 
 
@@ -45,34 +50,31 @@ def issue_agent_credential(
     credential_class: str,
     access: str,
     issued_by: str | None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """An agent principal (created on first use) and a new credential; the token is returned
     once and only its verifier is stored."""
-    agent = conn.execute(select(principals).where(principals.c.name == name)).first()
-    if agent is not None and agent.kind != "agent":
-        raise CoordinatorError(
-            "record_conflict", f"{name} is a human account, not an agent", status=409
-        )
+    agent = accounts.principal_by_name(conn, name)
+    if agent is not None and agent.kind != PrincipalKind.AGENT:
+        raise conflict("record_conflict", f"{name} is a human account, not an agent")
     if agent is None:
-        pid = new_id()
-        conn.execute(
-            insert(principals).values(id=pid, name=name, kind="agent", role="agent", created_at=now)
-        )
+        pid = _add_principal(conn, now, name, PrincipalKind.AGENT, PrincipalRole.AGENT, None)
     else:
         pid = agent.id
     token = new_secret()
     cid = new_id()
-    conn.execute(
-        insert(credentials).values(
+    insert(
+        conn,
+        Credential(
             id=cid,
             principal_id=pid,
             token_hash=verifier(token),
             name="initial",
+            class_=credential_class,
             access=access,
             issued_by=issued_by,
             created_at=now,
-            **{"class": credential_class},
-        )
+            revoked_at=None,
+        ),
     )
     return {
         "agent_id": pid,
@@ -102,21 +104,11 @@ def admin_issue(op: Op, body: AgentIn) -> Result:
 
 def revoke_credential(op: Op, credential_id: str) -> Result:
     require_admin(op.actor, "revoke credentials")
-    row = op.conn.execute(select(credentials).where(credentials.c.id == credential_id)).first()
+    row = fetch_row(op.conn, Credential, credential_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no credential {credential_id}", status=404)
+        raise missing(f"no credential {credential_id}")
     if row.revoked_at is None:
-        op.conn.execute(
-            update(credentials).where(credentials.c.id == credential_id).values(revoked_at=op.now)
-        )
-        op.conn.execute(
-            update(agent_sessions)
-            .where(
-                agent_sessions.c.credential_id == credential_id,
-                agent_sessions.c.closed_at.is_(None),
-            )
-            .values(closed_at=op.now)
-        )
+        accounts.revoke_credential(op.conn, credential_id, op.now)
         op.event("agent_credential_revoked", None, credential_id)
     return Result({"credential_id": credential_id, "revoked": True})
 
@@ -125,26 +117,15 @@ def open_session(op: Op, body: SessionIn) -> Result:
     actor = op.actor
     if actor.is_human or actor.credential_id is None:
         raise denied("agent sessions are opened with an agent's bearer token")
-    if actor.credential_class == "integrator":
+    if actor.credential_class == CredentialClass.INTEGRATOR:
         raise denied("integrator credentials do not open agent sessions")
     session_id = body.session_id or new_id()
-    if op.conn.execute(
-        select(agent_sessions.c.id).where(agent_sessions.c.id == session_id)
-    ).first():
-        raise CoordinatorError("session_conflict", f"session {session_id} exists", status=409)
+    if fetch_row(op.conn, AgentSession, session_id) is not None:
+        raise conflict("session_conflict", f"session {session_id} exists")
     proof = op.client_proof or new_secret()
-    op.conn.execute(
-        insert(agent_sessions).values(
-            id=session_id,
-            principal_id=actor.principal_id,
-            credential_id=actor.credential_id,
-            proof_hash=verifier(proof),
-            harness=body.harness,
-            workstation_id=body.workstation_id,
-            capabilities_json=json.dumps(body.capabilities),
-            created_at=op.now,
-        )
-    )
+    owner = (actor.principal_id, actor.credential_id, verifier(proof))
+    described = (body.harness, body.workstation_id, json.dumps(body.capabilities))
+    insert(op.conn, AgentSession(session_id, *owner, *described, created_at=op.now, closed_at=None))
     op.event("agent_session_registered", None, session_id, harness=body.harness)
     data = {
         "session_id": session_id,
@@ -161,26 +142,11 @@ def open_session(op: Op, body: SessionIn) -> Result:
     )
 
 
-def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
-    row = conn.execute(
-        select(agent_sessions, principals.c.name.label("agent"))
-        .join(principals, principals.c.id == agent_sessions.c.principal_id)
-        .where(agent_sessions.c.id == session_id)
-    ).first()
+def session_view(conn: Connection, session_id: str, now: int) -> JsonObject:
+    row = fetch_row(conn, AgentSession, session_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no session {session_id}", status=404)
-    held = conn.execute(
-        select(
-            attempts.c.id,
-            attempts.c.project_id,
-            attempts.c.task_id,
-            attempts.c.activity_id,
-            attempts.c.generation,
-            attempts.c.expires_at,
-        )
-        .where(attempts.c.session_id == session_id, attempts.c.state == "active")
-        .order_by(attempts.c.created_at)
-    ).all()
+        raise missing(f"no session {session_id}")
+    held = leases.held_attempts(conn, session_id)
     return {
         "held_attempts": [
             {
@@ -195,7 +161,7 @@ def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
             for a in held
         ],
         "session_id": row.id,
-        "agent": row.agent,
+        "agent": _name_of(conn, row.principal_id),
         "principal_id": row.principal_id,
         "harness": row.harness,
         "workstation_id": row.workstation_id,
@@ -205,13 +171,15 @@ def session_view(conn: Connection, session_id: str, now: int) -> dict[str, Any]:
     }
 
 
+def _name_of(conn: Connection, principal_id: str) -> str:
+    principal = fetch_row(conn, Principal, principal_id)
+    assert principal is not None  # sessions reference their principal
+    return principal.name
+
+
 def close_session(op: Op, session_id: str) -> Result:
     if op.actor.session_id != session_id:
         raise denied("an agent may close only its own session")
-    op.conn.execute(
-        update(agent_sessions)
-        .where(agent_sessions.c.id == session_id, agent_sessions.c.closed_at.is_(None))
-        .values(closed_at=op.now)
-    )
+    accounts.close_session(op.conn, session_id, op.now)
     op.event("agent_session_closed", None, session_id)
     return Result(session_view(op.conn, session_id, op.now))

@@ -6,20 +6,19 @@ an attempt that is no longer the task's current one is refused.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Row, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from agentc.core import lease
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import AttemptMode, AttemptState, WorkStatus
+from agentc.core.model import AttemptMode, AttemptState, Role, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, offer_key, work_status
-from agentc.service.api import Op, Result, new_id
+from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
+from agentc.service.work.refusals import conflict, forbidden, missing
+from agentc.service.work.tasks import locked_task
 from agentc.service.work.views import (
     attempt_view,
     project_row,
@@ -27,124 +26,151 @@ from agentc.service.work.views import (
     task_row,
     task_view,
 )
-from agentc.store.schema import (
-    attempts,
-    checkouts,
-    tasks,
-)
-from agentc.store.tx import q, q1
-
-_prereq = tasks.alias("prereq")
+from agentc.store import leases, tasks
+from agentc.store.leases import Attempt, Checkout, Checkpoint, Offer
+from agentc.store.projects import Project
+from agentc.store.sql import fetch_row, insert
+from agentc.store.tasks import Task
 
 NEXT_SCAN = 50
-
-_ATTEMPT = "SELECT * FROM attempts WHERE id = :id"
-_NEW_ATTEMPT = (
-    "INSERT INTO attempts (id, project_id, task_id, activity_id, owner_id, session_id, "
-    "credential_id, generation, state, mode, task_revision, policy_revision, expires_at, "
-    "last_heartbeat_at, last_progress_at, created_at) VALUES (:id, :project_id, :task_id, "
-    ":activity_id, :owner_id, :session_id, :credential_id, :generation, 'active', :mode, "
-    ":task_revision, :policy_revision, :expires_at, :now, :now, :now)"
-)
-
-
-# One query for `next`: open tasks outside review and integration with no unfinished
-# prerequisite and no current attempt that still holds its lease, each with its current
-# attempt's facts; the pure status rule then picks recovery first, then ready.
-_OFFER = (
-    "SELECT t.*, a.state AS attempt_state, a.expires_at AS attempt_expires_at, "
-    "p.disabled_at AS owner_disabled_at, c.revoked_at AS owner_revoked_at, "
-    "s.closed_at AS owner_closed_at "
-    "FROM tasks t "
-    "LEFT JOIN attempts a ON a.id = t.current_attempt_id "
-    "LEFT JOIN principals p ON p.id = a.owner_id "
-    "LEFT JOIN credentials c ON c.id = a.credential_id "
-    "LEFT JOIN agent_sessions s ON s.id = a.session_id "
-    "WHERE t.project_id = :project_id AND t.lifecycle = 'open' AND t.blocked_reason IS NULL "
-    "AND (t.phase IS NULL OR t.phase = 'revision_needed') "
-    "AND NOT EXISTS (SELECT 1 FROM task_dependencies d JOIN tasks pr "
-    "ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> 'done') "
-    "AND (a.id IS NULL OR a.state <> 'active' OR a.expires_at <= :now "
-    "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
-    "ORDER BY t.priority, t.ready_since, t.id LIMIT :limit"
-)
-
-
-def _offer_status(row: Row[Any], now: int) -> WorkStatus:
-    attempt = None
-    if row.current_attempt_id is not None and row.attempt_state is not None:
-        authorized = (
-            row.owner_disabled_at is None
-            and row.owner_revoked_at is None
-            and row.owner_closed_at is None
-        )
-        attempt = AttemptFacts(row.attempt_state, row.attempt_expires_at, authorized)
-    return work_status(TaskFacts(row.lifecycle, row.phase, row.blocked_reason, attempt, True), now)
-
-
-def _offered(rows: list[Any], now: int) -> list[tuple[Any, WorkStatus]]:
-    """Candidates in the core's offer order (the SQL orders the same way so LIMIT keeps the
-    best), each with its derived status."""
-    ordered = sorted(rows, key=lambda r: offer_key(r.priority, r.ready_since, r.id))
-    return [(r, _offer_status(r, now)) for r in ordered]
-
-
-def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> dict[str, Any]:
-    """At most one suggested claim: recoverable work first, then ready work. Read only."""
-    project_row(conn, project_id)
-    rows = q(conn, _OFFER, project_id=project_id, limit=NEXT_SCAN, now=now)
-    statuses = _offered(rows, now)
-    chosen: tuple[Row[Any], WorkStatus] | None = next(
-        ((r, s) for r, s in statuses if s == WorkStatus.RECOVERY_REQUIRED), None
-    ) or next(((r, s) for r, s in statuses if s == WorkStatus.READY), None)
-    if chosen is None:
-        return {
-            "role": "implementer",
-            "action": None,
-            "inspected": len(rows),
-            "retry_after_seconds": 30,
-        }
-    row, status = chosen
-    return {
-        "role": "implementer",
-        "action": {
-            "kind": "recover_task" if status == WorkStatus.RECOVERY_REQUIRED else "claim_task",
-            "task_id": row.id,
-            "task_kind": row.kind,
-            "title": row.title,
-            "priority": row.priority,
-            "task_revision": row.revision,
-            "call": {
-                "method": "POST",
-                "path": f"/api/v1/projects/{project_id}/claims",
-                "body": {"task_id": row.id, "expected_task_revision": row.revision},
-            },
-        },
-        "inspected": len(rows),
-        "retry_after_seconds": 0,
-    }
-
-
 CLAIMABLE = (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED)
 
 
-def _next_claimable(op: Op, project_id: str) -> tuple[Row[Any], WorkStatus] | None:
+def _offer_status(offer: Offer, now: int) -> WorkStatus:
+    task = offer.task
+    attempt = None
+    if task.current_attempt_id is not None and offer.attempt_state is not None:
+        assert offer.attempt_expires_at is not None
+        attempt = AttemptFacts(
+            offer.attempt_state, offer.attempt_expires_at, offer.owner_authorized
+        )
+    return work_status(
+        TaskFacts(task.lifecycle, task.phase, task.blocked_reason, attempt, True), now
+    )
+
+
+def _offered(
+    conn: Connection, project_id: str, now: int
+) -> tuple[int, list[tuple[Task, WorkStatus]]]:
+    """How many tasks were inspected, and the claimable ones: recovery first, then ready,
+    each in the core's offer order (the SQL orders the same way so LIMIT keeps the best),
+    with its derived status."""
+    found = leases.offers(conn, project_id, now, NEXT_SCAN)
+    ordered = sorted(found, key=lambda o: offer_key(o.task.priority, o.task.ready_since, o.task.id))
+    statuses: list[tuple[Task, WorkStatus]] = [(o.task, _offer_status(o, now)) for o in ordered]
+    claimable = [o for o in statuses if o[1] == WorkStatus.RECOVERY_REQUIRED]
+    claimable += [o for o in statuses if o[1] == WorkStatus.READY]
+    return len(found), claimable
+
+
+def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> JsonObject:
+    """At most one suggested claim: recoverable work first, then ready work. Read only."""
+    project_row(conn, project_id)
+    inspected, offered = _offered(conn, project_id, now)
+    if not offered:
+        return suggestion(Role.IMPLEMENTER, None, inspected)
+    task, status = offered[0]
+    return suggestion(
+        Role.IMPLEMENTER,
+        {
+            "kind": "recover_task" if status == WorkStatus.RECOVERY_REQUIRED else "claim_task",
+            "task_id": task.id,
+            "task_kind": task.kind,
+            "title": task.title,
+            "priority": task.priority,
+            "task_revision": task.revision,
+            "call": {
+                "method": "POST",
+                "path": f"/api/v1/projects/{project_id}/claims",
+                "body": {"task_id": task.id, "expected_task_revision": task.revision},
+            },
+        },
+        inspected,
+    )
+
+
+def suggestion(role: Role, action: JsonObject | None, inspected: int) -> JsonObject:
+    """What `next` answers: the action to take, or none and when to ask again."""
+    return {
+        "role": role.value,
+        "action": action,
+        "inspected": inspected,
+        "retry_after_seconds": 0 if action else 30,
+    }
+
+
+def _next_claimable(op: Op, project_id: str) -> tuple[Task, WorkStatus] | None:
     """The first task on offer that this transaction can take: recovery first, then ready.
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
     concurrent queue claims spread over the tasks instead of colliding on the first."""
-    rows = op.tx.q(_OFFER, project_id=project_id, limit=NEXT_SCAN, now=op.now)
-    offered = _offered(rows, op.now)
-    ordered = [r for r, s in offered if s == WorkStatus.RECOVERY_REQUIRED] + [
-        r for r, s in offered if s == WorkStatus.READY
-    ]
-    for candidate in ordered:
-        row = op.tx.lock(tasks, candidate.id, skip_locked=True)
-        if row is None:
+    for candidate, _status in _offered(op.conn, project_id, op.now)[1]:
+        task = op.tx.lock(Task, candidate.id, skip_locked=True)
+        if task is None:
             continue
-        status = work_status(task_facts(op.conn, row), op.now)
+        status = work_status(task_facts(op.conn, task), op.now)
         if status in CLAIMABLE:
-            return row, status
+            return task, status
     return None
+
+
+def _named_task(op: Op, project_id: str, body: ClaimIn) -> tuple[Task, WorkStatus]:
+    """The task the claim names, at the revision it expects, if it can be claimed."""
+    assert body.task_id is not None and body.expected_task_revision is not None
+    task = locked_task(op, project_id, body.task_id, body.expected_task_revision)
+    status = work_status(task_facts(op.conn, task), op.now)
+    if status not in CLAIMABLE:
+        raise conflict(
+            "claim_conflict",
+            f"the task is {status.value}, not ready",
+            task={"id": task.id, "work_status": status.value},
+        )
+    return task, status
+
+
+def new_attempt(
+    op: Op,
+    project: Project,
+    session_id: str,
+    *,
+    task: Task,
+    activity_id: str | None,
+    generation: int,
+    mode: AttemptMode,
+) -> Attempt:
+    """A fresh active attempt of the caller's session, with a full lease, recorded; a second
+    active attempt of the same task or activity (a concurrent claim) is a conflict."""
+    assert op.actor.credential_id is not None  # an agent session's actor
+    expires = lease.renewed_expiry(
+        op.now, project.lease_seconds, op.now, project.max_attempt_seconds
+    )
+    attempt = Attempt(
+        id=new_id(),
+        project_id=project.id,
+        task_id=task.id,
+        activity_id=activity_id,
+        owner_id=op.actor.principal_id,
+        session_id=session_id,
+        credential_id=op.actor.credential_id,
+        generation=generation,
+        state=AttemptState.ACTIVE.value,
+        mode=mode.value,
+        task_revision=task.revision,
+        policy_revision=project.policy_revision,
+        expires_at=expires,
+        last_heartbeat_at=op.now,
+        last_progress_at=op.now,
+        created_at=op.now,
+        ended_at=None,
+        outcome=None,
+        handoff=None,
+    )
+    what = "task" if activity_id is None else "activity"
+    try:
+        with op.tx.savepoint_if_concurrent():
+            insert(op.conn, attempt)
+    except IntegrityError as exc:  # another claim won the race
+        raise conflict("claim_conflict", f"the {what} was claimed concurrently") from exc
+    return attempt
 
 
 def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
@@ -163,127 +189,65 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
         if found is None:
             op.event("claim.empty", project_id, None)
             return Result({"claim": None, "reasons": ["no ready task"], "retry_after_seconds": 30})
-        row, status = found
-        task_id = row.id
     else:
-        task_id = body.task_id
-        locked = op.tx.lock(tasks, task_id)
-        if locked is None or locked.project_id != project_id:
-            raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
-        row = locked
-        if row.revision != body.expected_task_revision:
-            raise CoordinatorError(
-                "revision_conflict",
-                f"the task is at revision {row.revision}, not {body.expected_task_revision}",
-                status=409,
-                details={"current_revision": row.revision},
-            )
-        status = work_status(task_facts(op.conn, row), op.now)
-        if status not in CLAIMABLE:
-            raise CoordinatorError(
-                "claim_conflict",
-                f"the task is {status.value}, not ready",
-                status=409,
-                details={"task": {"id": row.id, "work_status": status.value}},
-            )
+        found = _named_task(op, project_id, body)
+    task, status = found
     previous = None
     if status == WorkStatus.RECOVERY_REQUIRED:
-        previous = op.tx.q1(_ATTEMPT, id=row.current_attempt_id)
-        op.tx.x(
-            "UPDATE attempts SET state = 'expired', ended_at = :now, outcome = :outcome "
-            "WHERE id = :id",
-            now=op.now,
-            outcome="lease lapsed; taken over by a recovery claim",
-            id=row.current_attempt_id,
-        )
-    attempt_id = new_id()
-    generation = row.generation + 1
-    expires = lease.renewed_expiry(
-        op.now, project.lease_seconds, op.now, project.max_attempt_seconds
-    )
+        previous = _take_over(op, task)
     mode = AttemptMode.RECOVERY if previous is not None else AttemptMode.WORK
-    try:
-        with op.tx.savepoint_if_concurrent():
-            op.tx.x(
-                _NEW_ATTEMPT,
-                id=attempt_id,
-                project_id=project_id,
-                task_id=task_id,
-                activity_id=None,
-                owner_id=op.actor.principal_id,
-                session_id=session_id,
-                credential_id=op.actor.credential_id,
-                generation=generation,
-                mode=mode.value,
-                task_revision=row.revision,
-                policy_revision=project.policy_revision,
-                expires_at=expires,
-                now=op.now,
-            )
-    except IntegrityError as exc:  # another claim won the race
-        raise CoordinatorError(
-            "claim_conflict", "the task was claimed concurrently", status=409
-        ) from exc
-    op.tx.x(
-        "UPDATE tasks SET generation = :generation, current_attempt_id = :attempt_id, "
-        "updated_at = :now WHERE id = :id",
-        generation=generation,
-        attempt_id=attempt_id,
-        now=op.now,
-        id=task_id,
+    generation = task.generation + 1
+    attempt = new_attempt(
+        op, project, session_id, task=task, activity_id=None, generation=generation, mode=mode
     )
-    contribute(op, task_id, session_id)
+    tasks.assign_attempt(op.conn, task.id, attempt.id, generation, op.now)
+    contribute(op, task.id, session_id)
     op.event(
         "attempt.claimed",
         project_id,
-        attempt_id,
-        task_id=task_id,
+        attempt.id,
+        task_id=task.id,
         generation=generation,
         mode=mode.value,
     )
-    att = op.tx.q1(_ATTEMPT, id=attempt_id)
-    remaining = expires - op.now
-    return Result(
-        {
-            "claim": {
-                "task": task_view(op.conn, task_row(op.conn, project_id, task_id), op.now),
-                "attempt": attempt_view(att, op.now),
-                "lease_remaining_ms": remaining,
-                "previous_attempt": attempt_view(previous, op.now) if previous else None,
-                "last_checkpoint": last_checkpoint(op.conn, previous.id) if previous else None,
-            },
-            "renew_after_seconds": lease.renew_after_seconds(remaining),
-        },
-        status=201,
+    return Result(_claimed(op, project_id, attempt, previous), status=201)
+
+
+def _take_over(op: Op, task: Task) -> Attempt | None:
+    """A recovery claim ends the task's lapsed attempt; returns it as it was."""
+    assert task.current_attempt_id is not None
+    previous = fetch_row(op.conn, Attempt, task.current_attempt_id)
+    leases.end_attempt(
+        op.conn,
+        task.current_attempt_id,
+        op.now,
+        state=AttemptState.EXPIRED,
+        outcome="lease lapsed; taken over by a recovery claim",
+        handoff=previous.handoff if previous is not None else None,
     )
+    return previous
+
+
+def _claimed(op: Op, project_id: str, attempt: Attempt, previous: Attempt | None) -> JsonObject:
+    remaining = attempt.expires_at - op.now
+    return {
+        "claim": {
+            "task": task_view(op.conn, task_row(op.conn, project_id, attempt.task_id), op.now),
+            "attempt": attempt_view(attempt, op.now),
+            "lease_remaining_ms": remaining,
+            "previous_attempt": attempt_view(previous, op.now) if previous else None,
+            "last_checkpoint": last_checkpoint(op.conn, previous.id) if previous else None,
+        },
+        "renew_after_seconds": lease.renew_after_seconds(remaining),
+    }
 
 
 def contribute(op: Op, task_id: str, session_id: str) -> None:
-    exists = op.tx.q1(
-        "SELECT task_id FROM task_contributors WHERE task_id = :task_id "
-        "AND principal_id = :principal_id AND session_id = :session_id",
-        task_id=task_id,
-        principal_id=op.actor.principal_id,
-        session_id=session_id,
-    )
-    if exists is None:
-        op.tx.x(
-            "INSERT INTO task_contributors (task_id, principal_id, session_id, "
-            "first_contributed_at) VALUES (:task_id, :principal_id, :session_id, :now)",
-            task_id=task_id,
-            principal_id=op.actor.principal_id,
-            session_id=session_id,
-            now=op.now,
-        )
+    leases.add_contributor(op.conn, task_id, op.actor.principal_id, session_id, op.now)
 
 
-def last_checkpoint(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
-    row = q1(
-        conn,
-        "SELECT * FROM checkpoints WHERE attempt_id = :attempt_id "
-        "ORDER BY created_at DESC, id DESC LIMIT 1",
-        attempt_id=attempt_id,
-    )
+def last_checkpoint(conn: Connection, attempt_id: str) -> JsonObject | None:
+    row = leases.last_checkpoint(conn, attempt_id)
     if row is None:
         return None
     return {
@@ -295,30 +259,22 @@ def last_checkpoint(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
     }
 
 
-def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> Row[Any]:
+def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> Attempt:
     """The caller's live attempt at exactly this generation, or a refusal that says why."""
     session_id = require_agent_session(op.actor)
-    row = op.tx.lock(attempts, attempt_id)
+    row = op.tx.lock(Attempt, attempt_id)
     if row is None or row.project_id != project_id:
-        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+        raise missing(f"no attempt {attempt_id}")
     if row.session_id != session_id or row.owner_id != op.actor.principal_id:
-        raise CoordinatorError(
-            "operation_not_permitted", "this attempt belongs to another session", status=403
-        )
+        raise forbidden("operation_not_permitted", "this attempt belongs to another session")
     if row.generation != generation:
-        raise CoordinatorError(
+        raise conflict(
             "lease_expired",
             f"generation {generation} is not this attempt's ({row.generation})",
-            status=409,
-            details={"current_generation": row.generation},
+            current_generation=row.generation,
         )
     if row.state != AttemptState.ACTIVE or not lease.is_live(op.now, row.expires_at):
-        raise CoordinatorError(
-            "lease_expired",
-            "the attempt no longer holds its lease",
-            status=409,
-            details={"state": row.state},
-        )
+        raise conflict("lease_expired", "the attempt no longer holds its lease", state=row.state)
     return row
 
 
@@ -328,12 +284,7 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
     result = lease.renew(
         op.now, row.expires_at, project.lease_seconds, row.created_at, project.max_attempt_seconds
     )
-    op.tx.x(
-        "UPDATE attempts SET expires_at = :expires_at, last_heartbeat_at = :now WHERE id = :id",
-        expires_at=result.expires_at,
-        now=op.now,
-        id=attempt_id,
-    )
+    leases.renew_attempt(op.conn, attempt_id, result.expires_at, op.now)
     op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)
     att = row._replace(expires_at=result.expires_at, last_heartbeat_at=op.now)
     return Result(
@@ -348,26 +299,10 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
 def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     cid = new_id()
-    op.tx.x(
-        "INSERT INTO checkpoints (id, attempt_id, summary, handoff, current_action, next_step, "
-        "revision, created_at) VALUES (:id, :attempt_id, :summary, :handoff, :current_action, "
-        ":next_step, :revision, :now)",
-        id=cid,
-        attempt_id=attempt_id,
-        summary=body.summary,
-        handoff=body.handoff,
-        current_action=body.current_action,
-        next_step=body.next_step,
-        revision=body.revision,
-        now=op.now,
-    )
+    said = (body.summary, body.handoff, body.current_action, body.next_step, body.revision)
+    insert(op.conn, Checkpoint(cid, attempt_id, *said, created_at=op.now))
     handoff = body.handoff if body.handoff is not None else row.handoff
-    op.tx.x(
-        "UPDATE attempts SET last_progress_at = :now, handoff = :handoff WHERE id = :id",
-        now=op.now,
-        handoff=handoff,
-        id=attempt_id,
-    )
+    leases.note_progress(op.conn, attempt_id, op.now, handoff)
     op.event(
         "attempt.checkpointed", project_id, attempt_id, generation=row.generation, checkpoint_id=cid
     )
@@ -378,47 +313,30 @@ def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> 
 def release(op: Op, project_id: str, attempt_id: str, body: ReleaseIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
-        raise CoordinatorError(
-            "activity_release_required",
-            "release a review attempt through its workflow activity",
-            status=409,
+        raise conflict(
+            "activity_release_required", "release a review attempt through its workflow activity"
         )
     state = AttemptState.BLOCKED if body.blocked else AttemptState.RELEASED
-    end_attempt(op, row, state, body.handoff)
-    op.tx.x(
-        "UPDATE tasks SET current_attempt_id = NULL, ready_since = :now, updated_at = :now, "
-        "blocked_reason = CASE WHEN :blocked THEN :reason ELSE blocked_reason END "
-        "WHERE id = :id",
-        now=op.now,
-        blocked=body.blocked,
-        reason=body.handoff,
-        id=row.task_id,
-    )
+    ended = end_attempt(op, row, state, body.handoff)
+    tasks.release_task(op.conn, row.task_id, op.now, blocked=body.blocked, reason=body.handoff)
     op.event(
         "attempt.released", project_id, attempt_id, generation=row.generation, blocked=body.blocked
     )
-    att = op.tx.q1(_ATTEMPT, id=attempt_id)
-    return Result({"attempt": attempt_view(att, op.now)})
+    return Result({"attempt": attempt_view(ended, op.now)})
 
 
-def end_attempt(op: Op, row: Any, state: str, handoff: str | None) -> None:
-    op.tx.x(
-        "UPDATE attempts SET state = :state, ended_at = :now, outcome = :outcome, "
-        "handoff = :handoff WHERE id = :id",
-        state=str(state),
-        outcome=str(state),
-        now=op.now,
-        handoff=handoff if handoff is not None else row.handoff,
-        id=row.id,
-    )
+def end_attempt(op: Op, row: Attempt, state: AttemptState, handoff: str | None) -> Attempt:
+    """End the caller's attempt in state (its outcome); a handoff given replaces the last.
+    Returns the attempt as it now is."""
+    kept = handoff if handoff is not None else row.handoff
+    leases.end_attempt(op.conn, row.id, op.now, state=state, outcome=state.value, handoff=kept)
+    return row._replace(state=state.value, ended_at=op.now, outcome=state.value, handoff=kept)
 
 
-def attempt_detail(conn: Connection, project_id: str, attempt_id: str, now: int) -> dict[str, Any]:
-    row = conn.execute(
-        select(attempts).where(attempts.c.id == attempt_id, attempts.c.project_id == project_id)
-    ).first()
+def attempt_detail(conn: Connection, project_id: str, attempt_id: str, now: int) -> JsonObject:
+    row = leases.get_project_attempt(conn, project_id, attempt_id)
     if row is None:
-        raise CoordinatorError("record_not_found", f"no attempt {attempt_id}", status=404)
+        raise missing(f"no attempt {attempt_id}")
     live = row.state == AttemptState.ACTIVE and lease.is_live(now, row.expires_at)
     remaining = row.expires_at - now if live else 0
     return {
@@ -435,26 +353,20 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
     """Record where the attempt's work happens (path, branch, base); once per attempt."""
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     if row.activity_id is not None:
-        raise CoordinatorError(
-            "checkout_not_allowed", "review attempts register no checkout", status=409
-        )
-    existing = checkout_view(op.conn, attempt_id)
-    wanted = {
-        "path": body.path,
-        "branch": body.branch,
-        "base_revision": body.base_revision,
-        "workstation_id": body.workstation_id,
-    }
+        raise conflict("checkout_not_allowed", "review attempts register no checkout")
+    wanted = Checkout(
+        attempt_id, body.path, body.branch, body.base_revision, body.workstation_id, op.now
+    )
+    existing = fetch_row(op.conn, Checkout, attempt_id)
     if existing is not None:
-        if {k: existing[k] for k in wanted} != wanted:
-            raise CoordinatorError(
+        if existing._replace(created_at=op.now) != wanted:
+            raise conflict(
                 "checkout_registered",
                 "this attempt registered a different checkout",
-                status=409,
-                details={"checkout": existing},
+                checkout=_checkout_view(existing),
             )
-        return Result({"checkout": existing})
-    op.conn.execute(insert(checkouts).values(attempt_id=attempt_id, created_at=op.now, **wanted))
+        return Result({"checkout": _checkout_view(existing)})
+    insert(op.conn, wanted)
     contribute(op, row.task_id, row.session_id)
     op.event(
         "checkout.registered",
@@ -463,18 +375,13 @@ def register_checkout(op: Op, project_id: str, attempt_id: str, body: CheckoutIn
         branch=body.branch,
         base_revision=body.base_revision,
     )
-    return Result({"checkout": checkout_view(op.conn, attempt_id)}, status=201)
+    return Result({"checkout": _checkout_view(wanted)}, status=201)
 
 
-def checkout_view(conn: Connection, attempt_id: str) -> dict[str, Any] | None:
-    row = conn.execute(select(checkouts).where(checkouts.c.attempt_id == attempt_id)).first()
-    if row is None:
-        return None
-    return {
-        "attempt_id": row.attempt_id,
-        "path": row.path,
-        "branch": row.branch,
-        "base_revision": row.base_revision,
-        "workstation_id": row.workstation_id,
-        "created_at": rfc3339(row.created_at),
-    }
+def checkout_view(conn: Connection, attempt_id: str) -> JsonObject | None:
+    row = fetch_row(conn, Checkout, attempt_id)
+    return None if row is None else _checkout_view(row)
+
+
+def _checkout_view(row: Checkout) -> JsonObject:
+    return {**row._asdict(), "created_at": rfc3339(row.created_at)}

@@ -3,76 +3,81 @@
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
-from sqlalchemy import insert, select, update
-
-from agentc.core.errors import CoordinatorError
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
+from agentc.service.work.refusals import conflict, invalid
 from agentc.service.work.views import project_row, project_view
-from agentc.store.schema import projects
+from agentc.store import projects
+from agentc.store.projects import Project
+from agentc.store.sql import insert
+
+T = TypeVar("T")
 
 
 def create_project(op: Op, body: ProjectIn) -> Result:
     require_human(op.actor, "create projects")
-    if op.conn.execute(select(projects.c.id).where(projects.c.name == body.name)).first():
-        raise CoordinatorError(
-            "project_exists", f"a project named {body.name!r} exists", status=409
-        )
+    if projects.project_name_taken(op.conn, body.name):
+        raise conflict("project_exists", f"a project named {body.name!r} exists")
     _check_max_attempt(body.max_attempt_seconds)
-    pid = new_id()
-    op.conn.execute(
-        insert(projects).values(
-            id=pid,
-            name=body.name,
-            repository_url=body.repository_url,
-            target_branch=body.target_branch,
-            review_mode=body.review_mode,
-            lease_seconds=body.lease_seconds,
-            max_attempt_seconds=body.max_attempt_seconds,
-            required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
-            policy_revision=1,
-            created_at=op.now,
-            updated_at=op.now,
-        )
+    given = (
+        body.name,
+        body.repository_url,
+        body.target_branch,
+        body.review_mode,
+        body.lease_seconds,
+        body.max_attempt_seconds,
     )
-    op.event("project.created", pid, pid, name=body.name)
-    return Result(project_view(project_row(op.conn, pid)), status=201)
+    project = Project(
+        new_id(),
+        *given,
+        required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
+        policy_revision=1,
+        created_at=op.now,
+        updated_at=op.now,
+    )
+    insert(op.conn, project)
+    op.event("project.created", project.id, project.id, name=body.name)
+    return Result(project_view(project), status=201)
 
 
 def _check_max_attempt(value: int | None) -> None:
     if value is not None and value != 0 and value < 600:
-        raise CoordinatorError(
-            "invalid_input",
-            "max_attempt_seconds: 0 (off) or 600 to 604800",
-            status=422,
-            details={"field": "max_attempt_seconds"},
-        )
+        raise invalid("max_attempt_seconds", "0 (off) or 600 to 604800")
 
 
 def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
     require_human(op.actor, "change a project's policy")
-    row = op.tx.lock(projects, project_id)
+    row = op.tx.lock(Project, project_id)
     if row is None:
         project_row(op.conn, project_id)  # raises project_not_found
         raise AssertionError
     if body.expected_revision != row.policy_revision:
-        raise CoordinatorError(
+        raise conflict(
             "revision_conflict",
             f"the policy is at revision {row.policy_revision}, not {body.expected_revision}",
-            status=409,
-            details={"current_revision": row.policy_revision},
+            current_revision=row.policy_revision,
         )
     _check_max_attempt(body.max_attempt_seconds)
     changes = body.model_dump(exclude_none=True, exclude={"expected_revision"})
-    values = {k: v for k, v in changes.items() if k != "required_checks"}
-    if body.required_checks is not None:
-        values["required_checks_json"] = json.dumps(changes["required_checks"])
-    op.conn.execute(
-        update(projects)
-        .where(projects.c.id == project_id)
-        .values(**values, policy_revision=row.policy_revision + 1, updated_at=op.now)
+    checks = changes.get("required_checks")
+    updated = row._replace(
+        repository_url=_given(body.repository_url, row.repository_url),
+        target_branch=_given(body.target_branch, row.target_branch),
+        review_mode=_given(body.review_mode, row.review_mode),
+        lease_seconds=_given(body.lease_seconds, row.lease_seconds),
+        max_attempt_seconds=_given(body.max_attempt_seconds, row.max_attempt_seconds),
+        required_checks_json=row.required_checks_json if checks is None else json.dumps(checks),
+        policy_revision=row.policy_revision + 1,
+        updated_at=op.now,
     )
+    projects.save_project(op.conn, updated)
     op.event("policy.updated", project_id, project_id, changes=changes)
-    return Result(project_view(project_row(op.conn, project_id)))
+    return Result(project_view(updated))
+
+
+def _given(value: T | None, current: T) -> T:
+    """The value a partial update gives, or the current one where it gives none."""
+    return current if value is None else value

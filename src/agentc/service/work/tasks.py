@@ -3,61 +3,38 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import Lifecycle
+from agentc.core.model import AdmissionClass, Lifecycle, Phase, PrincipalKind
 from agentc.core.rules import find_cycle, iso_week_start_ms, rfc3339
-from agentc.service.api import Op, Result, new_id
+from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
+from agentc.service.work.refusals import conflict, invalid, missing
 from agentc.service.work.views import project_row, task_row, task_view
-from agentc.store.schema import task_dependencies, tasks
+from agentc.store import tasks
+from agentc.store.sql import insert
+from agentc.store.tasks import Task, TaskChanges
+
+_IN_WORKFLOW = (Phase.REVIEW, Phase.INTEGRATION)
 
 
 def _check_dependencies(
     conn: Connection, project_id: str, task_id: str, depends_on: list[str]
 ) -> None:
     if task_id in depends_on:
-        raise CoordinatorError(
-            "invalid_input",
-            "depends_on: a task cannot depend on itself",
-            status=422,
-            details={"field": "depends_on"},
-        )
+        raise invalid("depends_on", "a task cannot depend on itself")
     if len(set(depends_on)) != len(depends_on):
-        raise CoordinatorError(
-            "invalid_input",
-            "depends_on: duplicated task id",
-            status=422,
-            details={"field": "depends_on"},
-        )
+        raise invalid("depends_on", "duplicated task id")
     if not depends_on:
         return
-    found = {
-        r.id
-        for r in conn.execute(
-            select(tasks.c.id).where(tasks.c.id.in_(depends_on), tasks.c.project_id == project_id)
-        )
-    }
+    found = tasks.tasks_in_project(conn, project_id, depends_on)
     missing = [d for d in depends_on if d not in found]
     if missing:
-        raise CoordinatorError(
-            "invalid_input",
-            f"depends_on: no task {missing[0]} in this project",
-            status=422,
-            details={"field": "depends_on", "missing": missing},
-        )
-    edges: dict[str, list[str]] = {}
-    for r in conn.execute(
-        select(task_dependencies)
-        .join(tasks, tasks.c.id == task_dependencies.c.task_id)
-        .where(tasks.c.project_id == project_id)
-    ):
-        edges.setdefault(r.task_id, []).append(r.prerequisite_id)
+        raise invalid("depends_on", f"no task {missing[0]} in this project", missing=missing)
+    edges = tasks.dependency_edges(conn, project_id)
     edges[task_id] = list(depends_on)
     cycle = find_cycle(edges, task_id)
     if cycle:
@@ -69,22 +46,14 @@ def _check_dependencies(
         )
 
 
-def _admission(op: Op, project_id: str, body: TaskIn) -> dict[str, Any]:
+def _admission(op: Op, project_id: str, body: TaskIn) -> JsonObject:
     """Agents get a weekly budget per project; canaries from listed principals are exempt."""
     settings = op.runtime.settings
     week = iso_week_start_ms(op.now)
     limit = settings.agent_task_weekly_budget
-    admitted = op.conn.execute(
-        select(func.count())
-        .select_from(tasks)
-        .where(
-            tasks.c.project_id == project_id,
-            tasks.c.origin == "agent",
-            tasks.c.budget_admitted_at >= week,
-        )
-    ).scalar_one()
-    info: dict[str, Any] = {
-        "origin": "human" if op.actor.is_human else "agent",
+    admitted = tasks.agent_tasks_admitted_since(op.conn, project_id, week)
+    info: JsonObject = {
+        "origin": (PrincipalKind.HUMAN if op.actor.is_human else PrincipalKind.AGENT).value,
         "admission_class": body.admission_class,
         "held": False,
         "weekly_budget": {
@@ -93,13 +62,13 @@ def _admission(op: Op, project_id: str, body: TaskIn) -> dict[str, Any]:
             "week_start": rfc3339(week),
         },
     }
-    if body.admission_class == "canary":
+    if body.admission_class == AdmissionClass.CANARY.value:
         if op.actor.is_human or op.actor.name not in settings.canary_principals:
             raise denied(
                 "the canary admission class is only for the configured canary agents",
-                admission_class="canary",
+                admission_class=AdmissionClass.CANARY.value,
             )
-        info["budget_exempt"] = "canary"
+        info["budget_exempt"] = AdmissionClass.CANARY.value
         return info
     if op.actor.is_human or body.planned:
         return info
@@ -120,15 +89,14 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
     task_id = new_id()
     _check_dependencies(op.conn, project_id, task_id, body.depends_on)
     admission = _admission(op, project_id, body)
+    held: bool = admission["held"]
     agent_admitted = (
-        not op.actor.is_human
-        and not body.planned
-        and not admission["held"]
-        and body.admission_class is None
+        not op.actor.is_human and not body.planned and not held and body.admission_class is None
     )
-    lifecycle = Lifecycle.PLANNED if body.planned or admission["held"] else Lifecycle.OPEN
-    op.conn.execute(
-        insert(tasks).values(
+    lifecycle = Lifecycle.PLANNED if body.planned or held else Lifecycle.OPEN
+    insert(
+        op.conn,
+        Task(
             id=task_id,
             project_id=project_id,
             title=body.title,
@@ -136,24 +104,25 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
             acceptance_json=json.dumps(body.acceptance_criteria),
             kind=body.kind,
             priority=body.priority,
-            lifecycle=lifecycle,
+            lifecycle=lifecycle.value,
             revision=1,
             generation=0,
+            current_attempt_id=None,
+            blocked_reason=None,
             ready_since=op.now,
             origin=admission["origin"],
             admission_class=body.admission_class,
             budget_admitted_at=op.now if agent_admitted else None,
-            budget_held_at=op.now if admission["held"] else None,
+            budget_held_at=op.now if held else None,
+            phase=None,
+            current_submission_id=None,
             created_by=op.actor.principal_id,
             created_at=op.now,
             updated_at=op.now,
-        )
+        ),
     )
     if body.depends_on:
-        op.conn.execute(
-            insert(task_dependencies),
-            [{"task_id": task_id, "prerequisite_id": d} for d in body.depends_on],
-        )
+        tasks.set_dependencies(op.conn, task_id, body.depends_on)
     op.event(
         "task.created",
         project_id,
@@ -166,132 +135,110 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
     return Result({"task": view, "admission": admission}, status=201)
 
 
-def _locked_task(op: Op, project_id: str, task_id: str, expected_revision: int) -> Any:
-    project_row(op.conn, project_id)
-    row = op.tx.lock(tasks, task_id)
+def locked_task(op: Op, project_id: str, task_id: str, expected_revision: int) -> Task:
+    """The project's task, locked, if it is at the revision the caller expects."""
+    row = op.tx.lock(Task, task_id)
     if row is None or row.project_id != project_id:
-        raise CoordinatorError("record_not_found", f"no task {task_id}", status=404)
+        raise missing(f"no task {task_id}")
     if row.revision != expected_revision:
-        raise CoordinatorError(
+        raise conflict(
             "revision_conflict",
             f"the task is at revision {row.revision}, not {expected_revision}",
-            status=409,
-            details={"current_revision": row.revision},
+            current_revision=row.revision,
         )
     return row
 
 
+def _revise(op: Op, row: Task, changes: TaskChanges) -> None:
+    """Write a human's change to the task as its next revision."""
+    changes["revision"] = row.revision + 1
+    changes["updated_at"] = op.now
+    tasks.update_task(op.conn, row.id, changes)
+
+
+def _task_result(op: Op, project_id: str, task_id: str) -> Result:
+    return Result(task_view(op.conn, task_row(op.conn, project_id, task_id), op.now))
+
+
+def _human_edit(op: Op, project_id: str, task_id: str, expected_revision: int, what: str) -> Task:
+    require_human(op.actor, what)
+    project_row(op.conn, project_id)
+    return locked_task(op, project_id, task_id, expected_revision)
+
+
 def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result:
-    require_human(op.actor, "edit tasks")
-    row = _locked_task(op, project_id, task_id, body.expected_revision)
+    row = _human_edit(op, project_id, task_id, body.expected_revision, "edit tasks")
     if (
         row.lifecycle not in (Lifecycle.OPEN, Lifecycle.PLANNED)
         or row.current_attempt_id
-        or (row.phase in ("review", "integration"))
+        or row.phase in _IN_WORKFLOW
     ):
-        raise CoordinatorError(
+        raise conflict(
             "task_not_editable",
             "only an unowned open or planned task outside review and integration can be edited",
-            status=409,
         )
-    values: dict[str, Any] = {}
+    changes = TaskChanges()
     if body.title is not None:
-        values["title"] = body.title
+        changes["title"] = body.title
     if body.description is not None:
-        values["description"] = body.description
+        changes["description"] = body.description
     if body.acceptance_criteria is not None:
-        values["acceptance_json"] = json.dumps(body.acceptance_criteria)
+        changes["acceptance_json"] = json.dumps(body.acceptance_criteria)
     if body.priority is not None:
-        values["priority"] = body.priority
+        changes["priority"] = body.priority
     if body.planned is not None:
-        values["lifecycle"] = Lifecycle.PLANNED if body.planned else Lifecycle.OPEN
+        changes["lifecycle"] = Lifecycle.PLANNED if body.planned else Lifecycle.OPEN
         if not body.planned and row.lifecycle == Lifecycle.PLANNED:
-            values["ready_since"] = op.now
+            changes["ready_since"] = op.now
     if body.depends_on is not None:
         _check_dependencies(op.conn, project_id, task_id, body.depends_on)
-        op.conn.execute(delete(task_dependencies).where(task_dependencies.c.task_id == task_id))
-        if body.depends_on:
-            op.conn.execute(
-                insert(task_dependencies),
-                [{"task_id": task_id, "prerequisite_id": d} for d in body.depends_on],
-            )
-    op.conn.execute(
-        update(tasks)
-        .where(tasks.c.id == task_id)
-        .values(**values, revision=row.revision + 1, updated_at=op.now)
-    )
+        tasks.set_dependencies(op.conn, task_id, body.depends_on)
+    _revise(op, row, changes)
     op.event(
         "task.edited",
         project_id,
         task_id,
         fields=sorted(body.model_dump(exclude_none=True, exclude={"expected_revision"})),
     )
-    return Result(task_view(op.conn, task_row(op.conn, project_id, task_id), op.now))
+    return _task_result(op, project_id, task_id)
 
 
 def cancel_task(op: Op, project_id: str, task_id: str, body: CancelIn) -> Result:
-    require_human(op.actor, "cancel tasks")
-    row = _locked_task(op, project_id, task_id, body.expected_revision)
+    row = _human_edit(op, project_id, task_id, body.expected_revision, "cancel tasks")
     if row.lifecycle not in (Lifecycle.OPEN, Lifecycle.PLANNED):
-        raise CoordinatorError("task_lifecycle_invalid", f"the task is {row.lifecycle}", status=409)
-    if row.current_attempt_id is not None or row.phase in ("review", "integration"):
-        raise CoordinatorError(
+        raise conflict("task_lifecycle_invalid", f"the task is {row.lifecycle}")
+    if row.current_attempt_id is not None or row.phase in _IN_WORKFLOW:
+        raise conflict(
             "task_attempt_protected",
             "the task has an attempt or a submission in progress; release it first",
-            status=409,
         )
-    op.conn.execute(
-        update(tasks)
-        .where(tasks.c.id == task_id)
-        .values(
-            lifecycle=Lifecycle.CANCELED,
-            revision=row.revision + 1,
-            updated_at=op.now,
-            blocked_reason=body.reason,
-        )
-    )
+    _revise(op, row, TaskChanges(lifecycle=Lifecycle.CANCELED, blocked_reason=body.reason))
     op.event("task.canceled", project_id, task_id, reason=body.reason)
-    return Result(task_view(op.conn, task_row(op.conn, project_id, task_id), op.now))
+    return _task_result(op, project_id, task_id)
+
+
+def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Result:
+    row = _human_edit(op, project_id, task_id, body.expected_revision, "unblock tasks")
+    if row.blocked_reason is None or row.lifecycle != Lifecycle.OPEN:
+        raise conflict("task_not_blocked", "the task is not blocked")
+    _revise(op, row, TaskChanges(blocked_reason=None, ready_since=op.now))
+    op.event("task.unblocked", project_id, task_id, reason=body.reason)
+    return _task_result(op, project_id, task_id)
 
 
 def list_tasks(
     conn: Connection, project_id: str, now: int, limit: int, cursor: str | None, status: str | None
-) -> dict[str, Any]:
+) -> JsonObject:
     project_row(conn, project_id)
-    stmt = select(tasks).where(tasks.c.project_id == project_id)
+    after = None
     if cursor:
         created_text, _, last_id = cursor.partition(":")
         if not created_text.isdigit() or not last_id:
-            raise CoordinatorError(
-                "invalid_input",
-                "cursor: not a cursor this service issued",
-                status=422,
-                details={"field": "cursor"},
-            )
-        created = int(created_text)
-        stmt = stmt.where(
-            (tasks.c.created_at > created)
-            | ((tasks.c.created_at == created) & (tasks.c.id > last_id))
-        )
-    rows = conn.execute(stmt.order_by(tasks.c.created_at, tasks.c.id).limit(limit + 1)).all()
+            raise invalid("cursor", "not a cursor this service issued")
+        after = (int(created_text), last_id)
+    rows = tasks.task_page(conn, project_id, after, limit + 1)
     items = [task_view(conn, r, now) for r in rows[:limit]]
     if status:
         items = [t for t in items if t["work_status"] == status]
     last = rows[limit - 1] if len(rows) > limit else None
     return {"items": items, "next_cursor": f"{last.created_at}:{last.id}" if last else None}
-
-
-def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Result:
-    require_human(op.actor, "unblock tasks")
-    row = _locked_task(op, project_id, task_id, body.expected_revision)
-    if row.blocked_reason is None or row.lifecycle != Lifecycle.OPEN:
-        raise CoordinatorError("task_not_blocked", "the task is not blocked", status=409)
-    op.conn.execute(
-        update(tasks)
-        .where(tasks.c.id == task_id)
-        .values(
-            blocked_reason=None, ready_since=op.now, revision=row.revision + 1, updated_at=op.now
-        )
-    )
-    op.event("task.unblocked", project_id, task_id, reason=body.reason)
-    return Result(task_view(op.conn, task_row(op.conn, project_id, task_id), op.now))

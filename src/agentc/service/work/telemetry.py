@@ -8,22 +8,23 @@ a generation the attempt never had is rejected.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import insert, select
-
+from agentc.core.model import Access, TelemetryStream
 from agentc.core.rules import canonical_json, sha256_hex
-from agentc.service.api import Op, Result
+from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import denied
 from agentc.service.schemas import TelemetryIn
 from agentc.service.work.views import project_row
-from agentc.store.schema import attempts, telemetry_rows
+from agentc.store import audit
+from agentc.store.audit import TelemetryRow
+from agentc.store.leases import Attempt
+from agentc.store.sql import fetch_row
 
 _COST_NUMBERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
-def _cost_problem(op: Op, project_id: str, row: dict[str, Any]) -> str | None:
-    if not isinstance(row.get("session_id"), str) or not row["session_id"]:
+def _cost_problem(op: Op, project_id: str, row: dict[str, object]) -> str | None:
+    session_id = row.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
         return "session_id: required (the launch's session)"
     for name in _COST_NUMBERS:
         value = row.get(name, 0)
@@ -34,63 +35,45 @@ def _cost_problem(op: Op, project_id: str, row: dict[str, Any]) -> str | None:
         return "usd: must be a non-negative number"
     attempt_id = row.get("attempt_id")
     if attempt_id is not None:
-        gen = row.get("generation")
-        att = op.conn.execute(
-            select(attempts.c.generation, attempts.c.project_id).where(attempts.c.id == attempt_id)
-        ).first()
+        att = fetch_row(op.conn, Attempt, str(attempt_id)) if isinstance(attempt_id, str) else None
         if att is None or att.project_id != project_id:
             return "attempt_id: no such attempt in this project"
-        if gen != att.generation:
+        if row.get("generation") != att.generation:
             return "generation: does not match the attempt's generation"
     return None
 
 
-def _canary_problem(row: dict[str, Any]) -> str | None:
+def _canary_problem(row: dict[str, object]) -> str | None:
     for name in ("harness", "outcome"):
-        if not isinstance(row.get(name), str) or not row[name]:
+        value = row.get(name)
+        if not isinstance(value, str) or not value:
             return f"{name}: required"
     return None
 
 
-def record(op: Op, project_id: str, stream: str, body: TelemetryIn) -> Result:
+def record(op: Op, project_id: str, stream: TelemetryStream, body: TelemetryIn) -> Result:
     project_row(op.conn, project_id)
     actor = op.actor
-    if actor.is_human or actor.access != "write":
+    if actor.is_human or actor.access != Access.WRITE:
         raise denied("telemetry comes from a host's agent credential with write access")
-    if stream == "canary" and actor.name not in op.runtime.settings.canary_principals:
+    if stream == TelemetryStream.CANARY and actor.name not in op.runtime.settings.canary_principals:
         raise denied("canary results come only from the configured canary agents")
     accepted = duplicates = 0
-    rejected: list[dict[str, Any]] = []
+    rejected: list[JsonObject] = []
     for index, row in enumerate(body.rows):
-        problem = _cost_problem(op, project_id, row) if stream == "cost" else (_canary_problem(row))
+        if stream == TelemetryStream.COST:
+            problem = _cost_problem(op, project_id, row)
+        else:
+            problem = _canary_problem(row)
         if problem:
             rejected.append({"index": index, "problem": problem})
             continue
         text = canonical_json(row)
-        identity = sha256_hex(text)
-        exists = op.conn.execute(
-            select(telemetry_rows.c.identity).where(
-                telemetry_rows.c.project_id == project_id,
-                telemetry_rows.c.stream == stream,
-                telemetry_rows.c.host == body.host,
-                telemetry_rows.c.identity == identity,
-            )
-        ).first()
-        if exists:
+        where = (project_id, stream.value, body.host, sha256_hex(text))
+        if audit.add_telemetry(op.conn, TelemetryRow(*where, text, op.now, actor.principal_id)):
+            accepted += 1
+        else:
             duplicates += 1
-            continue
-        op.conn.execute(
-            insert(telemetry_rows).values(
-                project_id=project_id,
-                stream=stream,
-                host=body.host,
-                identity=identity,
-                row_json=text,
-                received_at=op.now,
-                principal_id=actor.principal_id,
-            )
-        )
-        accepted += 1
     if accepted:
         op.event(f"telemetry.{stream}_rows", project_id, None, host=body.host, accepted=accepted)
     return Result({"accepted": accepted, "duplicates": duplicates, "rejected": rejected})

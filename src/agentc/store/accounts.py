@@ -1,0 +1,130 @@
+"""Principals, credentials, agent sessions and browser sessions: rows and queries, including
+the lookups every authenticated request makes."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from sqlalchemy.engine import Connection
+
+from agentc.store.sql import columns, fetch_exists, fetch_one, run, table
+
+
+@table("principals")
+class Principal(NamedTuple):
+    id: str
+    name: str
+    kind: str
+    role: str
+    password_hash: str | None
+    disabled_at: int | None
+    created_at: int
+
+
+@table("credentials")
+class Credential(NamedTuple):
+    id: str
+    principal_id: str
+    token_hash: str
+    name: str
+    class_: str  # the column `class`
+    access: str
+    issued_by: str | None
+    created_at: int
+    revoked_at: int | None
+
+
+@table("agent_sessions")
+class AgentSession(NamedTuple):
+    id: str
+    principal_id: str
+    credential_id: str
+    proof_hash: str
+    harness: str
+    workstation_id: str | None
+    capabilities_json: str
+    created_at: int
+    closed_at: int | None
+
+
+@table("browser_sessions")
+class BrowserSession(NamedTuple):
+    id: str
+    principal_id: str
+    token_hash: str
+    created_at: int
+    expires_at: int
+    revoked_at: int | None
+
+
+class CredentialAuth(NamedTuple):
+    """A bearer token's credential with its principal."""
+
+    id: str
+    principal_id: str
+    credential_class: str
+    access: str
+    revoked_at: int | None
+    principal_name: str
+    kind: str
+    role: str
+    disabled_at: int | None
+
+
+class BrowserAuth(NamedTuple):
+    """A browser session's cookie with its principal."""
+
+    principal_id: str
+    expires_at: int
+    revoked_at: int | None
+    principal_name: str
+    kind: str
+    role: str
+    disabled_at: int | None
+
+
+_PRINCIPAL = f"SELECT {columns(Principal)} FROM principals"
+_PRINCIPAL_BY_NAME = _PRINCIPAL + " WHERE name = :name"
+_REVOKE = "UPDATE credentials SET revoked_at = :now WHERE id = :id"
+_CLOSE_SESSIONS_OF = (
+    "UPDATE agent_sessions SET closed_at = :now WHERE credential_id = :id AND closed_at IS NULL"
+)
+_CLOSE_SESSION = "UPDATE agent_sessions SET closed_at = :now WHERE id = :id AND closed_at IS NULL"
+# Plain SQL on the driver: these run on every authenticated request.
+_CREDENTIAL_AUTH = (
+    "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
+    "p.name, p.kind, p.role, p.disabled_at "
+    "FROM credentials c JOIN principals p ON p.id = c.principal_id "
+    "WHERE c.token_hash = :token_hash"
+)
+_BROWSER_AUTH = (
+    "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name, p.kind, "
+    "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
+    "WHERE b.token_hash = :token_hash"
+)
+
+
+def credential_by_token(conn: Connection, token_hash: str) -> CredentialAuth | None:
+    return fetch_one(conn, _CREDENTIAL_AUTH, CredentialAuth, token_hash=token_hash)
+
+
+def browser_by_token(conn: Connection, token_hash: str) -> BrowserAuth | None:
+    return fetch_one(conn, _BROWSER_AUTH, BrowserAuth, token_hash=token_hash)
+
+
+def any_principal(conn: Connection) -> bool:
+    return fetch_exists(conn, "SELECT id FROM principals LIMIT 1")
+
+
+def principal_by_name(conn: Connection, name: str) -> Principal | None:
+    return fetch_one(conn, _PRINCIPAL_BY_NAME, Principal, name=name)
+
+
+def revoke_credential(conn: Connection, credential_id: str, now: int) -> None:
+    """Revoke the credential and close its open agent sessions."""
+    run(conn, _REVOKE, now=now, id=credential_id)
+    run(conn, _CLOSE_SESSIONS_OF, now=now, id=credential_id)
+
+
+def close_session(conn: Connection, session_id: str, now: int) -> None:
+    run(conn, _CLOSE_SESSION, now=now, id=session_id)

@@ -1,0 +1,109 @@
+"""The audit trail, idempotency receipts and telemetry rows: rows and queries."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from sqlalchemy.engine import Connection
+
+from agentc.core.rules import canonical_json
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, run, table
+
+
+class Event(NamedTuple):
+    seq: int
+    kind: str
+    actor_id: str | None
+    credential_class: str | None
+    record_id: str | None
+    data_json: str
+    created_at: int
+
+
+@table("receipts", key=None)
+class Receipt(NamedTuple):
+    principal_id: str
+    operation: str
+    key: str
+    fingerprint: str
+    status: int
+    body: str | None  # None once compacted after the retention period
+    created_at: int
+
+
+@table("telemetry_rows", key=None)
+class TelemetryRow(NamedTuple):
+    project_id: str
+    stream: str
+    host: str
+    identity: str
+    row_json: str
+    received_at: int
+    principal_id: str
+
+
+_EVENT = (
+    "INSERT INTO events (project_id, actor_id, credential_class, kind, record_id, data_json, "
+    "created_at) VALUES (:project_id, :actor_id, :credential_class, :kind, :record_id, "
+    ":data_json, :created_at)"
+)
+_RECEIPT = (
+    f"SELECT {columns(Receipt)} FROM receipts "
+    "WHERE principal_id = :principal_id AND operation = :operation AND key = :key"
+)
+_EVENTS_AFTER = (
+    f"SELECT {columns(Event)} FROM events WHERE project_id = :project_id "
+    "AND seq > :after ORDER BY seq LIMIT :limit"
+)
+_TELEMETRY_SEEN = (
+    "SELECT identity FROM telemetry_rows WHERE project_id = :project_id AND stream = :stream "
+    "AND host = :host AND identity = :identity"
+)
+
+
+def write_event(
+    conn: Connection,
+    now: int,
+    actor_id: str | None,
+    credential_class: str | None,
+    kind: str,
+    project_id: str | None,
+    record_id: str | None,
+    data: dict[str, object],
+) -> None:
+    """Append one audit event (in the caller's transaction); data is any JSON object."""
+    run(
+        conn,
+        _EVENT,
+        project_id=project_id,
+        actor_id=actor_id,
+        credential_class=credential_class,
+        kind=kind,
+        record_id=record_id,
+        data_json=canonical_json(data),
+        created_at=now,
+    )
+
+
+def events_after(conn: Connection, project_id: str, after_seq: int, limit: int) -> list[Event]:
+    """The project's events after seq, in order, at most limit."""
+    return fetch_all(
+        conn, _EVENTS_AFTER, Event, project_id=project_id, after=after_seq, limit=limit
+    )
+
+
+def get_receipt(conn: Connection, principal_id: str, operation: str, key: str) -> Receipt | None:
+    return fetch_one(
+        conn, _RECEIPT, Receipt, principal_id=principal_id, operation=operation, key=key
+    )
+
+
+def add_telemetry(conn: Connection, row: TelemetryRow) -> bool:
+    """Store the row unless the same row (by identity) came from the host before; returns
+    whether it was new."""
+    key = row._asdict()
+    del key["row_json"], key["received_at"], key["principal_id"]
+    if fetch_exists(conn, _TELEMETRY_SEEN, **key):
+        return False
+    insert(conn, row)
+    return True

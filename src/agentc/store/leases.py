@@ -1,0 +1,218 @@
+"""Attempts (the leases), their checkpoints and checkouts, task contributors, and the offer
+scan behind `next` and queue claims: rows and queries. The claim/renew/checkpoint/release hot
+path runs fixed SQL strings on the driver."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from sqlalchemy.engine import Connection
+
+from agentc.core.model import AttemptState, Lifecycle, Phase
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
+from agentc.store.tasks import Task
+
+
+@table("attempts")
+class Attempt(NamedTuple):
+    id: str
+    project_id: str
+    task_id: str
+    activity_id: str | None
+    owner_id: str
+    session_id: str
+    credential_id: str
+    generation: int
+    state: str
+    mode: str
+    task_revision: int
+    policy_revision: int
+    expires_at: int
+    last_heartbeat_at: int
+    last_progress_at: int
+    created_at: int
+    ended_at: int | None
+    outcome: str | None
+    handoff: str | None
+
+
+@table("checkpoints")
+class Checkpoint(NamedTuple):
+    id: str
+    attempt_id: str
+    summary: str
+    handoff: str | None
+    current_action: str | None
+    next_step: str | None
+    revision: str | None
+    created_at: int
+
+
+@table("checkouts", key="attempt_id")
+class Checkout(NamedTuple):
+    attempt_id: str
+    path: str
+    branch: str
+    base_revision: str
+    workstation_id: str | None
+    created_at: int
+
+
+class Offer(NamedTuple):
+    """A task on offer with its current attempt's facts (None when it has none)."""
+
+    task: Task
+    attempt_state: str | None
+    attempt_expires_at: int | None
+    owner_authorized: bool
+
+
+class HeldAttempt(NamedTuple):
+    id: str
+    project_id: str
+    task_id: str
+    activity_id: str | None
+    generation: int
+    expires_at: int
+
+
+_ATTEMPT = f"SELECT {columns(Attempt)} FROM attempts"
+_BY_ID = _ATTEMPT + " WHERE id = :id"
+_IN_PROJECT = _BY_ID + " AND project_id = :project_id"
+_OF_TASK = (
+    _ATTEMPT + " WHERE task_id = :task_id ORDER BY created_at DESC, generation DESC LIMIT :limit"
+)
+_HELD = (
+    f"SELECT {columns(HeldAttempt)} FROM attempts WHERE session_id = :session_id "
+    f"AND state = '{AttemptState.ACTIVE}' ORDER BY created_at"
+)
+_RENEW = "UPDATE attempts SET expires_at = :expires_at, last_heartbeat_at = :now WHERE id = :id"
+_PROGRESS = "UPDATE attempts SET last_progress_at = :now, handoff = :handoff WHERE id = :id"
+_END = (
+    "UPDATE attempts SET state = :state, ended_at = :now, outcome = :outcome, "
+    "handoff = :handoff WHERE id = :id"
+)
+_END_IF_ACTIVE = (
+    "UPDATE attempts SET state = :state, ended_at = :now "
+    f"WHERE id = :id AND state = '{AttemptState.ACTIVE}'"
+)
+_OWNER = (
+    "SELECT p.disabled_at, c.revoked_at, s.closed_at FROM attempts a "
+    "JOIN principals p ON p.id = a.owner_id JOIN credentials c ON c.id = a.credential_id "
+    "JOIN agent_sessions s ON s.id = a.session_id WHERE a.id = :id"
+)
+_LAST_CHECKPOINT = (
+    f"SELECT {columns(Checkpoint)} FROM checkpoints WHERE attempt_id = :attempt_id "
+    "ORDER BY created_at DESC, id DESC LIMIT 1"
+)
+_CONTRIBUTED = (
+    "SELECT task_id FROM task_contributors WHERE task_id = :task_id "
+    "AND principal_id = :principal_id AND session_id = :session_id"
+)
+_ADD_CONTRIBUTOR = (
+    "INSERT INTO task_contributors (task_id, principal_id, session_id, first_contributed_at) "
+    "VALUES (:task_id, :principal_id, :session_id, :now)"
+)
+_INDEPENDENT = (
+    "SELECT task_id FROM task_contributors WHERE task_id = :task_id AND "
+    "(principal_id = :principal_id OR session_id = :session_id) LIMIT 1"
+)
+
+# One query for `next`: open tasks outside review and integration with no unfinished
+# prerequisite and no current attempt that still holds its lease, each with its current
+# attempt's facts; the pure status rule then picks recovery first, then ready.
+_OFFER = (
+    f"SELECT {columns(Task, 't')}, a.state, a.expires_at, "
+    "p.disabled_at, c.revoked_at, s.closed_at "
+    "FROM tasks t "
+    "LEFT JOIN attempts a ON a.id = t.current_attempt_id "
+    "LEFT JOIN principals p ON p.id = a.owner_id "
+    "LEFT JOIN credentials c ON c.id = a.credential_id "
+    "LEFT JOIN agent_sessions s ON s.id = a.session_id "
+    f"WHERE t.project_id = :project_id AND t.lifecycle = '{Lifecycle.OPEN}' "
+    "AND t.blocked_reason IS NULL "
+    f"AND (t.phase IS NULL OR t.phase = '{Phase.REVISION_NEEDED}') "
+    "AND NOT EXISTS (SELECT 1 FROM task_dependencies d JOIN tasks pr "
+    f"ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> '{Lifecycle.DONE}') "
+    f"AND (a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' OR a.expires_at <= :now "
+    "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
+    "ORDER BY t.priority, t.ready_since, t.id LIMIT :limit"
+)
+_TASK_WIDTH = len(Task._fields)
+
+
+def _offer(*row: Any) -> Offer:  # the driver's values, in _OFFER's column order
+    state, expires_at, disabled_at, revoked_at, closed_at = row[_TASK_WIDTH:]
+    authorized = disabled_at is None and revoked_at is None and closed_at is None
+    return Offer(Task(*row[:_TASK_WIDTH]), state, expires_at, authorized)
+
+
+def offers(conn: Connection, project_id: str, now: int, limit: int) -> list[Offer]:
+    """The tasks on offer in the SQL's order (priority, ready_since, id), at most limit."""
+    return fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, limit=limit)
+
+
+def get_project_attempt(conn: Connection, project_id: str, attempt_id: str) -> Attempt | None:
+    return fetch_one(conn, _IN_PROJECT, Attempt, id=attempt_id, project_id=project_id)
+
+
+def attempts_of_task(conn: Connection, task_id: str, limit: int) -> list[Attempt]:
+    """The task's attempts, newest first."""
+    return fetch_all(conn, _OF_TASK, Attempt, task_id=task_id, limit=limit)
+
+
+def held_attempts(conn: Connection, session_id: str) -> list[HeldAttempt]:
+    """The session's active attempts, oldest first."""
+    return fetch_all(conn, _HELD, HeldAttempt, session_id=session_id)
+
+
+def renew_attempt(conn: Connection, attempt_id: str, expires_at: int, now: int) -> None:
+    run(conn, _RENEW, expires_at=expires_at, now=now, id=attempt_id)
+
+
+def note_progress(conn: Connection, attempt_id: str, now: int, handoff: str | None) -> None:
+    run(conn, _PROGRESS, now=now, handoff=handoff, id=attempt_id)
+
+
+def end_attempt(
+    conn: Connection,
+    attempt_id: str,
+    now: int,
+    *,
+    state: AttemptState,
+    outcome: str,
+    handoff: str | None,
+) -> None:
+    run(conn, _END, state=state.value, now=now, outcome=outcome, handoff=handoff, id=attempt_id)
+
+
+def end_if_active(conn: Connection, attempt_id: str, now: int, state: AttemptState) -> None:
+    """End the attempt in state unless it has already ended."""
+    run(conn, _END_IF_ACTIVE, state=state.value, now=now, id=attempt_id)
+
+
+def owner_authorized(conn: Connection, attempt_id: str) -> bool:
+    """The owner of a lease still holds it only while its principal, credential and session
+    are live."""
+    ends = fetch_one(conn, _OWNER, lambda *ended_at: ended_at, id=attempt_id)
+    return ends is not None and all(ended_at is None for ended_at in ends)
+
+
+def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:
+    return fetch_one(conn, _LAST_CHECKPOINT, Checkpoint, attempt_id=attempt_id)
+
+
+def add_contributor(
+    conn: Connection, task_id: str, principal_id: str, session_id: str, now: int
+) -> None:
+    """Record that the principal and its session worked on the task (once)."""
+    params = {"task_id": task_id, "principal_id": principal_id, "session_id": session_id}
+    if not fetch_exists(conn, _CONTRIBUTED, **params):
+        run(conn, _ADD_CONTRIBUTOR, now=now, **params)
+
+
+def contributed(conn: Connection, task_id: str, principal_id: str, session_id: str | None) -> bool:
+    """Whether the principal (or, when given, the session) contributed to the task."""
+    return fetch_exists(
+        conn, _INDEPENDENT, task_id=task_id, principal_id=principal_id, session_id=session_id
+    )

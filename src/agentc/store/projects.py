@@ -1,0 +1,50 @@
+"""Projects and their policy: rows and queries."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from sqlalchemy.engine import Connection
+
+from agentc.store.sql import columns, fetch_all, fetch_exists, run, table
+
+
+@table("projects")
+class Project(NamedTuple):
+    id: str
+    name: str
+    repository_url: str
+    target_branch: str
+    review_mode: str
+    lease_seconds: int
+    max_attempt_seconds: int
+    required_checks_json: str
+    policy_revision: int
+    created_at: int
+    updated_at: int
+
+
+_SELECT = f"SELECT {columns(Project)} FROM projects"
+_BY_NAME = _SELECT + " ORDER BY name"
+_NAME_TAKEN = "SELECT id FROM projects WHERE name = :name"
+_SAVE_POLICY = (
+    "UPDATE projects SET repository_url = :repository_url, target_branch = :target_branch, "
+    "review_mode = :review_mode, lease_seconds = :lease_seconds, "
+    "max_attempt_seconds = :max_attempt_seconds, required_checks_json = :required_checks_json, "
+    "policy_revision = :policy_revision, updated_at = :updated_at WHERE id = :id"
+)
+
+
+def all_projects(conn: Connection) -> list[Project]:
+    return fetch_all(conn, _BY_NAME, Project)
+
+
+def project_name_taken(conn: Connection, name: str) -> bool:
+    return fetch_exists(conn, _NAME_TAKEN, name=name)
+
+
+def save_project(conn: Connection, project: Project) -> None:
+    """Write the project's settings and policy (its name and creation stay)."""
+    values = project._asdict()
+    del values["name"], values["created_at"]
+    run(conn, _SAVE_POLICY, **values)

@@ -1,0 +1,151 @@
+"""Plain SQL on the driver's cursor, with `:name` parameters and typed rows.
+
+The hot paths (authentication, receipts, leases) run here because SQLAlchemy's statement
+machinery costs several times what the database does. Every query names the row type it
+returns (a `typing.NamedTuple`, built positionally from the driver's tuple, so the columns are
+selected in the row type's field order: `columns(Row)` writes that list).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+R = TypeVar("R")
+Value = str | int | float | bool | None
+"""A parameter the driver binds (both sqlite3 and psycopg take these as they are)."""
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@lru_cache(maxsize=512)
+def _for_psycopg(sql: str) -> str:
+    """`:name` parameters (sqlite3's named style) as psycopg's `%(name)s`."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
+    """The DB-API cursor after running sql (DB-API cursors are untyped: Any). A driver error
+    is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement
+    would raise it, so callers catch one kind whichever way a statement ran."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        base = conn.dialect.loaded_dbapi.Error
+        raise DBAPIError.instance(sql, dict(params), exc, base, dialect=conn.dialect) from exc
+    return cursor
+
+
+def fetch_all(conn: Connection, sql: str, make: Callable[..., R], **params: Value) -> list[R]:
+    """Every row of sql, each built by make from the selected columns in order."""
+    return [make(*row) for row in _execute(conn, sql, params).fetchall()]
+
+
+def fetch_one(conn: Connection, sql: str, make: Callable[..., R], **params: Value) -> R | None:
+    """The first row of sql built by make, or None."""
+    row = _execute(conn, sql, params).fetchone()
+    return None if row is None else make(*row)
+
+
+def fetch_exists(conn: Connection, sql: str, **params: Value) -> bool:
+    """Whether sql yields a row."""
+    return _execute(conn, sql, params).fetchone() is not None
+
+
+def run(conn: Connection, sql: str, **params: Value) -> int:
+    """A statement without rows; the row count."""
+    count: int = _execute(conn, sql, params).rowcount
+    return count
+
+
+class Row(Protocol):
+    """A typed row: a `typing.NamedTuple` whose fields are its table's columns."""
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+RowT = TypeVar("RowT", bound=Row)
+
+
+def columns(row: type[Row], alias: str = "") -> str:
+    """The select list for row's fields, in order (prefixed by `alias.` when given; a trailing
+    `_` is dropped from a field named after a Python keyword, e.g. `class_`)."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + name for name in _column_names(row))
+
+
+def _column_names(row: type[Row]) -> list[str]:
+    # A NamedTuple's annotations are its fields, in order.
+    return [name.rstrip("_") for name in row.__annotations__]
+
+
+class _Table(NamedTuple):
+    by_key: str  # SELECT every column WHERE the key column = :key
+    insert: str  # INSERT every column
+    name: str
+    key: str | None
+
+
+_TABLES: dict[type[Row], _Table] = {}
+
+
+def table(name: str, key: str | None = "id") -> Callable[[type[RowT]], type[RowT]]:
+    """Class decorator: the row type holds the rows of the table `name`, keyed by the column
+    `key` (None: a composite key, the row is only inserted this way). `fetch_row`,
+    `Tx.lock`, `insert` and `update` then find the table by the row type."""
+
+    def register(row: type[RowT]) -> type[RowT]:
+        names = _column_names(row)
+        _TABLES[row] = _Table(
+            f"SELECT {columns(row)} FROM {name} WHERE {key} = :key" if key else "",
+            f"INSERT INTO {name} ({', '.join(names)}) "
+            f"VALUES ({', '.join(':' + n for n in row.__annotations__)})",
+            name,
+            key,
+        )
+        return row
+
+    return register
+
+
+def by_key_sql(row: type[Row]) -> str:
+    """The query that reads one row of row's table by its key (parameter `:key`)."""
+    sql = _TABLES[row].by_key
+    assert sql, f"{row.__name__} has no single-column key"
+    return sql
+
+
+def fetch_row(conn: Connection, row: type[RowT], key: str) -> RowT | None:
+    """The row of row's table whose key is key, or None."""
+    return fetch_one(conn, by_key_sql(row), row, key=key)
+
+
+def insert(conn: Connection, row: Row) -> None:
+    """Insert the row into its table."""
+    _execute(conn, _TABLES[type(row)].insert, row._asdict())
+
+
+@lru_cache(maxsize=128)
+def _update_sql(table: str, key: str, names: tuple[str, ...]) -> str:
+    sets = ", ".join(f"{n} = :{n}" for n in names)
+    return f"UPDATE {table} SET {sets} WHERE {key} = :key_"
+
+
+def update(conn: Connection, row: type[Row], key: str, changes: Mapping[str, object]) -> None:
+    """Set the given columns of the row of row's table whose key is key. The column names come
+    from the caller's typed change set (a TypedDict of the table's columns), never from input."""
+    t = _TABLES[row]
+    assert t.key is not None
+    _execute(conn, _update_sql(t.name, t.key, tuple(changes)), {**changes, "key_": key})
+
+
+def placeholders(prefix: str, values: Iterable[Value]) -> tuple[str, dict[str, Value]]:
+    """`:p0, :p1, ...` for an IN list, with the parameters they bind."""
+    params = {f"{prefix}{i}": v for i, v in enumerate(values)}
+    return ", ".join(":" + name for name in params), params

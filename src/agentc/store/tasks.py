@@ -1,0 +1,184 @@
+"""Tasks and their dependencies: rows and queries."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, TypedDict
+
+from sqlalchemy.engine import Connection
+
+from agentc.core.model import Lifecycle, PrincipalKind
+from agentc.store.sql import (
+    columns,
+    fetch_all,
+    fetch_exists,
+    fetch_one,
+    placeholders,
+    run,
+    table,
+    update,
+)
+
+
+@table("tasks")
+class Task(NamedTuple):
+    id: str
+    project_id: str
+    title: str
+    description: str
+    acceptance_json: str
+    kind: str
+    priority: int
+    lifecycle: str
+    revision: int
+    generation: int
+    current_attempt_id: str | None
+    blocked_reason: str | None
+    ready_since: int
+    origin: str
+    admission_class: str | None
+    budget_admitted_at: int | None
+    budget_held_at: int | None
+    phase: str | None
+    current_submission_id: str | None
+    created_by: str
+    created_at: int
+    updated_at: int
+
+
+class _Edge(NamedTuple):
+    task_id: str
+    prerequisite_id: str
+
+
+class TaskChanges(TypedDict, total=False):
+    title: str
+    description: str
+    acceptance_json: str
+    priority: int
+    lifecycle: str
+    revision: int
+    current_attempt_id: str | None
+    current_submission_id: str | None
+    blocked_reason: str | None
+    ready_since: int
+    phase: str | None
+    updated_at: int
+
+
+_SELECT = f"SELECT {columns(Task)} FROM tasks"
+_BY_ID = _SELECT + " WHERE id = :id"
+_IN_PROJECT = _BY_ID + " AND project_id = :project_id"
+_ASSIGN = (
+    "UPDATE tasks SET generation = :generation, current_attempt_id = :attempt_id, "
+    "updated_at = :now WHERE id = :id"
+)
+_RELEASE = (
+    "UPDATE tasks SET current_attempt_id = NULL, ready_since = :now, updated_at = :now, "
+    "blocked_reason = CASE WHEN :blocked THEN :reason ELSE blocked_reason END "
+    "WHERE id = :id"
+)
+_PENDING_PREREQUISITE = (
+    "SELECT t.id FROM task_dependencies d JOIN tasks t ON t.id = d.prerequisite_id "
+    f"WHERE d.task_id = :task_id AND t.lifecycle <> '{Lifecycle.DONE}' LIMIT 1"
+)
+_FIRST_PAGE = _SELECT + " WHERE project_id = :project_id ORDER BY created_at, id LIMIT :limit"
+_PAGE = _SELECT + (
+    " WHERE project_id = :project_id AND (created_at > :created "
+    "OR (created_at = :created AND id > :last_id)) ORDER BY created_at, id LIMIT :limit"
+)
+_ADMITTED = (
+    "SELECT count(*) FROM tasks WHERE project_id = :project_id "
+    f"AND origin = '{PrincipalKind.AGENT}' AND budget_admitted_at >= :since"
+)
+_IN_PROJECT_AMONG = "SELECT id FROM tasks WHERE project_id = :project_id AND id IN ({ids})"
+_EDGES = (
+    "SELECT d.task_id, d.prerequisite_id FROM task_dependencies d "
+    "JOIN tasks t ON t.id = d.task_id WHERE t.project_id = :project_id"
+)
+_CLEAR_DEPENDENCIES = "DELETE FROM task_dependencies WHERE task_id = :task_id"
+_ADD_DEPENDENCY = (
+    "INSERT INTO task_dependencies (task_id, prerequisite_id) VALUES (:task_id, :prerequisite_id)"
+)
+_PREREQUISITES = (
+    "SELECT prerequisite_id FROM task_dependencies WHERE task_id = :task_id "
+    "ORDER BY prerequisite_id"
+)
+_RESTART_DEPENDENTS = (
+    f"UPDATE tasks SET ready_since = :now WHERE lifecycle = '{Lifecycle.OPEN}' AND id IN "
+    "(SELECT task_id FROM task_dependencies WHERE prerequisite_id = :id)"
+)
+
+
+def get_project_task(conn: Connection, project_id: str, task_id: str) -> Task | None:
+    return fetch_one(conn, _IN_PROJECT, Task, id=task_id, project_id=project_id)
+
+
+def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
+    update(conn, Task, task_id, changes)
+
+
+def assign_attempt(
+    conn: Connection, task_id: str, attempt_id: str, generation: int, now: int
+) -> None:
+    """The claim's write: the task's current attempt and its fencing generation."""
+    run(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task_id)
+
+
+def release_task(
+    conn: Connection, task_id: str, now: int, *, blocked: bool, reason: str | None
+) -> None:
+    """The attempt let go: the task is ready again (or blocked with the reason)."""
+    run(conn, _RELEASE, now=now, blocked=blocked, reason=reason, id=task_id)
+
+
+def task_page(
+    conn: Connection, project_id: str, after: tuple[int, str] | None, limit: int
+) -> list[Task]:
+    """Tasks in creation order after the (created_at, id) position, at most limit."""
+    if after is None:
+        return fetch_all(conn, _FIRST_PAGE, Task, project_id=project_id, limit=limit)
+    created, last_id = after
+    return fetch_all(
+        conn, _PAGE, Task, project_id=project_id, created=created, last_id=last_id, limit=limit
+    )
+
+
+def agent_tasks_admitted_since(conn: Connection, project_id: str, since: int) -> int:
+    """Agent-made tasks counted against the budget since the given time."""
+    return fetch_one(conn, _ADMITTED, int, project_id=project_id, since=since) or 0
+
+
+def tasks_in_project(conn: Connection, project_id: str, task_ids: list[str]) -> set[str]:
+    """Which of task_ids are tasks of the project."""
+    if not task_ids:
+        return set()
+    marks, params = placeholders("t", task_ids)
+    sql = _IN_PROJECT_AMONG.format(ids=marks)
+    return set(fetch_all(conn, sql, str, project_id=project_id, **params))
+
+
+def dependency_edges(conn: Connection, project_id: str) -> dict[str, list[str]]:
+    """Every task of the project that has prerequisites, with them."""
+    edges: dict[str, list[str]] = {}
+    for task_id, prerequisite_id in fetch_all(conn, _EDGES, _Edge, project_id=project_id):
+        edges.setdefault(task_id, []).append(prerequisite_id)
+    return edges
+
+
+def set_dependencies(conn: Connection, task_id: str, prerequisites: list[str]) -> None:
+    run(conn, _CLEAR_DEPENDENCIES, task_id=task_id)
+    for prerequisite_id in prerequisites:
+        run(conn, _ADD_DEPENDENCY, task_id=task_id, prerequisite_id=prerequisite_id)
+
+
+def prerequisites_of(conn: Connection, task_id: str) -> list[str]:
+    return fetch_all(conn, _PREREQUISITES, str, task_id=task_id)
+
+
+def prerequisites_done(conn: Connection, task_id: str) -> bool:
+    return not fetch_exists(conn, _PENDING_PREREQUISITE, task_id=task_id)
+
+
+def restart_dependents(conn: Connection, task_id: str, now: int) -> None:
+    """The open tasks that depend on task_id are ready from now."""
+    run(conn, _RESTART_DEPENDENTS, now=now, id=task_id)
