@@ -33,6 +33,8 @@ def test_an_approved_task_lands_and_is_done(
     assert s.task(task_id)["work_status"] == "done"
     landing = s.landing(task_id)
     assert (landing["state"], landing["landed_revision"]) == ("completed", candidate)
+    assert landing["target_revision"] == before
+    assert [(c["outcome"], c["exit_code"]) for c in landing["checks"]] == [("passed", 0)]
     assert len(s.landings()) == 1
     [report] = s.reports()
     assert report["event"] == "landed" and report["revision"] == candidate

@@ -67,7 +67,7 @@ def test_a_conflict_sends_the_candidate_back(
     _run(s)
     tip = s.tip()
     assert tip == first["submission"]["candidate_revision"]
-    assert s.task(second["task"]["id"])["work_status"] == "waiting_integration"
+    assert s.task(second["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     sent = [r for r in s.reports() if r["event"] == "sent_back"]
     assert [r["task_id"] for r in sent] == [second["task"]["id"]]
     assert "does not rebase cleanly" in sent[0]["reason"] and "same.txt" in sent[0]["reason"]
@@ -89,7 +89,10 @@ def test_a_failing_check_sends_the_candidate_back_with_the_log_tail(
     bad = s.approved({"broken": "x\n"})
     _run(s)
     assert s.tip() == before
-    assert s.task(bad["task"]["id"])["work_status"] == "waiting_integration"
+    assert s.task(bad["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
+    back = s.landing(bad["task"]["id"])["sent_back"]
+    assert back["reason_code"] == "check_failed" and back["reason"] == "check unit failed (exit 3)"
+    assert back["log_tail"]
     [sent] = s.reports()
     assert sent["event"] == "sent_back"
     assert sent["reason"] == "check unit failed (exit 3)"
@@ -110,7 +113,7 @@ def test_a_red_target_is_reported_not_blamed_on_the_candidate(
     [report] = s.reports()
     assert report["event"] == "target_red" and report["target"] == red
     assert "the tree is broken" in report["tail"]
-    assert s.task(good["task"]["id"])["work_status"] == "waiting_integration"
+    assert s.task(good["task"]["id"])["work_status"] == "waiting_integration"  # not blamed
     # Once the target is repaired, the same candidate lands.
     s.remove_from_target("broken")
     _run(s)
@@ -128,6 +131,6 @@ def test_fast_forward_policy_sends_a_diverged_candidate_back(
     second = s.approved({"b.txt": "b\n"})
     _run(s)
     assert s.tip() == first["submission"]["candidate_revision"]
-    assert s.task(second["task"]["id"])["work_status"] == "waiting_integration"
+    assert s.task(second["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     [sent] = [r for r in s.reports() if r["event"] == "sent_back"]
     assert sent["reason"] == "conflict: the candidate is not a fast-forward of the target"

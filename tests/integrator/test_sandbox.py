@@ -150,7 +150,7 @@ def test_a_candidate_whose_check_steals_the_credential_is_sent_back(
     out = s.integrator("run", "--once")
     assert out.returncode == 0, out.stderr
     assert s.tip() == before and s.landings() == []
-    assert s.task(sub["task"]["id"])["work_status"] == "waiting_integration"
+    assert s.task(sub["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     [sent] = s.reports()
     assert sent["event"] == "sent_back" and sent["reason"] == "check script failed (exit 1)"
     assert cred.name in sent["tail"] and "STOLEN" not in sent["tail"]

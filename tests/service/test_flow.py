@@ -98,12 +98,27 @@ def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
             {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A},
         )
     assert err.value.status == 403
+    send_back = f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/send-back"
+    back = {
+        "submission_id": sub["submission"]["id"],
+        "reason_code": "check_failed",
+        "reason": "check unit failed (exit 1)",
+    }
+    with pytest.raises(ApiError) as err:
+        worker.post(send_back, back)  # only the integrator sends a candidate back
+    assert err.value.status == 403
+    with pytest.raises(ApiError) as err:
+        integrator.post(send_back, {**back, "reason_code": "bored"})
+    assert err.value.status == 422
     landed = integrator.post(
         f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
         {"submission_id": sub["submission"]["id"], "landed_revision": SHA_A},
     )
     assert landed["task"]["work_status"] == "done"
     assert landed["task"]["lifecycle"] == "done"
+    with pytest.raises(ApiError) as err:  # a landed candidate cannot be sent back
+        integrator.post(send_back, back)
+    assert err.value.status == 409
 
     kinds = [e["kind"] for e in svc.admin.get(f"/api/v1/projects/{pid}/events")["items"]]
     for kind in (

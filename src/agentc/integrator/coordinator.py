@@ -8,6 +8,7 @@ from the activity and the landed revision, so a resent landing replays instead o
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,11 +101,23 @@ class Coordinator:
                 return found
         return None
 
-    def record_landing(self, task_id: str, activity_id: str, submission_id: str, rev: str) -> None:
-        """Record the landing once: a replay, or a landing already recorded with ``rev``, is
-        success; anything else is raised."""
+    def record_landing(
+        self,
+        task_id: str,
+        activity_id: str,
+        submission_id: str,
+        rev: str,
+        *,
+        target: str | None = None,
+        checks: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Record the landing once, with the target it was built on and its checks: a replay,
+        or a landing already recorded with ``rev``, is success; anything else is raised."""
         path = f"/workflow-activities/{quote(activity_id, safe='')}/landing"
-        body = {"submission_id": submission_id, "landed_revision": rev}
+        body: dict[str, Any] = {"submission_id": submission_id, "landed_revision": rev}
+        if target is not None:
+            body["target_revision"] = target
+        body["checks"] = [check_body(c) for c in checks]
         try:
             self.transport.send("POST", self.base + path, body, key=f"landing:{activity_id}:{rev}")
         except CoordinatorError as exc:
@@ -113,3 +126,47 @@ class Coordinator:
             act = self.activity(task_id, activity_id)
             if not act or act["state"] != "completed" or act["landed_revision"] != rev:
                 raise
+
+    def send_back(
+        self,
+        task_id: str,
+        activity_id: str,
+        submission_id: str,
+        *,
+        code: str,
+        reason: str,
+        tail: str = "",
+        target: str | None = None,
+        checks: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Send the task back to its implementer with the reason (once: a replay, or an
+        activity already sent back, is success)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/send-back"
+        body: dict[str, Any] = {
+            "submission_id": submission_id,
+            "reason_code": code,
+            "reason": reason[:4096] or "the candidate cannot land",
+            "log_tail": tail[-16384:],
+            "checks": [check_body(c) for c in checks],
+        }
+        if target is not None:
+            body["target_revision"] = target
+        try:
+            self.transport.send(
+                "POST", self.base + path, body, key=f"send-back:{activity_id}:{submission_id}"
+            )
+        except CoordinatorError as exc:
+            if exc.code != "activity_not_eligible":
+                raise
+            act = self.activity(task_id, activity_id)
+            if not act or not act.get("sent_back"):
+                raise
+
+
+def check_body(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A check's result as the coordinator records it (name, outcome, exit code)."""
+    return {
+        "name": str(record.get("name", "check"))[:200] or "check",
+        "outcome": record.get("outcome"),
+        "exit_code": record.get("exit_code"),
+    }

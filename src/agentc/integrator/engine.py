@@ -143,10 +143,12 @@ class Integrator:
             check_candidate_ref(cand.candidate_ref, CANDIDATE_REF_PREFIX)
             check_revision_sha("candidate_revision", cand.candidate_revision)
         except CoordinatorError as exc:
-            return self.send_back(base, exc.message)
+            return self.send_back(base, exc.message, code="candidate_invalid")
         fetched = self.repo.fetch_candidate(cand.candidate_ref, cand.submission_id)
         if fetched is None:
-            return self.send_back(base, f"the remote has no {cand.candidate_ref}")
+            return self.send_back(
+                base, f"the remote has no {cand.candidate_ref}", code="candidate_missing"
+            )
         if fetched != cand.candidate_revision:
             return self.send_back(
                 base,
@@ -157,7 +159,7 @@ class Integrator:
             return self.already_landed(base, fetched)
         integrated = self.repo.integrate(self.config.merge_policy, tip, fetched)
         if integrated.revision is None:
-            return self.send_back(base, f"conflict: {integrated.conflict}")
+            return self.send_back(base, f"conflict: {integrated.conflict}", code="conflict")
         result = integrated.revision
         checks = self.check(result, Path("candidates") / cand.activity_id / result)
         records = [c.record() for c in checks]
@@ -183,7 +185,7 @@ class Integrator:
             return entry
         last = checks[-1]
         reason = f"check {last.name} {last.outcome} (exit {last.exit_code})"
-        return self.send_back(entry, reason, tail=last.tail)
+        return self.send_back(entry, reason, tail=last.tail, code="check_failed")
 
     def already_landed(self, base: Entry, revision: str) -> Entry:
         """The target already contains the candidate (a fast-forward landing whose journal was
@@ -222,7 +224,21 @@ class Integrator:
         results = self.red[1]
         return None if all(c.passed for c in results) else results
 
-    def send_back(self, entry: Entry, reason: str, tail: str = "") -> Entry:
+    def send_back(
+        self, entry: Entry, reason: str, tail: str = "", code: str = "candidate_invalid"
+    ) -> Entry:
+        """The candidate cannot land: the coordinator sends the task back to its implementer
+        (the reason and the check log's tail on record), then the journal says so."""
+        self.coordinator.send_back(
+            entry.task_id,
+            entry.activity_id,
+            entry.submission_id,
+            code=code,
+            reason=reason,
+            tail=tail,
+            target=entry.target_before,
+            checks=entry.checks,
+        )
         entry = self.journal.save(entry.at("rejected", reason=reason))
         self.report(
             "sent_back",
@@ -267,7 +283,12 @@ class Integrator:
         # Idempotent: the same key replays, and a landing already recorded with this revision
         # is success (coordinator.record_landing).
         self.coordinator.record_landing(
-            entry.task_id, entry.activity_id, entry.submission_id, result
+            entry.task_id,
+            entry.activity_id,
+            entry.submission_id,
+            result,
+            target=entry.target_before,
+            checks=entry.checks,
         )
         entry = self.journal.save(entry.at("recorded"))
         self.report("landed", entry, revision=result, target=tip, checks=entry.checks)

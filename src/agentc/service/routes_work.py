@@ -27,13 +27,14 @@ from agentc.service.schemas import (
     ProjectIn,
     ReleaseIn,
     ReviewIn,
+    SendBackIn,
     SubmissionIn,
     TaskEditIn,
     TaskIn,
     TelemetryIn,
     UnblockIn,
 )
-from agentc.service.work import leases, projects, reviews, tasks, telemetry, workflow
+from agentc.service.work import integration, leases, projects, reviews, tasks, telemetry, workflow
 from agentc.service.work.views import (
     project_row,
     project_view,
@@ -222,7 +223,14 @@ async def release_activity(
 
 @router.post(A + "/landing", tags=["workflow"])
 async def landing(request: Request, project_id: str, activity_id: str, body: LandingIn) -> Response:
-    return await mutate(request, body, _on(workflow.record_landing, project_id, activity_id))
+    return await mutate(request, body, _on(integration.record_landing, project_id, activity_id))
+
+
+@router.post(A + "/send-back", tags=["workflow"])
+async def send_back(
+    request: Request, project_id: str, activity_id: str, body: SendBackIn
+) -> Response:
+    return await mutate(request, body, _on(integration.send_back, project_id, activity_id))
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])

@@ -171,9 +171,34 @@ class ActivityReleaseIn(Body):
     summary: Summary
 
 
+class CheckRecord(Body):
+    """One required check the integrator ran on the landed revision."""
+
+    name: Label
+    outcome: Literal["passed", "failed", "timed_out"]
+    exit_code: Annotated[int, Field(ge=-255, le=255)] | None = None
+
+
+LogTail = Annotated[str, text(16384)]
+Checks = Annotated[list[CheckRecord], Field(max_length=50)]
+
+
 class LandingIn(Body):
     submission_id: Id
     landed_revision: Revision
+    target_revision: Revision | None = None  # the target the landed revision was built on
+    checks: Checks = []
+
+
+class SendBackIn(Body):
+    """The integrator could not land the candidate: the task goes back to its implementer."""
+
+    submission_id: Id
+    reason_code: Literal["conflict", "check_failed", "candidate_missing", "candidate_invalid"]
+    reason: Reason
+    log_tail: LogTail = ""
+    target_revision: Revision | None = None
+    checks: Checks = []
 
 
 class TelemetryIn(Body):

@@ -219,6 +219,9 @@ activities = Table(
     Column("created_at", Ms, nullable=False),
     Column("completed_at", Ms),
     Column("landed_revision", String(64)),
+    # integration: the target the landing was built on; its checks, or why it was sent back
+    Column("target_revision", String(64)),
+    Column("outcome_json", Text),
     Index("ix_activities_queue", "project_id", "state", "kind"),
 )
 

@@ -45,6 +45,8 @@ class Activity(NamedTuple):
     created_at: int
     completed_at: int | None
     landed_revision: str | None
+    target_revision: str | None = None
+    outcome_json: str | None = None
 
 
 class ActivityChanges(TypedDict, total=False):
@@ -54,6 +56,8 @@ class ActivityChanges(TypedDict, total=False):
     queued_at: int
     completed_at: int
     landed_revision: str
+    target_revision: str | None
+    outcome_json: str
 
 
 @table("review_decisions")

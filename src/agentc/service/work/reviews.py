@@ -39,6 +39,7 @@ from agentc.service.work.workflow import (
     current_activity_view,
     current_task_view,
     locked_activity,
+    send_back_submission,
 )
 from agentc.store import leases, tasks, workflow
 from agentc.store.sql import fetch_row, insert
@@ -180,33 +181,11 @@ def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
     )
     op.event("review.decided", project_id, record.id, activity_id=act.id, decision=decision)
     if decision == Decision.CHANGES_REQUESTED:
-        _send_back(op, act.task_id, sub.id)
+        send_back_submission(op, act.task_id, sub.id)
     else:
         _after_approval(op, act.task_id, sub)
     return Result(
         {"review": decision_view(record), "task": current_task_view(op, act.task_id)}, status=201
-    )
-
-
-def _send_back(op: Op, task_id: str, sub_id: str) -> None:
-    """changes_requested: the submission is superseded, other activities canceled, and the
-    task is ready again with the findings on record."""
-    for other in workflow.activities_of_submission(op.conn, sub_id, open_only=True):
-        if other.current_attempt_id:
-            leases.end_if_active(op.conn, other.current_attempt_id, op.now, AttemptState.CANCELED)
-        workflow.update_activity(
-            op.conn, other.id, {"state": ActivityState.CANCELED, "completed_at": op.now}
-        )
-    workflow.supersede_submission(op.conn, sub_id, op.now)
-    tasks.update_task(
-        op.conn,
-        task_id,
-        TaskChanges(
-            phase=Phase.REVISION_NEEDED,
-            current_submission_id=None,
-            ready_since=op.now,
-            updated_at=op.now,
-        ),
     )
 
 

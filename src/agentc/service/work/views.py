@@ -8,7 +8,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import AttemptState, Lifecycle
+from agentc.core.model import ActivityKind, AttemptState, Lifecycle
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import JsonObject
@@ -124,12 +124,18 @@ def submission_view(row: Submission) -> JsonObject:
 
 
 def activity_view(row: Activity) -> JsonObject:
-    return {
+    view: JsonObject = {
         **_pick(row, "id task_id submission_id kind state generation current_attempt_id"),
         "landed_revision": row.landed_revision,
         "created_at": rfc3339(row.created_at),
         "completed_at": rfc3339(row.completed_at),
     }
+    if row.kind == ActivityKind.INTEGRATION:
+        outcome = json.loads(row.outcome_json) if row.outcome_json else {}
+        view["target_revision"] = row.target_revision
+        view["checks"] = outcome.get("checks", [])
+        view["sent_back"] = outcome.get("sent_back")
+    return view
 
 
 def decision_view(row: ReviewDecision) -> JsonObject:

@@ -7,11 +7,9 @@ import json
 from agentc.core import lease
 from agentc.core.model import (
     CANDIDATE_REF_PREFIX,
-    Access,
     ActivityKind,
     ActivityState,
     AttemptState,
-    CredentialClass,
     Lifecycle,
     Phase,
     ReviewMode,
@@ -24,8 +22,7 @@ from agentc.core.rules import (
     review_activities,
 )
 from agentc.service.api import JsonObject, Op, Result, new_id
-from agentc.service.auth import denied
-from agentc.service.schemas import LandingIn, SubmissionIn
+from agentc.service.schemas import SubmissionIn
 from agentc.service.work.leases import checkout_view, contribute, end_attempt, owned_attempt
 from agentc.service.work.refusals import conflict, invalid, missing
 from agentc.service.work.views import (
@@ -34,7 +31,7 @@ from agentc.service.work.views import (
     submission_view,
     task_view,
 )
-from agentc.store import tasks, workflow
+from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
 from agentc.store.sql import fetch_row, insert
@@ -249,38 +246,23 @@ def activity_lapsed(op: Op, act: Activity) -> bool:
     return att.state != AttemptState.ACTIVE or not lease.is_live(op.now, att.expires_at)
 
 
-def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -> Result:
-    """An integrator credential records that the approved candidate landed: the task is done."""
-    if op.actor.credential_class != CredentialClass.INTEGRATOR or op.actor.access != Access.WRITE:
-        raise denied(
-            "only an integrator credential records a landing",
-            required_actor=CredentialClass.INTEGRATOR.value,
+def send_back_submission(op: Op, task_id: str, sub_id: str) -> None:
+    """Changes requested (by a review, or by the integrator): the submission is superseded, its
+    open activities canceled, and the task is ready again with the reasons on record."""
+    for other in workflow.activities_of_submission(op.conn, sub_id, open_only=True):
+        if other.current_attempt_id:
+            leases.end_if_active(op.conn, other.current_attempt_id, op.now, AttemptState.CANCELED)
+        workflow.update_activity(
+            op.conn, other.id, {"state": ActivityState.CANCELED, "completed_at": op.now}
         )
-    act = locked_activity(op, project_id, activity_id)
-    if act.kind != ActivityKind.INTEGRATION:
-        raise conflict("activity_kind_mismatch", "not an integration activity")
-    check_submission_of(act, body.submission_id)
-    if act.state == ActivityState.WAITING:
-        raise conflict("reviews_pending", "the submission is not approved yet")
-    if act.state != ActivityState.QUEUED:
-        raise conflict("activity_not_eligible", f"the activity is {act.state}")
-    workflow.update_activity(
+    workflow.supersede_submission(op.conn, sub_id, op.now)
+    tasks.update_task(
         op.conn,
-        act.id,
-        {
-            "state": ActivityState.COMPLETED,
-            "completed_at": op.now,
-            "landed_revision": body.landed_revision,
-        },
-    )
-    op.event(
-        "integration.completed",
-        project_id,
-        act.id,
-        submission_id=act.submission_id,
-        landed_revision=body.landed_revision,
-    )
-    complete_task(op, act.task_id)
-    return Result(
-        {"activity": current_activity_view(op, act.id), "task": current_task_view(op, act.task_id)}
+        task_id,
+        TaskChanges(
+            phase=Phase.REVISION_NEEDED,
+            current_submission_id=None,
+            ready_since=op.now,
+            updated_at=op.now,
+        ),
     )
