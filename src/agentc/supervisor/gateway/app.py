@@ -29,7 +29,7 @@ from starlette.routing import Route
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
 from agentc.supervisor.gateway.config import GatewayConfig, UpstreamConfig
-from agentc.supervisor.gateway.credentials import CredentialStore
+from agentc.supervisor.gateway.credentials import Credential, CredentialStore
 from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
 from agentc.supervisor.gateway.ledger import Ledger
 from agentc.supervisor.gateway.limits import BodyTooLarge, LaunchSlots, read_body
@@ -94,6 +94,19 @@ def error_response(
     else:
         body = {"type": "error", "error": {"type": kind, "message": message}}
     return JSONResponse(body, status, headers=headers)
+
+
+def _upstream_headers(request: Request, api: Api, credential: Credential) -> list[tuple[str, str]]:
+    """The client's headers without the sentinel and hop-by-hop ones, plus the real credential."""
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST]
+    auth = credential.headers(api)
+    if api == "anthropic" and credential.kind == "oauth":
+        betas = [v for k, v in headers if k.lower() == "anthropic-beta"]
+        headers = [(k, v) for k, v in headers if k.lower() != "anthropic-beta"]
+        auth["anthropic-beta"] = ",".join([*betas, OAUTH_BETA])
+    headers += list(auth.items())
+    headers.append(("accept-encoding", "identity"))
+    return headers
 
 
 class _Refusal(Exception):
@@ -276,14 +289,7 @@ class Gateway:
             call.outcome, call.status = "client_closed", 499
             self._emit(call, None, None)
             return Response(status_code=499)
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST]
-        auth = credential.headers(api)
-        if api == "anthropic" and credential.kind == "oauth":
-            betas = [v for k, v in headers if k.lower() == "anthropic-beta"]
-            headers = [(k, v) for k, v in headers if k.lower() != "anthropic-beta"]
-            auth["anthropic-beta"] = ",".join([*betas, OAUTH_BETA])
-        headers += list(auth.items())
-        headers.append(("accept-encoding", "identity"))
+        headers = _upstream_headers(request, api, credential)
         # The path matched by the allowlist, unchanged (routes.py).
         url = upstream.base_url.rstrip("/") + request.url.path
         if request.url.query:
