@@ -180,3 +180,15 @@ def test_a_full_read_is_metered_exactly_and_not_estimated(make_stack: MakeStack)
     assert r.status_code == json_answer.status_code == 200
     assert rows[0]["output_tokens"] == 32000 and "estimated" not in rows[0]
     assert rows[1]["output_tokens"] == 5 and "estimated" not in rows[1]  # the "after" turn
+
+
+def test_a_drain_cut_by_the_gateway_stopping_is_settled(make_stack: MakeStack) -> None:
+    with make_stack({"turns": [_turn(gate="never")]}, drain_timeout_s=600) as stack:
+        _read_text_and_close(stack.url, stack.issue())
+        assert not stack.provider.main_requests()[0].finished.wait(0.5)
+        assert stack.ledger_rows() == []
+        stack.server.stop()  # the gateway stops while the answer is still being read
+        row = _settled(stack)
+        line = stack.log_lines()[0]
+    assert row["estimated"] is True and row["output_tokens"] == MAX_TOKENS
+    assert "the gateway stopped" in line["reason"]
