@@ -4,7 +4,8 @@ Starts the scripted provider and the gateway as separate processes on 127.0.0.1 
 shares the client's interpreter), issues a sentinel over the control socket, then sends
 streamed Messages API calls at 1 and at 32 concurrent streams, alternating direct and gateway
 rounds. Prints time to first byte and total time (p50/p95) per mode, the added milliseconds,
-the ratios against the direct baseline of the same run, and the throughput at each concurrency.
+the ratios against the direct baseline of the same run, the throughput at each concurrency,
+and the gateway process's CPU time per call (the figure that shared cores disturb least).
 
     uv run python bench/gateway_overhead.py [--requests 200] [--rounds 8]
 
@@ -71,6 +72,12 @@ async def _phase(
         results = await asyncio.gather(*(guarded() for _ in range(total)))
         elapsed = time.perf_counter() - start
     return [r[0] for r in results], [r[1] for r in results], total / elapsed
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -145,6 +152,8 @@ def main() -> None:
                 'host = "127.0.0.1"\nport = 0\n'
                 f'control_socket = "{tmp}/control.sock"\nledger = "{tmp}/ledger.jsonl"\n'
                 f'vendors = "{tmp}/vendors.json"\nlog = "{tmp}/gateway.log"\n'
+                # One sentinel carries all 32 streams (the default allows 16 per launch).
+                "launch_concurrency = 64\n"
                 f'[upstreams.claude]\napi = "anthropic"\nbase_url = "{direct}"\n'
                 f'credential_file = "{cred}"\n'
             )
@@ -162,9 +171,14 @@ def main() -> None:
             sentinel = ControlClient(tmp / "control.sock").issue(
                 session="bench", attempt="bench", generation=1, upstream="claude"
             )
+            cpu_before = _cpu_seconds(gateway.pid)
             asyncio.run(_bench(direct, url, sentinel, args.requests, args.rounds))
+            cpu = _cpu_seconds(gateway.pid) - cpu_before
             rows = (tmp / "ledger.jsonl").read_text().count("\n")
             lines = [json.loads(x) for x in (tmp / "gateway.log").read_text().splitlines()]
+            # CPU time is what the gateway costs the host, and unlike latency it hardly moves
+            # when other work shares the cores.
+            print(f"gateway CPU per call (user+sys): {cpu / len(lines) * 1000:.3f} ms")
             own = statistics.median(x["ms"] for x in lines)
             own_ttfb = statistics.median(x["ttfb_ms"] for x in lines)
             print(

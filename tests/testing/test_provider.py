@@ -88,6 +88,32 @@ def test_side_requests_do_not_consume_turns(provider: ScriptedProvider) -> None:
     assert provider.requests[0].main is False
 
 
+def test_count_tokens_and_models_do_not_play_the_script(provider: ScriptedProvider) -> None:
+    body = {"model": "m", "tools": TOOLS, "messages": [{"role": "user", "content": "x" * 400}]}
+    counted = httpx.post(f"{provider.url}/v1/messages/count_tokens", json=body)
+    assert counted.status_code == 200
+    assert counted.json()["input_tokens"] >= 100
+    anthropic = {"anthropic-version": "2023-06-01"}
+    listed = httpx.get(f"{provider.url}/v1/models", headers=anthropic).json()
+    assert [m["id"] for m in listed["data"]][:1] == ["claude-sonnet-5"]
+    assert listed["has_more"] is False
+    one = httpx.get(f"{provider.url}/v1/models/gpt-5")
+    assert one.json() == {
+        "id": "gpt-5",
+        "object": "model",
+        "created": 1767225600,
+        "owned_by": "scripted",
+    }
+    missing = httpx.get(f"{provider.url}/v1/models/nope", headers=anthropic)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["type"] == "not_found_error"
+    assert provider.main_requests() == []
+    assert [r.status for r in provider.requests] == [200, 200, 200, 404]
+    # The first scripted turn is still the next one.
+    first = httpx.post(f"{provider.url}/v1/messages", json=dict(body, stream=False))
+    assert first.json()["content"][0]["text"] == "working"
+
+
 def test_scripted_failures(provider: ScriptedProvider) -> None:
     body = {"model": "m", "stream": True, "tools": TOOLS, "messages": []}
     url = f"{provider.url}/v1/messages"

@@ -10,6 +10,10 @@ assertions. From tests::
 
 From the command line: ``python -m agentc.testing.provider --script FILE --port N``.
 
+Besides the two model calls it answers ``POST /v1/messages/count_tokens`` (``input_tokens``
+estimated from the body's size) and ``GET /v1/models`` / ``/v1/models/{id}`` (the Anthropic shape
+when the request carries ``anthropic-version``, else the OpenAI list); neither plays the script.
+
 Which requests play the script: "main" requests are those that declare tools (the agent's
 conversation). Side requests without tools (Claude Code's title or quota probes) get the
 script's ``side`` turn, and requests after the last turn get its ``after`` turn; all are
@@ -44,6 +48,7 @@ from agentc.testing.script import Failure, Script, Turn, Usage, load_script
 from agentc.testing.serving import ServerThread
 
 Api = Literal["anthropic", "openai", "other"]
+DEFAULT_MODELS = ("claude-sonnet-5", "claude-haiku-4-5", "gpt-5")
 
 
 @dataclass
@@ -94,6 +99,9 @@ class ScriptedProvider:
             routes=[
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/models/{model_id}", self._models, methods=["GET"]),
                 Route("/{path:path}", self._other, methods=["GET", "POST", "HEAD"]),
             ]
         )
@@ -162,14 +170,16 @@ class ScriptedProvider:
 
     # ------------------------------------------------------------ request handling
 
-    async def _record(self, request: Request, api: Api) -> RecordedRequest:
+    async def _record(
+        self, request: Request, api: Api, *, scripted: bool = True
+    ) -> RecordedRequest:
         raw = await request.body()
         try:
             body: Any = json.loads(raw) if raw else None
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = raw.decode("latin-1")
         has_tools = isinstance(body, dict) and bool(body.get("tools"))
-        main = api != "other" and has_tools
+        main = scripted and api != "other" and has_tools
         with self._lock:
             turn: int | None = None
             if main:
@@ -210,10 +220,44 @@ class ScriptedProvider:
 
     async def _other(self, request: Request) -> Response:
         rec = await self._record(request, "other")
-        rec.status = 404
+        return self._done(
+            rec, JSONResponse(wire.anthropic_error("not_found_error", "not scripted"), 404)
+        )
+
+    async def _count_tokens(self, request: Request) -> Response:
+        rec = await self._record(request, "anthropic", scripted=False)
+        size = len(json.dumps(rec.body)) if rec.body is not None else 0
+        return self._done(rec, JSONResponse({"input_tokens": max(1, size // 4)}))
+
+    def models(self) -> list[str]:
+        """The model ids ``GET /v1/models`` lists: the script's own, then the default ones."""
+        named = [t.model for t in [*self.turns, self.script.side, self.script.after] if t.model]
+        return list(dict.fromkeys([*named, *DEFAULT_MODELS]))
+
+    async def _models(self, request: Request) -> Response:
+        anthropic = "anthropic-version" in request.headers
+        rec = await self._record(request, "anthropic" if anthropic else "openai", scripted=False)
+        models = self.models()
+        one = request.path_params.get("model_id")
+        if one is not None and one not in models:
+            message = f"model: {one}"
+            err = (
+                wire.anthropic_error("not_found_error", message)
+                if anthropic
+                else wire.openai_error("invalid_request_error", message, code="model_not_found")
+            )
+            return self._done(rec, JSONResponse(err, 404))
+        if one is not None:
+            body = wire.anthropic_model(one) if anthropic else wire.openai_model(one)
+        else:
+            body = wire.anthropic_models(models) if anthropic else wire.openai_models(models)
+        return self._done(rec, JSONResponse(body))
+
+    def _done(self, rec: RecordedRequest, response: Response) -> Response:
+        rec.status = response.status_code
         rec.finished.set()
         self._log(rec)
-        return JSONResponse(wire.anthropic_error("not_found_error", "not scripted"), 404)
+        return response
 
     async def _answer(self, request: Request, api: Api) -> Response:
         rec = await self._record(request, api)

@@ -140,6 +140,25 @@ def anthropic_error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+def anthropic_model(model: str) -> dict[str, Any]:
+    """One entry of ``GET /v1/models`` (and the body of ``GET /v1/models/{id}``)."""
+    return {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+
+
+def anthropic_models(models: list[str]) -> dict[str, Any]:
+    return {
+        "data": [anthropic_model(m) for m in models],
+        "has_more": False,
+        "first_id": models[0] if models else None,
+        "last_id": models[-1] if models else None,
+    }
+
+
 # ---------------------------------------------------------------- OpenAI Responses
 
 
@@ -314,6 +333,14 @@ def openai_events(turn: Turn, model: str, resp_id: str, items: list[dict[str, An
     for seq, (_, data) in enumerate(events):
         data["sequence_number"] = seq
     return events
+
+
+def openai_model(model: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": 1767225600, "owned_by": "scripted"}
+
+
+def openai_models(models: list[str]) -> dict[str, Any]:
+    return {"object": "list", "data": [openai_model(m) for m in models]}
 
 
 def openai_error(

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -17,8 +18,9 @@ from agentc.supervisor.gateway.control import dispatch
 from agentc.supervisor.gateway.credentials import read_credential
 from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
 from agentc.supervisor.gateway.ledger import Caps, Ledger
-from agentc.supervisor.gateway.meter import Meter
+from agentc.supervisor.gateway.meter import Meter, estimate
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Tokens, canonical, price_call
+from agentc.supervisor.gateway.routes import ALLOWED, allowed_calls, route_for
 from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 from agentc.supervisor.gateway.vendors import VendorState, reset_from_headers
 from agentc.testing import wire
@@ -253,3 +255,48 @@ def test_cli_check(tmp_path: Path) -> None:
     config.write_text(config.read_text() + "typo = 1\n")
     result = CliRunner().invoke(command, ["--config", str(config), "--check"])
     assert "typo" in result.output
+
+
+@given(st.sampled_from(["GET", "POST", "PUT", "DELETE"]), st.text(max_size=60))
+def test_an_allowed_path_reaches_the_provider_as_itself(method: str, tail: str) -> None:
+    for api in ("anthropic", "openai"):
+        for path in (f"/v1/{tail}", f"/v1/models/{tail}", f"/v1/messages/{tail}"):
+            route = route_for(api, method, path)
+            if route is None:
+                continue
+            exact = {f"{m} {p}" for m, p in ALLOWED[api]}
+            assert f"{method} {path}" in exact or (
+                method == "GET" and path.startswith("/v1/models/") and ".." not in path
+            )
+            # No normalization on the way out turns it into another path.
+            assert httpx.URL("https://api.example.com" + path).path == path
+            assert route.metered == (path in ("/v1/messages", "/v1/responses"))
+
+
+def test_the_allowlist_is_the_harnesses_calls() -> None:
+    assert allowed_calls("anthropic") == [
+        "POST /v1/messages",
+        "POST /v1/messages/count_tokens",
+        "GET /v1/models",
+        "GET /v1/models/{model_id}",
+    ]
+    assert allowed_calls("openai") == [
+        "POST /v1/responses",
+        "GET /v1/models",
+        "GET /v1/models/{model_id}",
+    ]
+    assert route_for("anthropic", "GET", "/v1/models/claude-sonnet-5@20260101") is not None
+    assert route_for("openai", "POST", "/v1/messages") is None
+
+
+def test_an_estimate_takes_the_request_limit_and_known_input() -> None:
+    body = json.dumps({"model": "m", "max_tokens": 300, "messages": []}).encode()
+    seen = Tokens(input=10, cache_read=40, output=1)
+    assert estimate("anthropic", seen, body, 1000) == (Tokens(10, 0, 40, 300), "m")
+    # No input seen: from the body's size; no (or an absurd) limit: the configured most.
+    assert estimate("openai", None, body, 1000) == (Tokens(len(body) // 3, 0, 0, 1000), "m")
+    huge = json.dumps({"max_tokens": 10**40}).encode()
+    assert estimate("anthropic", None, huge, 1000)[0].output == 1000
+    for junk in (b"", b"[1]", b"{", b"\xff", b"[" * 100_000):
+        tokens, model = estimate("openai", None, junk, 7)
+        assert tokens.output == 7 and tokens.input >= 1 and model is None

@@ -27,6 +27,7 @@ from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 Api = Literal["anthropic", "openai"]
 APIS: tuple[Api, ...] = ("anthropic", "openai")
 _USD = number(minimum=0)
+MiB = 1024 * 1024
 
 
 class UpstreamConfig(Settings):
@@ -59,6 +60,12 @@ class GatewayConfig(Settings):
     log: Path | None = setting(optional(path), default=None)  # JSON lines; stderr when unset
     exhausted_minutes: int = setting(integer(minimum=1), default=60)
     upstream_timeout_s: float = setting(number(above=0), default=600.0)
+    # Limits one launch cannot exceed (docs/gateway.md, "Limits").
+    max_body_bytes: int = setting(integer(minimum=1), default=32 * MiB)
+    launch_concurrency: int = setting(integer(minimum=1), default=16)
+    drain_timeout_s: float = setting(number(above=0), default=120.0)
+    drain_max_bytes: int = setting(integer(minimum=0), default=16 * MiB)
+    estimate_output_tokens: int = setting(integer(minimum=1), default=128_000)
     caps: CapsConfig = setting(section(CapsConfig), default_factory=CapsConfig)
     upstreams: dict[str, UpstreamConfig] = setting(table_of(section(UpstreamConfig)))
     prices: dict[str, PriceConfig] = setting(table_of(section(PriceConfig)), default_factory=dict)

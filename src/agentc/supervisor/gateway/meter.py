@@ -6,6 +6,10 @@ which then win). OpenAI Responses: ``response.completed`` (or ``.incomplete``/``
 carries ``response.usage`` where ``input_tokens`` includes cached tokens; fresh input is
 ``input_tokens - cached_tokens - cache_write_tokens``. Non-streamed JSON answers carry
 ``usage`` at the top level.
+
+``final`` tells whether the answer's last usage figures were seen (Anthropic's ``message_delta``,
+OpenAI's terminal ``response.*`` event, a JSON body's ``usage``); without them the output count
+is unknown and :func:`estimate` gives what to charge instead.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Meter:
         self._buf = bytearray()
         self._overflow = False
         self.seen_usage = False
+        self.final = False
 
     def feed(self, chunk: bytes) -> None:
         if self._overflow:
@@ -81,6 +86,7 @@ class Meter:
                 self._take_anthropic(message.get("usage"))
             elif kind == "message_delta":
                 self._take_anthropic(obj.get("usage"))
+                self.final = self.final or isinstance(obj.get("usage"), dict)
         elif isinstance(kind, str) and kind in (
             "response.completed",
             "response.incomplete",
@@ -108,7 +114,7 @@ class Meter:
             self.model = response["model"]
         if isinstance(response.get("usage"), dict):
             self._openai = response["usage"]
-            self.seen_usage = True
+            self.seen_usage = self.final = True
 
     def finish(self) -> Tokens | None:
         """The call's tokens, or None when the answer carried no usage."""
@@ -123,6 +129,7 @@ class Meter:
                     if isinstance(obj.get("model"), str):
                         self.model = obj["model"]
                     self._take_anthropic(obj.get("usage"))
+                    self.final = isinstance(obj.get("usage"), dict)
                 else:
                     self._take_openai(obj)
         if not self.seen_usage:
@@ -147,3 +154,35 @@ class Meter:
             cache_read=cached,
             output=_int(usage.get("output_tokens")),
         )
+
+
+# An estimated input count when the answer never said (OpenAI's usage comes only at the end):
+# one token per 3 bytes of the request body, above what prompts usually take, so an estimate
+# does not slip under a cap.
+BODY_BYTES_PER_TOKEN = 3
+
+
+def estimate(
+    api: Api, seen: Tokens | None, body: bytes, most_output: int
+) -> tuple[Tokens, str | None]:
+    """What to charge for a call whose final usage never came, and the model the request named.
+
+    Output: the request's own limit (``max_tokens``; ``max_output_tokens`` for OpenAI), at most
+    ``most_output``, which is also the figure when the request names none. Input: the counts
+    the answer already gave (Anthropic's ``message_start``), else estimated from the body size.
+    """
+    try:
+        request = json.loads(body) if body else None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        request = None
+    request = request if isinstance(request, dict) else {}
+    model = request.get("model")
+    asked = request.get("max_tokens" if api == "anthropic" else "max_output_tokens")
+    output = most_output
+    if isinstance(asked, int) and not isinstance(asked, bool) and 1 <= asked <= most_output:
+        output = asked
+    if seen is not None and (seen.input or seen.cache_write or seen.cache_read):
+        tokens = Tokens(seen.input, seen.cache_write, seen.cache_read, max(output, seen.output))
+    else:
+        tokens = Tokens(max(1, len(body) // BODY_BYTES_PER_TOKEN), 0, 0, output)
+    return tokens, model if isinstance(model, str) else None

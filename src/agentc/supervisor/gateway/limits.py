@@ -1,0 +1,66 @@
+"""What one launch may take of the gateway every launch shares: body size and calls in flight.
+
+A request body is read into memory (it is forwarded whole and, if the answer's final usage never
+comes, its ``max_tokens`` is the estimate), so its size is bounded twice: the declared
+``content-length`` before a byte is read, and the bytes actually received while reading (a
+chunked body declares nothing). Calls in flight are counted per launch from admission until the
+call is settled, including the time spent draining an answer whose client left early.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from starlette.requests import Request
+
+
+class BodyTooLarge(Exception):
+    def __init__(self, limit: int, declared: bool) -> None:
+        how = "declares" if declared else "sent"
+        super().__init__(f"the request body {how} more than {limit} bytes (max_body_bytes)")
+        self.limit = limit
+
+
+def declared_length(request: Request) -> int | None:
+    value = request.headers.get("content-length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, or :class:`BodyTooLarge` as soon as it is known to exceed ``limit``.
+
+    Raises :class:`starlette.requests.ClientDisconnect` when the client leaves mid-body.
+    """
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(limit, declared=True)
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise BodyTooLarge(limit, declared=False)
+        parts.append(part)
+    return b"".join(parts)
+
+
+class LaunchSlots:
+    """Calls in flight per launch (one event loop: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._busy: Counter[str] = Counter()
+
+    def acquire(self, launch_id: str) -> bool:
+        if self._busy[launch_id] >= self.limit:
+            return False
+        self._busy[launch_id] += 1
+        return True
+
+    def release(self, launch_id: str) -> None:
+        self._busy[launch_id] -= 1
+        if self._busy[launch_id] <= 0:
+            del self._busy[launch_id]
+
+    def in_flight(self, launch_id: str) -> int:
+        return self._busy.get(launch_id, 0)
