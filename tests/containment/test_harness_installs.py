@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ NODE = Path("/usr/bin/node")
 class Install:
     harness: str
     program: Path  # what the configuration names
-    settings: dict[str, object]  # supervisor.toml keys for this layout
+    settings: dict[str, Any]  # supervisor.toml keys for this layout
     bound: Path  # a tree the launch must bind back for it
 
 
@@ -67,7 +68,10 @@ def nvm_node(home: Path) -> Install:
     (prefix / "bin/pi").symlink_to("../lib/node_modules/@mariozechner/pi-coding-agent/dist/cli.js")
     # nvm puts its bin on PATH: here bin_dir, the first entry of the launch's PATH, where
     # ``#!/usr/bin/env node`` finds this node
-    settings = {"bin_dir": str(prefix / "bin"), "harness_paths": {"pi": str(prefix / "bin/pi")}}
+    settings: dict[str, Any] = {
+        "bin_dir": str(prefix / "bin"),
+        "harness_paths": {"pi": str(prefix / "bin/pi")},
+    }
     return Install("pi", prefix / "bin/pi", settings, prefix)
 
 
