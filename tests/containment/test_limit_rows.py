@@ -1,10 +1,15 @@
 """Resource-limit rows: a fork bomb and a memory hog inside one real launch end that launch,
 its ``.state-terminal.json`` naming the limit, while a second launch and the host stay
 responsive. Each hog is bounded (600 processes, 768 MiB), so a broken limit cannot harm the
-machine; each holds its launch at the limit until the test has checked the others."""
+machine; each holds its launch at the limit until the test has checked the others.
+
+As root (personal mode) the launch gets a cgroup; as an unprivileged personal-mode user it gets
+one only where the host delegates a cgroup subtree to it, else the rlimits stop the hog inside
+its process and the record names no limit (``limits.backend_note``, docs/security.md)."""
 
 from __future__ import annotations
 
+import pwd
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,8 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.limits import detect_backend
-from tests.supervisor.kit import Kit, cleanup, make_kit, terminal
+from tests.supervisor.kit import (
+    PORTABLE_PYTHON,
+    Kit,
+    cleanup,
+    create_user,
+    delete_user,
+    make_kit,
+    terminal,
+)
 
 pytestmark = pytest.mark.root
 
@@ -66,14 +78,41 @@ def script(program: str) -> str:
     return f"echo alive > $HOME/alive\n/usr/bin/python3 - <<'AGENTC_HOG'\n{program}\nAGENTC_HOG\n"
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
-    root = tmp_path_factory.mktemp("limits")
-    made = make_kit(root / "kit", limits={"memory_mib": 256, "processes": 64})
+LIMITS = {"memory_mib": 256, "processes": 64}
+BACKEND = "from agentc.supervisor.limits import detect_backend; print(detect_backend())"
+
+
+@pytest.fixture(scope="module", params=["root", "user"])
+def kit(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
+    if request.param == "root":
+        root = tmp_path_factory.mktemp("limits")
+        made = make_kit(root / "kit", limits=LIMITS)
+        try:
+            yield made
+        finally:
+            cleanup(root)
+        return
+    name = create_user("agentc-l")
+    home = Path(pwd.getpwnam(name).pw_dir)
     try:
-        yield made
+        yield make_kit(home / "agentc-kit", user=name, limits=LIMITS)
     finally:
-        cleanup(root)
+        delete_user(name)
+
+
+def _as_launcher(kit: Kit) -> tuple[list[str], dict[str, str]]:
+    """The argv prefix and environment the kit's launches run with (the user's, if any)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if kit.user is None:
+        return [], env
+    env["HOME"] = pwd.getpwnam(kit.user).pw_dir
+    return ["setpriv", f"--reuid={kit.uid}", f"--regid={kit.gid}", "--clear-groups"], env
+
+
+def _backend(kit: Kit) -> str:
+    prefix, env = _as_launcher(kit)
+    argv = [*prefix, *PORTABLE_PYTHON, "-c", BACKEND]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
@@ -91,12 +130,12 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
 def test_a_hog_ends_its_launch_and_others_stay_responsive(
     kit: Kit, program: str, limit: str
 ) -> None:
-    if detect_backend() == "rlimit":
-        pytest.skip("no writable cgroup here: limits are per process (limits.backend_note)")
+    named = None if _backend(kit) == "rlimit" else limit  # a cgroup names it, an rlimit not
+    prefix, env = _as_launcher(kit)
     run, clone = kit.new_run(script(program))
     hog = subprocess.Popen(
-        kit.argv(run, clone),
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        [*prefix, *kit.argv(run, clone)],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -108,9 +147,16 @@ def test_a_hog_ends_its_launch_and_others_stay_responsive(
         # At the limit: another launch starts and finishes, and the host forks and allocates.
         other_run, other_clone = kit.new_run("echo alive > $HOME/alive\n")
         other = kit.launch(other_run, other_clone)
-        assert other.returncode == 0, other.stderr
-        assert (other_run / "state/home/alive").exists()
-        assert terminal(other_run)["limit"] is None
+        if named is None and limit == "processes":
+            # Known gap (docs/security.md "Known limits"): without a cgroup, RLIMIT_NPROC is
+            # set in the launch's child outside its user namespace, so it counts every process
+            # of the user: while the bomb holds the budget, the user's next launch cannot
+            # start its sandbox. This pins the gap; it fails once the gap is closed.
+            assert other.returncode != 0, other.stdout
+        else:
+            assert other.returncode == 0, other.stderr
+            assert (other_run / "state/home/alive").exists()
+            assert terminal(other_run)["limit"] is None
         assert subprocess.run(["true"], timeout=30).returncode == 0
         assert len(bytearray(64 * 1024 * 1024)) == 64 * 1024 * 1024
         (home / "release").touch()
@@ -122,4 +168,4 @@ def test_a_hog_ends_its_launch_and_others_stay_responsive(
     assert (home / "alive").exists()
     record = terminal(run)
     assert hog.returncode != 0 and record["reason"] in ("failed", "killed"), record
-    assert record["limit"] == limit, record
+    assert record["limit"] == named, record
