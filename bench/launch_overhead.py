@@ -14,6 +14,18 @@ hit all three alike:
   ``tools/harnesses`` (it needs ``socat`` and ``rg`` on the host; without them it exits
   with "Sandbox dependencies not available", which is reported instead of a time).
 
+What the syscall filter and the resource limits cost is measured by building each
+separately, as a launch does, around the same bare bwrap (no configuration switch turns
+them off):
+
+- ``bwrap+filter``: bare bwrap with ``--seccomp FD``, the implementer's filter built
+  (libseccomp) and sealed in a memfd first, both inside the timing;
+- ``bwrap+limits``: bare bwrap in a fresh per-launch cgroup (``LaunchLimits``: create, join
+  with the rlimits in the child, read the counters, remove), all inside the timing, against
+  ``bwrap+preexec`` (the same fork with an empty ``preexec_fn``, as every launch forks);
+- ``syscalls``/``syscalls+filter``: 200 000 ``stat`` calls in one process under bare bwrap,
+  without and with the filter: the filter's cost per system call.
+
 Prints the median and p90 wall time of each in milliseconds and the ratios against bare bwrap.
 """
 
@@ -35,6 +47,11 @@ sys.path.insert(0, str(REPO))
 
 from tests.supervisor.kit import make_kit, write_config  # noqa: E402
 
+from agentc.supervisor import seccomp  # noqa: E402
+from agentc.supervisor.limits import LaunchLimits, Limits, detect_backend  # noqa: E402
+
+SYSCALLS = "import os\nfor _ in range(200000):\n    os.stat('/')\n"
+
 SRT = REPO / "tools/harnesses/node_modules/.bin/srt"
 SRT_SETTINGS: dict[str, dict[str, list[str]]] = {
     "network": {"allowedDomains": [], "deniedDomains": []},
@@ -45,6 +62,41 @@ SRT_SETTINGS: dict[str, dict[str, list[str]]] = {
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, str]:
     start = time.perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    return (time.perf_counter() - start) * 1000, result.returncode, result.stderr.strip()
+
+
+def with_filter(argv: list[str]) -> tuple[float, int, str]:
+    """``argv`` (a bwrap command line) with the implementer's filter, built inside the timing."""
+    start = time.perf_counter()
+    fd = seccomp.program_fd(seccomp.build_filter("implementer"))
+    try:
+        full = [argv[0], "--seccomp", str(fd), *argv[1:]]
+        result = subprocess.run(full, capture_output=True, text=True, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    return (time.perf_counter() - start) * 1000, result.returncode, result.stderr.strip()
+
+
+def _nothing() -> None:
+    """A ``preexec_fn`` that does nothing: the fork path every launch takes anyway."""
+
+
+def with_preexec(argv: list[str]) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True, preexec_fn=_nothing)
+    return (time.perf_counter() - start) * 1000, result.returncode, result.stderr.strip()
+
+
+def with_limits(argv: list[str], round_: int) -> tuple[float, int, str]:
+    """``argv`` in a fresh per-launch cgroup, created and removed inside the timing."""
+    start = time.perf_counter()
+    limits = LaunchLimits(Limits(), f"agentc-bench-{os.getpid()}-{round_}")
+    limits.create()
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limits.enter)
+        limits.hit()
+    finally:
+        limits.remove()
     return (time.perf_counter() - start) * 1000, result.returncode, result.stderr.strip()
 
 
@@ -70,7 +122,11 @@ def main() -> int:
         settings.write_text(json.dumps(SRT_SETTINGS))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         env["HOME"] = os.environ.get("HOME", "/root")
-        times: dict[str, list[float]] = {"bwrap": [], "launch": [], "srt": []}
+        names = ["bwrap", "bwrap+filter", "bwrap+preexec", "bwrap+limits", "syscalls"]
+        names.append("syscalls+filter")
+        times: dict[str, list[float]] = {name: [] for name in [*names, "launch", "srt"]}
+        bare = [bwrap, "--ro-bind", "/", "/", "true"]
+        stat_loop = [bwrap, "--ro-bind", "/", "/", sys.executable, "-c", SYSCALLS]
         srt_problem: str | None = None
         if not SRT.exists():
             srt_problem = f"{SRT} is missing (run scripts/setup --dev)"
@@ -81,10 +137,17 @@ def main() -> int:
         if code != 0:
             print(f"launch_overhead: the launch failed: {err}", file=sys.stderr)
             return 1
-        for _ in range(args.rounds):
-            ms, code, err = timed([bwrap, "--ro-bind", "/", "/", "true"], env, cwd)
-            assert code == 0, err
-            times["bwrap"].append(ms)
+        for round_ in range(args.rounds):
+            for name, (ms, code, err) in (
+                ("bwrap", timed(bare, env, cwd)),
+                ("bwrap+filter", with_filter(bare)),
+                ("bwrap+preexec", with_preexec(bare)),
+                ("bwrap+limits", with_limits(bare, round_)),
+                ("syscalls", timed(stat_loop, env, cwd)),
+                ("syscalls+filter", with_filter(stat_loop)),
+            ):
+                assert code == 0, err
+                times[name].append(ms)
             run, clone = kit.new_run("")
             ms, code, err = timed(kit.argv(run, clone), env, cwd)
             assert code == 0, err
@@ -100,13 +163,23 @@ def main() -> int:
 
     base = statistics.median(times["bwrap"])
     print(f"rounds: {args.rounds}; wall milliseconds; ratios against bare bwrap")
-    print(f"{'runner':<8} {'median':>8} {'p90':>8} {'ratio':>7} {'added':>8}")
+    print(f"limits backend: {detect_backend()}")
+    print(f"{'runner':<16} {'median':>8} {'p90':>8} {'ratio':>7} {'added':>8}")
     for name, values in times.items():
         if not values:
             continue
         median = statistics.median(values)
         p90 = sorted(values)[max(0, int(len(values) * 0.9) - 1)]
-        print(f"{name:<8} {median:8.1f} {p90:8.1f} {median / base:7.1f} {median - base:+8.1f}")
+        print(f"{name:<16} {median:8.1f} {p90:8.1f} {median / base:7.1f} {median - base:+8.1f}")
+    filtered = statistics.median(times["bwrap+filter"]) - base
+    print(f"filter (build, seal, load) over bwrap: {filtered:+.1f} ms")
+    forked = statistics.median(times["bwrap+preexec"])
+    limited = statistics.median(times["bwrap+limits"]) - forked
+    # A launch forks with a preexec_fn anyway (reaper.child_setup): compare like with like.
+    print(f"limits (cgroup create, join, read, remove) over bwrap+preexec: {limited:+.1f} ms")
+    loop = statistics.median(times["syscalls"])
+    per_call = (statistics.median(times["syscalls+filter"]) - loop) * 1e6 / 200000
+    print(f"filter per system call: {per_call:+.0f} ns (over 200 000 stat calls)")
     launch = statistics.median(times["launch"])
     print(f"launch added over bare bwrap: {launch - base:+.1f} ms (target: at most +60 ms)")
     if times["srt"]:

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.supervisor.kit import Kit, cleanup, create_user, delete_user, make_kit
+from tests.containment.kit import (
+    ALWAYS_DENIED,
+    CONFINED_DENIED,
+    add_user_key,
+    host_denials,
+    host_denials_as,
+    probe_script,
+)
+from tests.supervisor.kit import VENV_SITE, Kit, cleanup, create_user, delete_user, make_kit
 
 pytestmark = pytest.mark.root
 
@@ -84,6 +92,7 @@ class StandIns:
     wide_addr: str | None
     setuid: Path
     fd_file: Path
+    key_id: str
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +122,13 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
     os.chmod(setuid, 0o4755)  # noqa: S103 - the setuid stand-in the row must not exploit
     fd_file = root / "inherited.txt"
     fd_file.write_text("inherited\n")
+    key_id = add_user_key([], "root's keyring stand-in")
     try:
         yield StandIns(
-            kit, other_secret, shm, shm_id, loop, proxy, wide, wide_addr, setuid, fd_file
+            kit, other_secret, shm, shm_id, loop, proxy, wide, wide_addr, setuid, fd_file, key_id
         )
     finally:
+        subprocess.run(["keyctl", "revoke", key_id], capture_output=True)
         shm.unlink(missing_ok=True)
         subprocess.run(["ipcrm", "-m", str(shm_id)], capture_output=True)
         for server in (loop, proxy, wide):
@@ -167,6 +178,15 @@ def rows(s: StandIns, fd: int) -> list[Row]:
         Row("gain privileges through a setuid binary", f"{s.setuid}", False),
         Row("write to the prompt through /proc/self/fd/0", "echo x >> /proc/self/fd/0", False),
         Row("use an inherited host descriptor", f"cat <&{fd}", False),
+        Row("read a key in the launching user's keyring", f"keyctl print {s.key_id}", False),
+        *(Row(f"syscall family: {f}", probe_script(f), False) for f in ALWAYS_DENIED),
+        *(
+            Row(f"syscall family: {f} (implementer)", probe_script(f), False)
+            for f in CONFINED_DENIED
+        ),
+        Row(
+            "any always-denied syscall (reviewer)", probe_script(*ALWAYS_DENIED), False, "reviewer"
+        ),
     ]
     if s.wide and s.wide_addr:
         listed.append(
@@ -179,7 +199,7 @@ def rows(s: StandIns, fd: int) -> list[Row]:
     return listed
 
 
-def user_rows(k: Kit, home: Path, setuid: Path) -> list[Row]:
+def user_rows(k: Kit, home: Path, setuid: Path, key_id: str) -> list[Row]:
     """Rows run as the unprivileged personal-mode user (the reviewer's nested sandbox too)."""
     return [
         Row(
@@ -214,6 +234,8 @@ def user_rows(k: Kit, home: Path, setuid: Path) -> list[Row]:
             "reviewer",
         ),  # fmt: skip
         Row("create a nested user namespace (implementer)", "unshare -U true", False),
+        Row("read a key the user added to its keyring", f"keyctl print {key_id}", False),
+        Row("any keyring call", probe_script("keyring"), False),
     ]
 
 
@@ -234,6 +256,9 @@ def _host_checks(s: StandIns) -> None:
     mode = os.stat(s.setuid).st_mode
     assert mode & stat.S_ISUID and os.stat(s.setuid).st_uid == 0
     assert subprocess.run(["unshare", "-U", "true"]).returncode == 0
+    printed = subprocess.run(["keyctl", "print", s.key_id], capture_output=True, text=True)
+    assert printed.stdout == "root's keyring stand-in\n", printed.stderr
+    assert host_denials(*ALWAYS_DENIED, *CONFINED_DENIED) == []  # root: every call reaches
 
 
 def run_rows(kit: Kit, table: list[Row], fd: int) -> list[str]:
@@ -277,15 +302,21 @@ def test_personal_mode_user_table(personal_user: str, stand_ins: StandIns) -> No
         os.chown(path, entry.pw_uid, entry.pw_gid)
     (home / ".local/state").mkdir(parents=True)
     subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(home / ".local")])
-    kit = make_kit(home / ".local/state/agentc-kit", user=personal_user)
+    # The kit's supervisor runs the system python with the venv's site-packages on PYTHONPATH;
+    # a checkout under /tmp (masked in a launch) needs that tree bound back for candidate-shell.
+    kit = make_kit(home / ".local/state/agentc-kit", user=personal_user, expose=[str(VENV_SITE)])
     # Host checks: the user can read its planted files and the setuid stand-in gives euid 0.
     as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"]
     for path in (home / "planted.txt", home / ".ssh/id_ed25519"):
         assert subprocess.run([*as_user, "cat", str(path)], capture_output=True).returncode == 0
     assert subprocess.run([*as_user, str(stand_ins.setuid)], capture_output=True).returncode == 0
+    key_id = add_user_key(as_user, "the user's keyring stand-in")
+    printed = subprocess.run([*as_user, "keyctl", "print", key_id], capture_output=True, text=True)
+    assert printed.stdout == "the user's keyring stand-in\n", printed.stderr
+    assert host_denials_as(as_user, "keyring") == []
     fd = os.open(stand_ins.fd_file, os.O_RDONLY)
     try:
-        failures = run_rows(kit, user_rows(kit, home, stand_ins.setuid), fd)
+        failures = run_rows(kit, user_rows(kit, home, stand_ins.setuid, key_id), fd)
     finally:
         os.close(fd)
     assert not failures, "\n".join(failures)

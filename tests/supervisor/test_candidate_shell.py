@@ -130,6 +130,30 @@ def test_the_commands_status_is_kept_and_the_cwd_file_still_reset(shell: Shell) 
     assert shell.cwd_file.read_text() == f"{shell.clone}\n"
 
 
+def test_background_processes_that_outlive_a_command_are_named(shell: Shell) -> None:
+    marker = shell.run / "target/late"
+    command = f"sleep 30 & sleep 31 & (sleep 2; touch {marker}) & echo out" + shell.ending()
+    result = shell(command)
+    assert result.returncode == 0 and result.stdout == "out\n", result.stderr
+    [line] = [x for x in result.stderr.splitlines() if "outlived" in x]
+    head, _, listed = line.partition(" outlived the command and were stopped: ")
+    items = [item.split(" ") for item in listed.split(", ")]
+    # Three jobs, and the subshell's own sleep if it has started (a job not yet past its exec
+    # still shows as bash): each named with its pid.
+    assert head == f"candidate-shell: {len(items)} background process(es)", line
+    assert len(items) in (3, 4) and all(pid.isdigit() for pid, _ in items), line
+    assert {name for _, name in items} <= {"sleep", "bash"}, line
+    # They were stopped: the late one never ran its touch, however long the test waits.
+    assert shell("sleep 3" + shell.ending()).returncode == 0
+    assert not marker.exists()
+
+
+def test_a_command_that_leaves_nothing_behind_names_nothing(shell: Shell) -> None:
+    result = shell("sleep 0.1 & wait; (exit 3)" + shell.ending())
+    assert result.returncode == 3
+    assert "outlived" not in result.stderr, result.stderr
+
+
 def test_the_generated_script_runs_candidate_shell(shell: Shell) -> None:
     text = candidate_shell.script_text(
         list(PORTABLE_PYTHON) + ["-m", "agentc.supervisor.cli"],
@@ -343,7 +367,7 @@ def test_inner_argv_matches_the_reference_order() -> None:
         "--ro-bind-try", f"{RUN}/verification-session.json", f"{RUN}/verification-session.json",
         *unset,
         "--setenv", "TMPDIR", f"{RUN}/candidate-tmp", "--chdir", "/w",
-        "--", "/bin/bash", "-c", "cmd",
+        "--", "/bin/bash", "-c", candidate_shell.OUTLIVED, "candidate-shell", "cmd",
     ]  # fmt: skip
     assert candidate_shell.UNSET == (
         "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",

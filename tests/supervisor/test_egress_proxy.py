@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -145,14 +146,26 @@ def connect(host: str, port: int = 443) -> bytes:
     return f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
 
 
+def client_hello(name: str | None) -> bytes:
+    """A real ClientHello from Python's TLS stack (no SNI when ``name`` is None)."""
+    ctx = ssl.create_default_context()
+    if name is None:
+        ctx.check_hostname = False
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname=name)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
 def test_allowed_connect_tunnels_both_ways() -> None:
     async def scenario(port: int, resolver: Resolver, connector: Connector, log: Any) -> None:
         status, _, (reader, writer) = await ask(port, connect("Allowed.Test"))
         assert status == "HTTP/1.1 200 Connection Established"
+        writer.write(HELLO + b"hello")
         assert await reader.readline() == b"hi\n"
-        writer.write(b"hello")
         writer.write_eof()
-        assert await reader.read() == b"up:hello"
+        assert await reader.read() == b"up:" + HELLO + b"hello"
         writer.close()
         await writer.wait_closed()
 
@@ -169,25 +182,29 @@ def test_allowed_connect_tunnels_both_ways() -> None:
 
 
 def test_many_concurrent_tunnels() -> None:
-    async def one(port: int, i: int) -> bytes:
+    async def one(port: int, i: int) -> bool:
         status, _, (reader, writer) = await ask(port, connect(f"h{i}.suffix.test"))
         assert status.endswith("200 Connection Established")
+        hello = client_hello(f"h{i}.suffix.test")
+        writer.write(hello)
         await reader.readline()
         writer.write(b"%d" % i)
         writer.write_eof()
         data = await reader.read()
         writer.close()
         await writer.wait_closed()
-        return data
+        return data == b"up:" + hello + b"%d" % i
 
     async def scenario(port: int, *_: Any) -> None:
         replies = await asyncio.gather(*(one(port, i) for i in range(50)))
-        assert replies == [b"up:%d" % i for i in range(50)]
+        assert replies == [True] * 50
 
     table = {f"h{i}.suffix.test": ["127.0.0.1"] for i in range(50)}
     _, connector, log = run_proxy(scenario, table, with_upstream=True)
     assert len(connector.calls) == 50 and len(log) == 50
 
+
+HELLO = client_hello("allowed.test")
 
 REFUSALS = [
     # (name, request, resolver answers, status, reason fragment, logged address, resolved?)
@@ -335,6 +352,114 @@ def test_connection_limit() -> None:
     _, connector, log = run_proxy(scenario, with_upstream=True, max_clients=1)
     assert got["second"].startswith("HTTP/1.1 503 ")
     assert len(connector.calls) == 1
+
+
+# The TLS server name ---------------------------------------------------------------------
+
+
+def _tunnel_outcome(
+    sent: bytes, host: str = "allowed.test", **options: Any
+) -> tuple[bytes, list[dict[str, Any]]]:
+    """CONNECT ``host``, send ``sent`` after the 200, EOF; what came back and the log."""
+    got: dict[str, bytes] = {}
+
+    async def scenario(port: int, *_args: Any) -> None:
+        status, _, (reader, writer) = await ask(port, connect(host))
+        assert status.endswith("200 Connection Established")
+        writer.write(bytes(sent))
+        await writer.drain()
+        if sent:
+            writer.write_eof()
+        got["back"] = await reader.read()
+        writer.close()
+        await writer.wait_closed()
+
+    table = {host: ["127.0.0.1"]}
+    _, _, log = run_proxy(scenario, table, with_upstream=True, **options)
+    return got["back"], log
+
+
+def _records(message: bytes, split: int) -> bytes:
+    """A handshake message as two TLS records, split at ``split`` bytes."""
+    parts = (message[:split], message[split:])
+    return b"".join(b"\x16\x03\x01" + len(p).to_bytes(2, "big") + p for p in parts)
+
+
+def test_a_matching_server_name_in_two_records_passes() -> None:
+    hello = client_hello("allowed.test")
+    split = _records(hello[5:], 40)
+    back, log = _tunnel_outcome(split)
+    assert back == b"hi\nup:" + split  # forwarded unchanged, the upstream's greeting first
+    assert [line["decision"] for line in log] == ["allow"]
+
+
+@pytest.mark.parametrize(
+    ("sent", "host", "reason"),
+    [
+        (client_hello("other.test"), "allowed.test", "differs from the CONNECT host"),
+        (client_hello("b.suffix.test"), "a.suffix.test", "differs from the CONNECT host"),
+        (client_hello(None), "allowed.test", "no server name"),
+        (client_hello("127.0.0.1"), "allowed.test", "no server name"),  # IPs are never SNI
+        (b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "allowed.test", "TLS handshake"),
+        (b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00", "allowed.test", "not a ClientHello"),
+    ],
+    ids=["other host", "other allowed host", "no sni", "ip sni", "plain http", "server hello"],
+)
+def test_a_tunnel_whose_server_name_differs_is_closed(sent: bytes, host: str, reason: str) -> None:
+    back, log = _tunnel_outcome(sent, host)
+    assert back == egress.TLS_ALERT_UNRECOGNIZED_NAME  # nothing of the upstream's
+    [line] = log
+    assert line["decision"] == "refuse" and line["status"] == 403
+    assert reason in line["reason"], line
+
+
+def test_a_tunnel_without_a_hello_in_time_is_closed() -> None:
+    back, log = _tunnel_outcome(b"", hello_timeout=0.2)
+    assert back == egress.TLS_ALERT_UNRECOGNIZED_NAME
+    assert [(line["status"], line["decision"]) for line in log] == [(408, "refuse")]
+
+
+# The per-launch cap ----------------------------------------------------------------------
+
+
+def test_one_launch_cannot_take_the_whole_client_budget() -> None:
+    got: dict[str, Any] = {}
+
+    async def scenario(port: int, *_args: Any) -> None:
+        held = [await ask(port, connect("allowed.test")) for _ in range(2)]
+        assert all(status.endswith(" 200 Connection Established") for status, _, _ in held)
+        got["third"], got["body"] = await refused(port, connect("allowed.test"))
+        _, _, (reader, writer) = held.pop()
+        writer.close()
+        await writer.wait_closed()
+        await asyncio.sleep(0.1)  # the proxy notices the close
+        status, _, (_reader, again) = await ask(port, connect("allowed.test"))
+        got["after"] = status
+        for writer in [again, *(streams[1] for _, _, streams in held)]:
+            writer.close()
+
+    _, connector, log = run_proxy(scenario, with_upstream=True, max_per_launch=2)
+    assert got["third"].startswith("HTTP/1.1 503 ")
+    assert b"from this launch" in got["body"]
+    assert got["after"].endswith(" 200 Connection Established")  # a closed one frees its slot
+
+
+def test_other_launches_keep_their_budget() -> None:
+    """Launches told apart by ``launch_key``: one at its cap does not refuse another."""
+    got: list[str] = []
+    keys = iter(["a", "a", "b", "b", "b"])
+
+    def in_order(writer: asyncio.StreamWriter) -> str:
+        return next(keys)
+
+    async def scenario(port: int, *_args: Any) -> None:
+        conns = [await ask(port, connect("allowed.test")) for _ in range(5)]
+        got.extend(status.split(" ")[1] for status, _, _ in conns)
+        for _, _, (_r, w) in conns:
+            w.close()
+
+    run_proxy(scenario, with_upstream=True, max_per_launch=2, launch_key=in_order)
+    assert got == ["200", "200", "200", "200", "503"]
 
 
 # The CLI ------------------------------------------------------------------------------------

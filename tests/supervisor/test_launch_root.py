@@ -209,6 +209,46 @@ def test_launch_root_passes_the_harness_exit_code_through(host: Host) -> None:
     assert host.run("launch-root", run, clone).returncode == 9
 
 
+# Four processes of 112 MiB each: every one is within the per-process RLIMIT_DATA (256 MiB)
+# the role's launch sets itself, together they pass the launch's 256 MiB: only a cgroup around
+# the whole launch stops them. Bounded (448 MiB), so a broken limit cannot harm the machine.
+MEMORY_HOG = """
+import os, time
+for _ in range(4):
+    if os.fork() == 0:
+        blocks = [bytearray(16 << 20) for _ in range(7)]
+        time.sleep(30)
+        os._exit(0)
+os.wait()
+"""
+PIDS_MAX = (
+    'cg=$(sed -n "s/^[0-9]*:pids://p" /proc/self/cgroup)\n'
+    'cat "/sys/fs/cgroup/pids$cg/pids.max" > "$HOME/pids.max"\n'
+)
+
+
+def test_launch_root_bounds_the_whole_launch_in_its_cgroup(host: Host) -> None:
+    """The role account cannot make a cgroup: launch-root makes it as root, the role's launch
+    runs in it, and the limit it hit is named in the run's terminal record."""
+    from agentc.supervisor.limits import detect_backend
+
+    if detect_backend() != "cgroup1":
+        pytest.skip("this test reads the cgroup v1 layout (limits.backend_note)")
+    with host.config.open("a") as config:
+        config.write("[limits]\nmemory_mib = 256\nprocesses = 64\n")
+    run, clone = host.new_run(f"{PIDS_MAX}/usr/bin/python3 - <<'HOG'\n{MEMORY_HOG}HOG\n")
+    result = host.run("launch-root", run, clone)
+    assert (run / "state/home/pids.max").read_text() == "64\n"  # its own cgroup, whole
+    end = json.loads((run / ".state-terminal.json").read_text())
+    assert end["limit"] == "memory", (end, result.stderr)
+    info = os.lstat(run / ".state-terminal.json")  # still the role's record, its mode kept
+    assert info.st_uid == host.accounts["implementer"].uid and info.st_mode & 0o777 == 0o600
+    # A launch within its limits records none.
+    run, clone = host.new_run("exit 0\n")
+    assert host.run("launch-root", run, clone).returncode == 0
+    assert json.loads((run / ".state-terminal.json").read_text())["limit"] is None
+
+
 def test_preflight_as_the_role_on_the_seed_layout_is_clean(host: Host) -> None:
     for role in ("implementer", "reviewer"):
         run, clone = host.new_run("exit 0\n", role)

@@ -10,6 +10,12 @@ must end with Claude Code's ``pwd -P >| <file>`` naming a plain file directly in
 ``$RUN/tmp`` (else exit 126, nothing run); afterwards the clone's path is written to that file,
 so ``cd`` never persists. A command past 45 minutes is stopped with exit 252; after two stopped
 commands in a row every further command is refused (126).
+
+Each command runs alone: its PID namespace ends with it, so a background process it started (a
+dev server, a watcher) is stopped when the command returns. The command's own shell lists
+what is still running at that moment and candidate-shell names it on stderr
+(``candidate-shell: 2 background processes outlived the command and were stopped: 7 sleep,
+9 node``), so the reviewer learns why the next command cannot reach it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,25 @@ UNSET = (
     "GITHUB_TOKEN",
     "TYPESAFE_API_KEY",
 )
+# Runs the command, then lists the namespace's processes still alive besides pid 1 (bwrap) and
+# itself, with shell builtins only (a fork would list itself), and keeps the command's status.
+OUTLIVED = r"""/bin/bash -c "$1"
+status=$?
+count=0
+names=
+for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    if [ "$pid" != 1 ] && [ "$pid" != $$ ] && read -r name < "$dir/comm"; then
+        count=$((count + 1))
+        names="$names, $pid $name"
+    fi
+done 2>/dev/null
+if [ "$count" -gt 0 ]; then
+    echo "candidate-shell: $count background process(es) outlived the command and were" \
+        "stopped: ${names#, }" >&2
+fi
+exit $status
+"""
 _CWD_FILE = re.compile(r"'?([^'\s]+)'?\s*")
 _PLAIN = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -101,7 +126,7 @@ def inner_argv(
     for name in UNSET:
         argv += ["--unsetenv", name]
     argv += ["--setenv", "TMPDIR", str(run / "candidate-tmp"), "--chdir", cwd]
-    return [*argv, "--", "/bin/bash", "-c", command]
+    return [*argv, "--", "/bin/bash", "-c", OUTLIVED, "candidate-shell", command]
 
 
 def _stuck_count(path: Path) -> int:

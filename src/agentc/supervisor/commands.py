@@ -131,14 +131,35 @@ def launch(ctx: click.Context, /, dry_run: bool, **params: Any) -> None:
 
 
 @main.command(name="preflight")
-@launch_options
+@click.option("--role", type=click.Choice(list(ROLES)), default=None)
+@click.option("--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True)
+@click.option("--run", "run", type=click.Path(path_type=Path), default=None)
+@click.option("--clone", type=click.Path(path_type=Path), default=None)
+@click.option("--model", default="default", show_default=True)
+@click.option("--session-id", "launch_id", default=None, help="the launch id, a UUID")
 @click.pass_context
 def preflight_command(ctx: click.Context, /, **params: Any) -> None:
-    """Check the host and this launch; print {"ok": bool, "problems": [...]}."""
-    from agentc.supervisor import preflight
+    """Check the host (both roles, every configured harness run in a real launch, addresses,
+    layout, syscall filter, limits); with --role/--run/--clone, that launch instead. Prints
+    {"ok": bool, "problems": [...]} (and "notes": [...] when the host leaves something
+    unbounded); each host problem names its fix."""
+    from agentc.supervisor import preflight, preflight_host
 
-    problems = preflight.full_problems(_config(ctx), _request(params))
-    click.echo(json.dumps({"ok": not problems, "problems": problems}))
+    launch = [params[k] for k in ("role", "run", "clone")]
+    if any(v is not None for v in launch) and not all(v is not None for v in launch):
+        raise click.UsageError("checking a launch takes --role, --run and --clone together")
+    config = _config(ctx)
+    if params["role"] is None:
+        problems, notes = preflight_host.host_report(config)
+    else:  # that launch's checks, as every launch makes them, and the syscall filter
+        problems = preflight.full_problems(config, _request(params))
+        if not problems:  # a filter that cannot be built has a cause named above, if any
+            problems = preflight_host.filter_problems()
+        notes = []
+    report: dict[str, Any] = {"ok": not problems, "problems": problems}
+    if notes:  # what this host leaves unbounded but does not stop a launch
+        report["notes"] = notes
+    click.echo(json.dumps(report))
     sys.exit(0 if not problems else 1)
 
 

@@ -10,10 +10,18 @@ after its host checks and before it switches accounts (:mod:`agentc.supervisor.a
 as root it may create a real agent namespace, which the role account could not
 (CAP_SYS_ADMIN). The role's ``launch`` inherits the namespace and the variables, and keeps
 that session instead of establishing another.
+
+The role account cannot create cgroups, so ``launch-root`` makes the launch's cgroup as root
+(:class:`agentc.supervisor.limits.LaunchLimits`, ``[limits]`` of supervisor.toml) and places the
+role's ``launch`` in it before switching uid: the whole launch, every process it starts, is
+bounded in memory and processes. When the cgroup counted a limit hit and the role's launch
+(which sees no cgroup of its own) recorded none, ``launch-root`` names it in the run's
+``.state-terminal.json``. The cgroup is removed, any process left in it killed, at the end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import signal
@@ -22,10 +30,12 @@ import sys
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.files import write_atomic
 from agentc.supervisor import agentsession, preflight
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import supervisor_program
 from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.limits import LaunchLimits
 from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 
@@ -76,18 +86,65 @@ def run_as_role(
     home = config.resolved_state_dir() / role_slug(request.role)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home / "home")}
     env.update(session.env())
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        cwd="/",
-        user=account.pw_uid,
-        group=account.pw_gid,
-        extra_groups=[],
-        close_fds=True,
-    )
+    limits = LaunchLimits(config.limits, f"agentc-{request.launch_id}")
+    try:
+        limits.create()
+    except OSError as exc:
+        raise SupervisorError(f"cannot create the launch's cgroup: {exc}") from None
+    try:
+        code = _run_child(argv, env, account, limits)
+        hit = limits.hit()
+    finally:
+        limits.remove()
+    if hit is not None:
+        name_limit(request.run, hit)
+    return code
+
+
+def _run_child(
+    argv: list[str], env: dict[str, str], account: pwd.struct_passwd, limits: LaunchLimits
+) -> int:
+    """Run ``argv`` as ``account`` inside the launch's cgroup (joined while still root)."""
+
+    def become_role() -> None:
+        limits.enter()  # the cgroup and the rlimits, before the uid switch
+        os.setgroups([])
+        os.setgid(account.pw_gid)
+        os.setuid(account.pw_uid)
+
+    proc = subprocess.Popen(argv, env=env, cwd="/", close_fds=True, preexec_fn=become_role)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait()
     return 128 - code if code < 0 else code
+
+
+def name_limit(run: Path, limit: str) -> None:
+    """Record ``limit`` in the run's terminal record when the launch named none (through a
+    descriptor of the run directory, following no symlink; owner and mode kept)."""
+    name = ".state-terminal.json"
+    try:
+        dir_fd = os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            return  # the launch never got far enough to record its end
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            try:
+                record = json.loads(handle.read(1 << 20))
+            except ValueError:
+                return
+        if not isinstance(record, dict) or record.get("limit") is not None:
+            return
+        record["limit"] = limit
+        data = json.dumps(record).encode()
+        write_atomic(Path(name), data, mode=info.st_mode & 0o777, dir_fd=dir_fd)
+        os.chown(name, info.st_uid, info.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        os.close(dir_fd)

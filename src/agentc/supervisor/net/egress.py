@@ -7,7 +7,14 @@ resolved, and a refused address is never connected to):
 2. the host must be a DNS name on the allowlist (exact, or `.suffix` for subdomains only);
 3. every resolved address must be public (`address_refusal`);
 4. the proxy connects to exactly those checked addresses, never re-resolving the name, so a
-   DNS answer cannot change between check and use (rebinding).
+   DNS answer cannot change between check and use (rebinding);
+5. after ``200``, the client's first bytes must be a TLS ClientHello whose SNI names the
+   CONNECT host (:mod:`agentc.supervisor.net.client_hello`), else the tunnel closes with a TLS
+   ``unrecognized_name`` alert: an allowed name cannot carry a connection to another tenant of
+   the CDN serving it.
+
+A launch (the source address its relay connects from, see ``launch_key``) holds at most
+``max_per_launch`` connections at once, so one launch cannot use the whole ``max_clients``.
 
 Every decision is one JSON line on the log stream. Resolver, address policy and connector are
 parameters so tests can drive every refusal without touching anything but loopback.
@@ -17,13 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address, ip_network
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +37,20 @@ import click
 
 from agentc.core.errors import SupervisorError
 from agentc.files import JsonLines
+from agentc.supervisor.net import client_hello
 from agentc.supervisor.net.addresses import (
     LoopbackAddress,
     RelayAddressError,
     parse_loopback_address,
+)
+from agentc.supervisor.net.egress_policy import (
+    Allowlist,
+    EgressConfigError,
+    IPAddress,
+    address_refusal,
+    is_public_address,
+    normalize_host,
+    parse_allow_entry,
 )
 from agentc.supervisor.net.pipe import CHUNK, Streams, listen_tcp, open_tcp, splice
 
@@ -62,141 +78,29 @@ MAX_HEAD_BYTES = 8192
 HEAD_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_CLIENTS = 512
+DEFAULT_MAX_PER_LAUNCH = 128
+HELLO_TIMEOUT_SECONDS = 10.0
+# A fatal TLS alert, unrecognized_name (RFC 8446 section 6): what the client sees on a refusal
+# after the tunnel was established, where an HTTP answer no longer fits.
+TLS_ALERT_UNRECOGNIZED_NAME = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70])
 REFUSAL_LINGER_SECONDS = 2.0
 
-IPAddress = IPv4Address | IPv6Address
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 AddressPolicy = Callable[[IPAddress], "str | None"]
 Connector = Callable[[str, int], Awaitable[Streams]]
 LogSink = Callable[[dict[str, Any]], None]
+LaunchKey = Callable[[asyncio.StreamWriter], str]
 
-
-class EgressConfigError(SupervisorError):
-    """An egress proxy setting (listen address, allowlist entry) is invalid."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Address policy (pure)
-
-# Special ranges, checked in order (an address is only ever inside a network of its own
-# version). The IPv6 forms that embed an IPv4 address are judged by it, before this table.
-_REFUSED = tuple(
-    (ip_network(net), why)
-    for net, why in (
-        ("0.0.0.0/8", "unspecified"),
-        ("10.0.0.0/8", "private"),
-        ("100.64.0.0/10", "cgnat"),
-        ("127.0.0.0/8", "loopback"),
-        ("169.254.0.0/16", "link-local"),
-        ("172.16.0.0/12", "private"),
-        ("192.0.0.0/24", "reserved"),
-        ("192.0.2.0/24", "documentation"),
-        ("192.88.99.0/24", "reserved"),
-        ("192.168.0.0/16", "private"),
-        ("198.18.0.0/15", "benchmarking"),
-        ("198.51.100.0/24", "documentation"),
-        ("203.0.113.0/24", "documentation"),
-        ("224.0.0.0/4", "multicast"),
-        ("240.0.0.0/4", "reserved"),  # includes 255.255.255.255 (broadcast)
-        ("::/128", "unspecified"),
-        ("::1/128", "loopback"),
-        ("::/96", "ipv4-compatible"),
-        ("64:ff9b:1::/48", "nat64-local"),
-        ("100::/64", "discard"),
-        ("2001::/23", "reserved"),  # IETF protocol assignments, Teredo 2001::/32 included
-        ("2001:db8::/32", "documentation"),
-        ("3fff::/20", "documentation"),
-        ("fc00::/7", "unique-local"),
-        ("fe80::/10", "link-local"),
-        ("fec0::/10", "site-local"),
-        ("ff00::/8", "multicast"),
-    )
-)
-_V6_GLOBAL_UNICAST = IPv6Network("2000::/3")
-_V6_NAT64 = IPv6Network("64:ff9b::/96")
-_V6_6TO4 = IPv6Network("2002::/16")
-
-
-def _special(ip: IPAddress) -> str | None:
-    for net, why in _REFUSED:
-        if ip in net:
-            return why
-    return None
-
-
-def address_refusal(ip: IPAddress) -> str | None:
-    """Why `ip` is not a public address the proxy may connect to, or None if it is."""
-    if isinstance(ip, IPv4Address):
-        return _special(ip)
-    if ip.scope_id:
-        return "scoped"
-    if ip.ipv4_mapped is not None:
-        inner = _special(ip.ipv4_mapped)
-        return None if inner is None else f"ipv4-mapped {inner}"
-    if ip in _V6_NAT64 or ip in _V6_6TO4:
-        # NAT64 keeps the IPv4 address in the low 32 bits, 6to4 in bits 16-47.
-        raw = int(ip) & 0xFFFFFFFF if ip in _V6_NAT64 else (int(ip) >> 80) & 0xFFFFFFFF
-        inner = _special(IPv4Address(raw))
-        kind = "nat64" if ip in _V6_NAT64 else "6to4"
-        return None if inner is None else f"{kind} {inner}"
-    return _special(ip) or (None if ip in _V6_GLOBAL_UNICAST else "reserved")
-
-
-def is_public_address(ip: IPAddress) -> bool:
-    return address_refusal(ip) is None
-
-
-# ---------------------------------------------------------------------------------------------
-# Host names and the allowlist (pure)
-
-_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
-
-
-def normalize_host(host: str) -> str | None:
-    """A lower-case DNS name without a trailing dot, or None if `host` is not one.
-
-    Only `[A-Za-z0-9.-]` names: no IP literals of any form (their last label would be numeric),
-    no userinfo, no percent-encoding, no IDN in Unicode form.
-    """
-    name = host.lower()
-    if name.endswith("."):
-        name = name[:-1]
-    if not name or len(name) > 253 or not name.isascii():
-        return None
-    labels = name.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
-        return None
-    if _NUMERIC_LABEL.fullmatch(labels[-1]):
-        return None
-    return name
-
-
-def parse_allow_entry(entry: str) -> str:
-    """Check one allowlist entry: `name` (exactly that host) or `.name` (its subdomains)."""
-    suffix = entry.startswith(".")
-    name = normalize_host(entry[1:] if suffix else entry)
-    if name is None or entry.endswith(".") or entry != entry.strip():
-        raise EgressConfigError(f"egress allowlist entry {entry!r} is not a host name or .suffix")
-    return f".{name}" if suffix else name
-
-
-@dataclass(frozen=True)
-class Allowlist:
-    exact: frozenset[str]
-    suffixes: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, entries: Iterable[str]) -> Allowlist:
-        checked = [parse_allow_entry(e) for e in entries]
-        return cls(
-            frozenset(e for e in checked if not e.startswith(".")),
-            tuple(sorted({e for e in checked if e.startswith(".")})),
-        )
-
-    def allows(self, host: str) -> bool:
-        """`host` must already be normalized. `.suffix` matches subdomains, not the apex."""
-        return host in self.exact or any(host.endswith(s) for s in self.suffixes)
+__all__ = [  # the pure rules live in egress_policy; importers may take them from here
+    "Allowlist",
+    "EgressConfigError",
+    "EgressProxy",
+    "IPAddress",
+    "address_refusal",
+    "is_public_address",
+    "normalize_host",
+    "parse_allow_entry",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,6 +148,12 @@ class _Decision:
     address: str | None
 
 
+def source_address(writer: asyncio.StreamWriter) -> str:
+    """The default launch key: the connection's source address (without its port)."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+
 class _Refusal(Exception):
     def __init__(self, status: int, reason: str, address: str | None = None) -> None:
         super().__init__(reason)
@@ -274,10 +184,14 @@ class EgressProxy:
     connector: Connector = direct_connector
     log: LogSink = field(default_factory=lambda: json_line_sink(JsonLines(sys.stdout)))
     max_clients: int = DEFAULT_MAX_CLIENTS
+    max_per_launch: int = DEFAULT_MAX_PER_LAUNCH  # 0: no per-launch cap
+    launch_key: LaunchKey = source_address
+    hello_timeout: float = HELLO_TIMEOUT_SECONDS
     head_timeout: float = HEAD_TIMEOUT_SECONDS
     connect_timeout: float = CONNECT_TIMEOUT_SECONDS
     # Strong references to running connections (the loop only holds tasks weakly).
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
+    _per_launch: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def _record(self, d: _Decision, allowed: bool, status: int, reason: str) -> None:
         self.log(
@@ -300,14 +214,11 @@ class EgressProxy:
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         d = _Decision(client, None, None, None, None)
         task = asyncio.current_task()
+        key: str | None = None
         try:
-            if task is None or len(self._tasks) >= self.max_clients:
-                raise _Refusal(503, "too many connections")
-            self._tasks.add(task)
+            key = self._admit(task, writer)
             upstream = await self._decide(reader, d)
-            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            self._record(d, True, 200, "allowed")
-            await splice((reader, writer), upstream)
+            await self._tunnel((reader, writer), upstream, d)
         except _Refusal as refusal:
             d.address = refusal.address or d.address
             self._record(d, False, refusal.status, refusal.reason)
@@ -317,9 +228,67 @@ class EgressProxy:
         except Exception as exc:  # fail closed, but still account for the decision
             self._record(d, False, 500, f"internal error: {type(exc).__name__}")
         finally:
-            if task is not None:
-                self._tasks.discard(task)
+            self._release(task, key)
             writer.transport.abort()  # no-op after a finished tunnel
+
+    async def _tunnel(self, client: Streams, upstream: Streams, d: _Decision) -> None:
+        """Answer 200, check the ClientHello's server name, then splice (or close both)."""
+        reader, writer = client
+        spliced = False
+        try:
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            try:
+                hello = await self._client_hello(reader, d)
+            except _Refusal as refusal:
+                self._record(d, False, refusal.status, refusal.reason)
+                writer.write(TLS_ALERT_UNRECOGNIZED_NAME)
+                return
+            self._record(d, True, 200, "allowed")
+            upstream[1].write(hello)
+            spliced = True
+            await splice(client, upstream)
+        finally:
+            if not spliced:
+                upstream[1].transport.abort()
+                upstream[1].close()
+
+    def _admit(self, task: asyncio.Task[Any] | None, writer: asyncio.StreamWriter) -> str:
+        """Count the connection against the proxy's and its launch's budgets, or refuse it."""
+        if task is None or len(self._tasks) >= self.max_clients:
+            raise _Refusal(503, "too many connections")
+        key = self.launch_key(writer)
+        held = self._per_launch.get(key, 0)
+        if self.max_per_launch and held >= self.max_per_launch:
+            raise _Refusal(503, f"too many connections from this launch ({held})")
+        self._tasks.add(task)
+        self._per_launch[key] = held + 1
+        return key
+
+    def _release(self, task: asyncio.Task[Any] | None, key: str | None) -> None:
+        if task is not None:
+            self._tasks.discard(task)
+        if key is not None:
+            left = self._per_launch.get(key, 1) - 1
+            if left > 0:
+                self._per_launch[key] = left
+            else:
+                self._per_launch.pop(key, None)
+
+    async def _client_hello(self, reader: asyncio.StreamReader, d: _Decision) -> bytes:
+        """The client's ClientHello, read whole, once its SNI is checked against the host."""
+        try:
+            async with asyncio.timeout(self.hello_timeout):
+                raw, body = await client_hello.read_client_hello(reader)
+            name = client_hello.server_name(body)
+        except TimeoutError:
+            raise _Refusal(408, "TLS ClientHello not received in time") from None
+        except client_hello.HelloError as exc:
+            raise _Refusal(403, f"not a TLS ClientHello the proxy can check: {exc}") from None
+        if name is None:
+            raise _Refusal(403, "TLS ClientHello has no server name (SNI)")
+        if normalize_host(name) != d.host:
+            raise _Refusal(403, f"TLS server name {name[:255]!r} differs from the CONNECT host")
+        return raw
 
     async def _decide(self, reader: asyncio.StreamReader, d: _Decision) -> Streams:
         head = await self._read_head(reader)
@@ -447,8 +416,19 @@ def listen_socket(address: str) -> socket.socket:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Append decision lines here (mode 0600) instead of stdout.",
 )
+@click.option(
+    "--max-per-launch",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_PER_LAUNCH,
+    show_default=True,
+    help="Connections one launch (one source address) may hold at once; 0: no cap.",
+)
 def command(
-    listen: str, allow: tuple[str, ...], no_default_allow: bool, log_path: Path | None
+    listen: str,
+    allow: tuple[str, ...],
+    no_default_allow: bool,
+    log_path: Path | None,
+    max_per_launch: int,
 ) -> None:
     """Allowlisting CONNECT proxy for launches (port 443, public addresses only)."""
     entries = list(allow) if no_default_allow else [*DEFAULT_ALLOW, *allow]
@@ -467,7 +447,8 @@ def command(
         sock.close()
         raise click.ClickException(f"cannot open egress log {log_path}: {exc.strerror}") from None
     try:
-        asyncio.run(EgressProxy(allowlist, log=json_line_sink(log)).serve(sock))
+        proxy = EgressProxy(allowlist, log=json_line_sink(log), max_per_launch=max_per_launch)
+        asyncio.run(proxy.serve(sock))
     except KeyboardInterrupt:
         pass
     finally:
