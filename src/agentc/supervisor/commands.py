@@ -182,5 +182,15 @@ def candidate_shell_command(
     sys.exit(code)
 
 
+@main.command(name="run")
+@click.option("--once", is_flag=True, help="poll a single time (a launch runs to its end)")
+@click.pass_context
+def run_command(ctx: click.Context, /, once: bool) -> None:
+    """The live loop: claim ready tasks and run them as confined launches (docs/supervisor.md)."""
+    from agentc.supervisor.loop.run import Loop
+
+    sys.exit(Loop(_config(ctx)).run(once))
+
+
 if __name__ == "__main__":  # python -m agentc.supervisor.commands: always the click application
     main()

@@ -116,6 +116,10 @@ class HealthSettings(Settings):
     """``[health]``: admission (kill switch, daily caps) and vendor health."""
 
     kill_switch: Path | None = setting(optional(absolute_path), default=None)  # <state>/kill-switch
+    # The gateway's ledger and vendor state, read only (None: <state>/gateway/ledger.jsonl and
+    # <state>/vendors.json).
+    ledger: Path | None = setting(optional(absolute_path), default=None)
+    vendors: Path | None = setting(optional(absolute_path), default=None)
     exhausted_minutes: float = setting(number(above=0), default=60.0)
     token_lifetime_days: int = setting(integer(minimum=1), default=365)
     expiry_warn_days: int = setting(integer(minimum=0), default=14)
