@@ -1,0 +1,136 @@
+"""Faults of the live loop with real parts: a hanging agent is drained, a killed loop is
+recovered by the next one, the kill switch stops claims, a full disk stops claims."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import httpx
+
+from tests.kit.live import LiveServer
+from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
+
+
+def _handoff(loop: LoopKit, attempt_id: str) -> str:
+    detail = loop.attempt(attempt_id)
+    handoff: str = detail["attempt"]["handoff"] or ""
+    return handoff
+
+
+def test_a_hanging_agent_without_events_is_drained_and_released(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, HANGING_AGENT)
+    loop.write_config(events_stale_seconds=1, drain_seconds=1)
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "stopped renewing attempt" in result.stderr and "no harness events" in result.stderr
+    [final] = loop.records("finished")
+    assert final["outcome"] == "released" and final["pid"]
+    handoff = _handoff(loop, final["attempt"])
+    assert "after a drain (no harness events" in handoff
+    assert "Read the last checkpoint before resuming." in handoff
+    assert loop.show(task["id"])["work_status"] == "ready"
+    assert loop.leftovers() == []
+
+
+def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, HANGING_AGENT)
+    task = loop.task()
+    proc = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+        events = loop.state / "impl/runs" / record["launch_id"] / "events.jsonl"
+        loop.wait_for(lambda: events.exists() and events.read_text())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    # The launch died with its loop (bwrap --die-with-parent): nothing of it may still run.
+    loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"))
+    assert loop.show(task["id"])["work_status"] == "in_progress"
+    assert (loop.state / "impl/runs" / record["launch_id"]).is_dir()
+    (loop.state / "kill-switch").touch()  # settle, but claim nothing afterwards
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert f"settled launch {record['launch_id']}" in result.stderr
+    assert "the kill switch is set" in result.stderr
+    assert loop.records() == [] and loop.leftovers() == []
+    assert loop.show(task["id"])["work_status"] == "ready"
+    handoff = _handoff(loop, record["attempt"])
+    assert "ended while no supervisor watched it" in handoff
+
+
+def test_kill_9_right_after_the_claim_is_recovered(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    """Killed as soon as the launch record exists (before or after the spawn): the next loop
+    releases the attempt if one was claimed and removes everything."""
+    loop = make_loop_kit(short_tmp, server, admin, HANGING_AGENT)
+    task = loop.task()
+    proc = loop.start()
+    try:
+        record = loop.wait_for(loop.records)[0]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    (loop.state / "kill-switch").touch()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert f"settled launch {record['launch_id']}" in result.stderr
+    assert loop.records() == [] and loop.leftovers() == []
+    assert loop.show(task["id"])["work_status"] == "ready"
+
+
+def test_a_live_launch_is_never_started_twice(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, HANGING_AGENT)
+    loop.task()
+    loop.write_config(drain_seconds=1)
+    first = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+        second = loop.once()
+        assert second.returncode == 0, second.stderr
+        assert "an earlier launch may still run" in second.stderr
+        assert record["launch_id"] in second.stderr
+        assert len(loop.records()) == 1
+    finally:
+        first.send_signal(signal.SIGTERM)  # drains, releases and exits
+        _out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert "the host supervisor stopped" in err
+    [final] = loop.records("finished")
+    assert final["outcome"] == "released"
+    assert "the host supervisor stopped" in _handoff(loop, final["attempt"])
+    assert loop.leftovers() == []
+
+
+def test_the_kill_switch_stops_claims_within_one_poll(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
+    task = loop.task()
+    os.symlink("/nonexistent", loop.state / "kill-switch")  # anything at the path counts
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "the kill switch is set" in result.stderr
+    assert loop.show(task["id"])["work_status"] == "ready"
+    beat = json.loads((loop.state / "loop/heartbeat.json").read_text())
+    assert "kill switch" in beat["outcome"]
+
+
+def test_a_full_disk_stops_claims(server: LiveServer, admin: httpx.Client, short_tmp: Path) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
+    task = loop.task()
+    loop.write_config(min_free_mib=1 << 40)  # more than any disk here has free
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "MiB free (min_free_mib is" in result.stderr
+    assert loop.show(task["id"])["work_status"] == "ready"
