@@ -33,9 +33,26 @@ from agentc.supervisor.loop.records import (
 LOOP_SESSION = "loop"
 
 
+def unsupported(config: SupervisorConfig) -> None:
+    """Refuse, naming the key, what the loop does not do yet (never half of it)."""
+    if config.mode == "host":
+        raise ConfigError(
+            "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
+            "host mode with role accounts is not in the loop yet"
+        )
+    if config.run.reviewer:
+        raise ConfigError("run.reviewer: reviewer launches are not in the loop yet")
+    for project, setup in config.setup.items():
+        if setup.command:
+            raise ConfigError(
+                f"setup.{project}.command: setup commands are not run by the loop yet"
+            )
+
+
 def check_binding(config: SupervisorConfig) -> coordinator.Binding:
     """The loop's binding from ``[run.binding]``; refused (naming the key) when missing or when
     plain http to loopback is not allowed by ``[run] allow_insecure_loopback``."""
+    unsupported(config)
     bound = config.run.binding
     if bound is None:
         raise ConfigError(
