@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
@@ -26,12 +26,28 @@ from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.loop import coordinator, repo
 from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
-from agentc.supervisor.loop.records import LaunchRecord, boot_id, now_ms, start_ticks
+from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 from agentc.supervisor.rundir import RunLayout
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
-    from agentc.supervisor.loop.run import Loop
+    from agentc.supervisor.config import SupervisorConfig
+
+
+class Loop(Protocol):
+    """What a launch needs of the loop running it (:class:`agentc.supervisor.loop.run.Loop`)."""
+
+    config: SupervisorConfig
+    state: Path
+    records: Records
+    binding: coordinator.Binding
+    mirror: Path
+    stopping: bool
+
+    def repository(self, project: str) -> tuple[str, str]: ...
+
+    def heartbeat(self, launch: dict[str, Any] | None = None) -> None: ...
+
 
 BINDING_COPY = "coordinator-binding.toml"
 
@@ -209,6 +225,7 @@ class ImplementerLaunch:
             attempt=str(attempt["id"]),
             generation=int(attempt["generation"]),
             task=str(self.action["task_id"]),
+            project=loop.binding.project_id,
             coordinator=access,
         )
         session = agentsession.ensure(loop.config, "implementer")

@@ -18,7 +18,8 @@ from typing import Any
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.loop import admission, coordinator
+from agentc.supervisor.loop import admission, coordinator, costs
+from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
 from agentc.supervisor.loop.records import (
     MAX_RELEASE_TRIES,
@@ -31,6 +32,7 @@ from agentc.supervisor.loop.records import (
 )
 
 LOOP_SESSION = "loop"
+COSTS_RETRY_MS = 10 * 60 * 1000
 
 
 def unsupported(config: SupervisorConfig) -> None:
@@ -86,6 +88,7 @@ class Loop:
         self.iteration = 0
         self.outcome = "Idle"
         self.given_up: set[str] = set()
+        self.costs_retry_at = 0
 
     def start(self) -> None:
         self.records.ensure()
@@ -112,11 +115,29 @@ class Loop:
                 self.outcome = f"Failed({coordinator.describe_error(exc)!r})"
             log(f"poll {self.iteration}: {self.outcome}")
             self.heartbeat()
+            self.report_costs()
             if once or self.stopping:
                 return 0
             deadline = time.monotonic() + self.config.run.poll_seconds
             while not self.stopping and time.monotonic() < deadline:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def report_costs(self, *, now: int | None = None, force: bool = False) -> Summary | None:
+        """One reporting pass (after every poll; ten minutes after a failed one)."""
+        now = now_ms() if now is None else now
+        if not force and now < self.costs_retry_at:
+            return None
+        _kill, ledger, _vendors = admission.paths(self.config)
+        running = {r.launch_id for r in self.records.all()}
+        rows = costs.launch_rows(ledger, running, self.binding.project_id)
+        with self.client() as client:
+            summary = costs.Reporter(self.records.root).report(client, rows, now)
+        if summary.error is not None:
+            self.costs_retry_at = now + COSTS_RETRY_MS
+            log(f"report costs: {summary.error}")
+        else:
+            self.costs_retry_at = 0
+        return summary
 
     def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
         data: dict[str, Any] = {"iteration": self.iteration, "outcome": self.outcome}
