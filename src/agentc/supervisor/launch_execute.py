@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -176,6 +177,11 @@ def _prepare(plan_: Plan, sentinel: str | None, env: dict[str, str]) -> tuple[in
     rundir.prepare(layout)
     if plan_.gateway is not None and sentinel is not None:
         env.update(_model_settings(plan_, sentinel))
+    if "CLAUDE_ENV_FILE" in env:
+        # Read-only inside the launch (the run dir is bound read-only): the launch's PATH.
+        env_fd = rundir.create_new(Path(env["CLAUDE_ENV_FILE"]), 0o444)
+        with os.fdopen(env_fd, "w", encoding="utf-8") as handle:
+            handle.write(f"export PATH={shlex.quote(env['PATH'])}\n")
     if plan_.candidate_script is not None:
         # Generated, read-only inside the launch (the run dir is bound read-only).
         script_fd = rundir.create_new(layout.run / "candidate-shell", 0o500)

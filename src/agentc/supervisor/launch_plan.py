@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported where used: a launch without the gateway never nee
     from agentc.supervisor.gateway.lease import LeaseRequest
 
 TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
+CLAUDE_ENV_FILE = "claude-env.sh"
 NOBODY = 65534
 
 
@@ -228,6 +229,9 @@ def build_env(
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     if request.harness == "claude":
         env["CLAUDE_CONFIG_DIR"] = str(layout.claude_config)
+        # Claude Code's Bash runs a login shell, whose profile resets PATH: it sources this file
+        # (written by the launch, read-only inside) ahead of each command to restore it.
+        env["CLAUDE_ENV_FILE"] = str(run / CLAUDE_ENV_FILE)
         if request.role == "reviewer":
             env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / "candidate-shell")
     elif request.harness == "codex":

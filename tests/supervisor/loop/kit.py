@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class LoopKit:
     config: Path
     run: dict[str, Any]
     extra: str = ""
+    top: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state(self) -> Path:
@@ -63,12 +64,19 @@ class LoopKit:
 
     def write_config(self, **run: Any) -> None:
         values = {**self.run, **run}
-        lines = [
-            'mode = "personal"',
-            f'state_dir = "{self.kit.state}"',
-            'egress_listen = ""',
-            'gateway_listen = ""',
-            f'coordinator_listen = "{self.live.url.removeprefix("http://")}"',
+        top = {
+            "mode": "personal",
+            "state_dir": str(self.kit.state),
+            "egress_listen": "",
+            "gateway_listen": "",
+            "coordinator_listen": self.live.url.removeprefix("http://"),
+            **self.top,
+        }
+        tables = {k: v for k, v in top.items() if isinstance(v, dict)}
+        lines = [f"{k} = {json.dumps(v)}" for k, v in top.items() if k not in tables]
+        for name, table in tables.items():
+            lines += [f"[{name}]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
+        lines += [
             "[run]",
             *(f"{k} = {json.dumps(v)}" for k, v in values.items()),
             "[run.binding]",
@@ -135,6 +143,13 @@ class LoopKit:
             return []
         return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
 
+    def tails(self) -> str:
+        """The kept logs of launches that ended without a submission (for failure messages)."""
+        folder = self.state / "loop/unsubmitted"
+        if not folder.is_dir():
+            return ""
+        return "\n".join(f"{p}:\n{p.read_text()[-4000:]}" for p in sorted(folder.glob("*/*")))
+
     def leftovers(self) -> list[str]:
         found = []
         for role_dir in ("impl/runs", "impl/clones", "loop/sessions"):
@@ -153,7 +168,9 @@ class LoopKit:
         raise AssertionError("timed out waiting")
 
 
-def make_loop_kit(root: Path, live: LiveServer, admin: httpx.Client, agent: str) -> LoopKit:
+def make_loop_kit(
+    root: Path, live: LiveServer, admin: httpx.Client, agent: str, **top: Any
+) -> LoopKit:
     kit = make_kit(root / "kit")
     project = admin_project(admin)
     origin, _clone = make_clone(root / "repo")
@@ -169,6 +186,8 @@ def make_loop_kit(root: Path, live: LiveServer, admin: httpx.Client, agent: str)
         "min_free_mib": 1,
         "drain_seconds": 2,
     }
-    loop = LoopKit(kit, live, admin, project, origin, program, root / "supervisor.toml", run)
+    loop = LoopKit(
+        kit, live, admin, project, origin, program, root / "supervisor.toml", run, top=top
+    )
     loop.write_config()
     return loop

@@ -335,6 +335,9 @@ class ImplementerLaunch:
         """Release unless the agent submitted or released; then remove what the launch left."""
         assert self.record is not None
         state = coordinator.task_attempt_state(client, lease.attempt_id)
+        if state == "active" and (self.layout.run / ".state-started").exists():
+            kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
+            text += f" The launch's logs are kept in {kept}."
         try:
             if state == "active":
                 self.record.outcome = coordinator.release(

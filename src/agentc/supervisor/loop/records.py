@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from agentc.files import write_atomic
 NO_PID_GRACE_MS = 120_000
 MAX_RELEASE_TRIES = 5
 KEEP_FINISHED = 50
+KEEP_TAILS = 20
+TAIL_BYTES = 1 << 20
 
 
 def boot_id() -> str | None:
@@ -115,6 +118,27 @@ class Records:
         kept = sorted(self.finished.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for old in kept[:-KEEP_FINISHED]:
             old.unlink(missing_ok=True)
+
+    def keep_tails(self, launch_id: str, run: Path) -> Path:
+        """Copy the tails (at most 1 MiB each) of the run's ``events.jsonl`` and ``stderr.log``
+        to ``unsubmitted/<launch>/`` (0700, files 0600; the newest KEEP_TAILS kept)."""
+        folder = self.root / "unsubmitted"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        target = folder / launch_id
+        target.mkdir(mode=0o700, exist_ok=True)
+        for name in ("events.jsonl", "stderr.log"):
+            try:
+                fd = os.open(run / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - TAIL_BYTES))
+                write_atomic(target / name, handle.read(TAIL_BYTES), mode=0o600)
+        kept = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP_TAILS]:
+            shutil.rmtree(old, ignore_errors=True)
+        return target
 
     def write_heartbeat(self, data: dict[str, Any]) -> None:
         body = json.dumps({"pid": os.getpid(), "at_ms": now_ms(), **data}, sort_keys=True)
