@@ -134,3 +134,36 @@ def test_a_full_disk_stops_claims(server: LiveServer, admin: httpx.Client, short
     assert result.returncode == 0, result.stderr
     assert "MiB free (min_free_mib is" in result.stderr
     assert loop.show(task["id"])["work_status"] == "ready"
+
+
+GIVING_UP_AGENT = '#!/bin/sh\ncat > /dev/null\necho \'{"type": "agent", "step": "gave up"}\'\n'
+
+
+def test_empty_exits_hold_the_task_then_the_host(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, GIVING_UP_AGENT)
+    task = loop.task()
+    for _ in range(2):
+        result = loop.once()
+        assert result.returncode == 0 and "exit_code: 0" in result.stderr, result.stderr
+    finals = loop.records("finished")
+    assert [f["outcome"] for f in finals] == ["released", "released"]
+    handoff = _handoff(loop, finals[0]["attempt"])
+    assert "exited with code 0" in handoff and "logs are kept in" in handoff
+    kept = loop.state / "loop/unsubmitted" / finals[0]["launch_id"] / "events.jsonl"
+    assert "gave up" in kept.read_text()
+    held = loop.once()
+    assert f"task {task['id']} is held" in held.stderr, held.stderr
+    assert loop.show(task["id"])["work_status"] == "ready"
+    counts = json.loads((loop.state / "loop/unsubmitted.json").read_text())
+    assert counts == {"tasks": {task["id"]: 2}, "total": 2}
+    # Past the total limit the host claims nothing, whatever the task.
+    loop.write_config(empty_exit_limit=0, empty_exit_total_limit=2)
+    other = loop.task("another task")
+    stopped = loop.once()
+    assert "launches in a row exited without a submission" in stopped.stderr, stopped.stderr
+    assert loop.show(other["id"])["work_status"] == "ready"
+    # The operator fixes the cause and removes the file: claims resume.
+    (loop.state / "loop/unsubmitted.json").unlink()
+    assert "exit_code: 0" in loop.once().stderr

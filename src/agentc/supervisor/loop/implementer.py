@@ -144,7 +144,7 @@ class ImplementerLaunch:
             outcome = launch_execute.finish(running)
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
             text = f"the launch exited with code {code}{exit_note}."
-            self._settle(client, lease, handoff(text))
+            self._settle(client, lease, handoff(text), empty_exit=code == 0)
             return f"Launched {{task: {self.action['task_id']!r}, exit_code: {code}}}"
 
     def _write_record(self, project: str, attempt: str | None, generation: int) -> None:
@@ -331,10 +331,15 @@ class ImplementerLaunch:
 
     # -- the end -----------------------------------------------------------------------------
 
-    def _settle(self, client: Agent, lease: Lease, text: str) -> None:
-        """Release unless the agent submitted or released; then remove what the launch left."""
+    def _settle(self, client: Agent, lease: Lease, text: str, *, empty_exit: bool = False) -> None:
+        """Release unless the agent submitted or released; then remove what the launch left.
+        A harness that exited 0 with the attempt still active counts as an empty exit."""
         assert self.record is not None
         state = coordinator.task_attempt_state(client, lease.attempt_id)
+        if state == "submitted":
+            self.loop.records.count_empty_exit(None)
+        elif state == "active" and empty_exit:
+            self.loop.records.count_empty_exit(self.record.task)
         if state == "active" and (self.layout.run / ".state-started").exists():
             kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
             text += f" The launch's logs are kept in {kept}."

@@ -140,6 +140,35 @@ class Records:
             shutil.rmtree(old, ignore_errors=True)
         return target
 
+    def empty_exits(self) -> dict[str, Any]:
+        """``unsubmitted.json``: launches that exited 0 without a submission or release, per
+        task and in a row in total (unreadable: counts as the operator's hold, never as none)."""
+        path = self.root / "unsubmitted.json"
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return {"tasks": {}, "total": 0}
+        except (OSError, ValueError):
+            return {"tasks": {}, "total": 1 << 30, "damaged": True}
+        if not isinstance(data, dict):
+            return {"tasks": {}, "total": 1 << 30, "damaged": True}
+        return data
+
+    def count_empty_exit(self, task: str | None) -> None:
+        """One more empty exit (task given), or a submission that resets the counts (None)."""
+        data = self.empty_exits()
+        if data.get("damaged"):
+            return
+        if task is None:
+            if not data["tasks"] and not data["total"]:
+                return
+            data = {"tasks": {}, "total": 0}
+        else:
+            data["tasks"][task] = int(data["tasks"].get(task, 0)) + 1
+            data["total"] = int(data.get("total", 0)) + 1
+        body = json.dumps(data, indent=2, sort_keys=True).encode() + b"\n"
+        write_atomic(self.root / "unsubmitted.json", body, mode=0o600)
+
     def write_heartbeat(self, data: dict[str, Any]) -> None:
         body = json.dumps({"pid": os.getpid(), "at_ms": now_ms(), **data}, sort_keys=True)
         write_atomic(self.heartbeat, body.encode() + b"\n", mode=0o600)

@@ -162,10 +162,34 @@ class Loop:
         action = offer.get("action") if isinstance(offer, dict) else None
         if not isinstance(action, dict) or action.get("kind") not in ("claim_task", "recover_task"):
             return "Idle"
+        held = self.held(str(action.get("task_id")))
+        if held is not None:
+            return f"Refused({held!r})"
         try:
             return ImplementerLaunch(self, action, vendor).run()
         except AgentcError as exc:
             return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+
+    def held(self, task: str) -> str | None:
+        """Why the empty-exit limits hold this task or the whole host, if they do."""
+        counts = self.records.empty_exits()
+        path = self.records.root / "unsubmitted.json"
+        total_limit, task_limit = (
+            self.config.run.empty_exit_total_limit,
+            self.config.run.empty_exit_limit,
+        )
+        if counts.get("damaged"):
+            return f"{path} cannot be read: the host is held until the operator removes it"
+        if total_limit and int(counts.get("total", 0)) >= total_limit:
+            return (
+                f"{counts['total']} launches in a row exited without a submission: the host is "
+                f"held until the operator fixes the cause and removes {path}"
+            )
+        if task_limit and int(counts.get("tasks", {}).get(task, 0)) >= task_limit:
+            return (
+                f"task {task} is held: {task_limit} launches exited without a submission ({path})"
+            )
+        return None
 
     def client(self) -> Any:
         return coordinator.session_client(self.binding, self.records.root / "client", LOOP_SESSION)
