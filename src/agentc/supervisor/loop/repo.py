@@ -1,9 +1,9 @@
 """The loop's git side: a bare mirror under the state root, and a hardened clone per launch.
 
 The mirror (``<state>/mirror.git``) is fetched from the project's repository before each claim.
-Each launch's clone is made from the mirror with ``file://`` (so git copies objects: no hard
-links into the mirror), hooks off (``core.hooksPath=/dev/null`` during the clone and in the
-clone's config), the commit identity preset, ``origin`` pointing at the project's repository
+Each launch's clone is made from the mirror with ``--local --no-hardlinks`` (git copies the
+object files: no hard links into the mirror), hooks off (``core.hooksPath=/dev/null`` during
+the clone and in the clone's config), the commit identity preset, ``origin`` pointing at the project's repository
 for reads and a push URL that cannot be reached (publishing goes through the agent CLI). The
 repository's instruction files are read from the mirror at the cloned revision, never from the
 clone.
@@ -72,7 +72,18 @@ def clone(
     mirror: Path, revision: str, dest: Path, *, origin_url: str, name: str, email: str
 ) -> None:
     """Clone ``revision`` of the mirror into the empty directory ``dest`` (hardened)."""
-    git("clone", "--quiet", "--no-hardlinks", "--no-checkout", "--", f"file://{mirror}", str(dest))
+    # A local clone with --no-hardlinks copies the mirror's object files (no pack negotiation,
+    # no recompression: file:// took 13 s for 50 MB of incompressible data) and links none.
+    git(
+        "clone",
+        "--quiet",
+        "--local",
+        "--no-hardlinks",
+        "--no-checkout",
+        "--",
+        str(mirror),
+        str(dest),
+    )
     for key, value in (
         ("core.hooksPath", "/dev/null"),
         ("user.name", name),
