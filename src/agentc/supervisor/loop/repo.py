@@ -4,9 +4,9 @@ The mirror (``<state>/mirror.git``) is fetched from the project's repository bef
 Each launch's clone is made from the mirror with ``--local --no-hardlinks`` (git copies the
 object files: no hard links into the mirror), hooks off (``core.hooksPath=/dev/null`` during
 the clone and in the clone's config), the commit identity preset, ``origin`` pointing at the
-project's repository for reads and a push URL that cannot be reached (publishing goes through the agent CLI). The
-repository's instruction files are read from the mirror at the cloned revision, never from the
-clone.
+project's repository for reads and a push URL that cannot be reached (publishing goes through
+the agent CLI). The repository's instruction files are read from the mirror at the cloned
+revision, never from the clone.
 """
 
 from __future__ import annotations
