@@ -57,6 +57,7 @@ class LoopKit:
     run: dict[str, Any]
     extra: str = ""
     top: dict[str, Any] = field(default_factory=dict)
+    binding_url: str | None = None  # the loop's coordinator origin (default: the server's)
 
     @property
     def state(self) -> Path:
@@ -80,7 +81,7 @@ class LoopKit:
             "[run]",
             *(f"{k} = {json.dumps(v)}" for k, v in values.items()),
             "[run.binding]",
-            f'service_url = "{self.live.url}"',
+            f'service_url = "{self.binding_url or self.live.url}"',
             f'project_id = "{self.project}"',
             f"[setup.{self.project}]",
             f'repository_url = "{self.origin}"',
@@ -158,14 +159,14 @@ class LoopKit:
                 found += [f"{role_dir}/{p.name}" for p in folder.iterdir()]
         return found
 
-    def wait_for(self, check: Any, timeout: float = 120) -> Any:
+    def wait_for(self, check: Any, timeout: float = 120, why: Any = None) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = check()
             if got:
                 return got
             time.sleep(0.05)
-        raise AssertionError("timed out waiting")
+        raise AssertionError(f"timed out waiting: {why() if callable(why) else why}")
 
 
 def make_loop_kit(

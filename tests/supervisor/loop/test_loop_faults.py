@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 
 import httpx
 
+from tests.client.kit import DroppingProxy, admin_project
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
 
@@ -167,3 +169,58 @@ def test_empty_exits_hold_the_task_then_the_host(
     # The operator fixes the cause and removes the file: claims resume.
     (loop.state / "loop/unsubmitted.json").unlink()
     assert "exit_code: 0" in loop.once().stderr
+
+
+# Prints an event every 0.2 s until the test drops ``go`` into its clone, then submits.
+WAITING_AGENT = """#!/bin/sh
+cat > /dev/null
+while [ ! -e go ]; do echo '{"type": "agent", "step": "waiting"}'; sleep 0.2; done
+""" + SUBMITTING_AGENT.split('cat > "$TMPDIR/prompt.md"\n', 1)[1]
+
+
+def test_renewals_back_off_while_the_coordinator_is_down_and_resume(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    proxy = DroppingProxy(int(server.url.rsplit(":", 1)[1]))
+    try:
+        loop = make_loop_kit(
+            short_tmp, server, admin, WAITING_AGENT, coordinator_listen=proxy.url[7:]
+        )
+        loop.project = admin_project(admin, lease_seconds=30)  # renew every 10 s
+        loop.binding_url = proxy.url
+        loop.write_config()
+        creds = loop.state / "impl/coordinator/credentials.toml"
+        creds.write_text(creds.read_text().replace(server.url, proxy.url))
+        task = loop.task()
+        proc = loop.start()
+        lines: list[str] = []
+
+        def read() -> None:
+            for line in proc.stderr or []:
+                lines.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        seen = lambda: "".join(lines)  # noqa: E731
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")], why=seen)[0]
+        proxy.refuse = True  # the coordinator is unreachable for the loop
+        loop.wait_for(lambda: any("renewing" in x and "failed" in x for x in list(lines)), 60, seen)
+        before = _renewed(loop, record["attempt"])
+        proxy.refuse = False
+        loop.wait_for(lambda: _renewed(loop, record["attempt"]) > before, 60, seen)
+        (loop.state / "impl/clones" / record["launch_id"] / "go").touch()
+        proc.wait(timeout=120)
+        reader.join(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        assert proc.returncode == 0, "".join(lines)
+        assert "stopped renewing" not in "".join(lines)
+        assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
+    finally:
+        proxy.close()
+
+
+def _renewed(loop: LoopKit, attempt: str) -> int:
+    events = loop.admin.get(f"/api/v1/projects/{loop.project}/events").json()["data"]["items"]
+    return sum(1 for e in events if e["kind"] == "attempt.renewed" and e["record_id"] == attempt)

@@ -135,7 +135,7 @@ class ImplementerLaunch:
             self._write_record(project, lease.attempt_id, lease.generation)
             try:
                 running = self._prepare_and_start(client, claim, head, url)
-            except AgentcError as exc:
+            except (AgentcError, OSError) as exc:
                 why = coordinator.describe_error(exc)
                 log(f"task {self.action['task_id']}: the launch failed: {why}")
                 self._settle(client, lease, handoff(f"the launch failed: {why}."))
@@ -255,7 +255,8 @@ class ImplementerLaunch:
         started_wall, started = time.time(), time.monotonic()
         next_renew = started + lease.renew_after
         next_beat = started
-        backoff = Backoff(cap=min(300.0, lease.renew_after))
+        cap = min(300.0, lease.renew_after)
+        backoff = Backoff(first=min(30.0, cap), cap=cap)
         while running.proc.poll() is None:
             now = time.monotonic()
             if now >= next_beat:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentc.core.errors import SupervisorError
 from agentc.files import write_atomic
 
 NO_PID_GRACE_MS = 120_000
@@ -174,7 +175,7 @@ class Records:
         write_atomic(self.heartbeat, body.encode() + b"\n", mode=0o600)
 
 
-class RecordError(Exception):
+class RecordError(SupervisorError):
     """A launch record cannot be read."""
 
 

@@ -111,7 +111,7 @@ class Loop:
             self.iteration += 1
             try:
                 self.outcome = self.poll()
-            except AgentcError as exc:
+            except (AgentcError, OSError) as exc:  # a claimed attempt stays recorded: settled
                 self.outcome = f"Failed({coordinator.describe_error(exc)!r})"
             log(f"poll {self.iteration}: {self.outcome}")
             self.heartbeat()
