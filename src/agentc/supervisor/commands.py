@@ -203,5 +203,28 @@ def candidate_shell_command(
     sys.exit(code)
 
 
+@main.command(name="run")
+@click.option("--once", is_flag=True, help="poll a single time (a launch runs to its end)")
+@click.pass_context
+def run_command(ctx: click.Context, /, once: bool) -> None:
+    """The live loop: claim ready tasks and run them as confined launches (docs/supervisor.md)."""
+    from agentc.supervisor.loop.run import Loop
+
+    sys.exit(Loop(_config(ctx)).run(once))
+
+
+@main.command(name="report-costs")
+@click.pass_context
+def report_costs_command(ctx: click.Context, /) -> None:
+    """One pass of cost reporting by hand: print {accepted, duplicates, rejected, quarantined,
+    pending}. Run it with the loop stopped or idle."""
+    from agentc.supervisor.loop.run import Loop
+
+    loop = Loop(_config(ctx))
+    loop.start()
+    summary = loop.report_costs(force=True)
+    click.echo(json.dumps(summary.as_dict() if summary else {}))
+
+
 if __name__ == "__main__":  # python -m agentc.supervisor.commands: always the click application
     main()

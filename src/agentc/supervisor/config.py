@@ -34,6 +34,15 @@ from agentc.files.settings import (
     table_of,
 )
 from agentc.supervisor.limits import Limits
+from agentc.supervisor.loop.settings import (
+    COMMAND_PREFIX,
+    HealthSettings,
+    PriceSettings,
+    ProjectSetup,
+    RunSettings,
+    prices_table,
+    setup_table,
+)
 from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
 
 DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
@@ -116,6 +125,11 @@ class SupervisorConfig(Settings):
     agentns_no_unshare: bool = setting(boolean, default=False)
     # Per-launch resource limits (``[limits]``; docs/security.md "Resource limits").
     limits: Limits = setting(section(Limits), default_factory=Limits)
+    # The live loop (agentc-supervisor run; docs/supervisor.md).
+    run: RunSettings = setting(section(RunSettings), default_factory=RunSettings)
+    health: HealthSettings = setting(section(HealthSettings), default_factory=HealthSettings)
+    setup: dict[str, ProjectSetup] = setting(setup_table, default_factory=dict)
+    prices: dict[str, PriceSettings] = setting(prices_table, default_factory=dict)
 
     def resolved_state_dir(self) -> Path:
         if self.state_dir is not None:
@@ -125,6 +139,8 @@ class SupervisorConfig(Settings):
         return user_home() / ".local/state/agentc"
 
     def harness_program(self, harness: str) -> Path:
+        if harness.startswith(COMMAND_PREFIX):  # command:<path>: any executable as the agent
+            return Path(harness.removeprefix(COMMAND_PREFIX))
         return self.harness_paths.get(harness, self.bin_dir / harness)
 
     def gateway_target(self) -> str | None:

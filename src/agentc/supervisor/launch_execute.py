@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -99,12 +100,44 @@ def _forward_termination(proc: subprocess.Popen[bytes]) -> Iterator[None]:
             signal.signal(signum, previous)
 
 
+@dataclass
+class RunningLaunch:
+    """A started launch: the sandbox runs; :func:`finish` waits for it and records its end.
+
+    The relays' host half (``stack``), the gateway lease (its sentinel revoked at the end) and
+    the cgroup live as long as the launch, in the process that started it.
+    """
+
+    plan: Plan
+    proc: subprocess.Popen[bytes]
+    lease: Lease | None
+    limits: LaunchLimits
+    stack: contextlib.ExitStack
+    finished: Outcome | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
 def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
     """Run a planned launch to its end and record it; returns how the harness ended.
 
     With the gateway, the launch's sentinel is issued (held over the control connection)
-    before anything is written and revoked when the launch ends, however it ends.
+    before anything is written and revoked when the launch ends, however it ends. SIGTERM,
+    SIGINT and SIGHUP to this process kill the sandbox (the run still ends recorded).
     """
+    running = start(plan_, host_relays)
+    with _forward_termination(running.proc):
+        running.proc.wait()
+    return finish(running)
+
+
+def start(
+    plan_: Plan, host_relays: HostRelays | None = None, *, own_group: bool = False
+) -> RunningLaunch:
+    """Prepare the run and spawn the sandbox (in a process group of its own with
+    ``own_group``: the loop drains it with one signal); returns the running launch."""
     lease = None
     if plan_.gateway is not None:
         from agentc.supervisor.gateway.lease import Lease
@@ -112,10 +145,11 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
         lease = Lease(plan_.gateway.lease)
     sentinel = lease.open() if lease is not None else None
     try:
-        return _execute(plan_, host_relays, lease, sentinel)
-    finally:
+        return _start(plan_, host_relays, lease, sentinel, own_group)
+    except BaseException:
         if lease is not None:
-            lease.close("the launch ended abnormally")  # a no-op once _execute closed it
+            lease.close("the launch did not start")
+        raise
 
 
 def _model_settings(plan_: Plan, sentinel: str) -> dict[str, str]:
@@ -143,6 +177,11 @@ def _prepare(plan_: Plan, sentinel: str | None, env: dict[str, str]) -> tuple[in
     rundir.prepare(layout)
     if plan_.gateway is not None and sentinel is not None:
         env.update(_model_settings(plan_, sentinel))
+    if "CLAUDE_ENV_FILE" in env:
+        # Read-only inside the launch (the run dir is bound read-only): the launch's PATH.
+        env_fd = rundir.create_new(Path(env["CLAUDE_ENV_FILE"]), 0o444)
+        with os.fdopen(env_fd, "w", encoding="utf-8") as handle:
+            handle.write(f"export PATH={shlex.quote(env['PATH'])}\n")
     if plan_.candidate_script is not None:
         # Generated, read-only inside the launch (the run dir is bound read-only).
         script_fd = rundir.create_new(layout.run / "candidate-shell", 0o500)
@@ -166,18 +205,19 @@ def _started_record(plan_: Plan, sealed: SealedPrompt) -> dict[str, Any]:
     }
 
 
-def _run_sandbox(
+def _spawn(
     plan_: Plan,
+    serve: contextlib.ExitStack,
     host_relays: HostRelays | None,
     sealed: SealedPrompt,
     fds: list[int],
     env: dict[str, str],
     limits: LaunchLimits,
-) -> int:
+    own_group: bool,
+) -> subprocess.Popen[bytes]:
     """Spawn the sandbox with the sealed prompt, the logs, the syscall filter and the limits;
-    returns its wait status."""
+    the relays' host half is entered on ``serve`` (left open for the launch's life)."""
     relays = list(plan_.description.relays)
-    serve = host_relays or _default_host_relays
     events, errors = fds
     try:
         program = seccomp.build_filter(plan_.request.role)
@@ -192,35 +232,36 @@ def _run_sandbox(
         os.set_inheritable(filter_fd, True)  # bwrap reads the filter from it (--seccomp)
         limits.enter()
 
-    with serve(relays) if relays else contextlib.nullcontext():
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=sealed.fd,
-                stdout=events,
-                stderr=errors,
-                env=env,
-                cwd="/",
-                close_fds=True,
-                pass_fds=(filter_fd,),
-                preexec_fn=child,
-            )
-        except OSError as exc:
-            _mark_terminal(plan_, Outcome("failed", None, None))
-            raise SupervisorError(f"cannot start {argv[0]}: {exc}") from None
-        finally:
-            os.close(filter_fd)
-        # The host keeps no handle on the prompt or the logs once the child has them.
-        sealed.close()
-        while fds:
-            os.close(fds.pop())
-        with _forward_termination(proc):
-            return proc.wait()
+    try:
+        if relays:
+            serve.enter_context((host_relays or _default_host_relays)(relays))
+        proc = subprocess.Popen(
+            argv,
+            stdin=sealed.fd,
+            stdout=events,
+            stderr=errors,
+            env=env,
+            cwd="/",
+            close_fds=True,
+            pass_fds=(filter_fd,),
+            preexec_fn=child,
+            process_group=0 if own_group else None,
+        )
+    except OSError as exc:
+        _mark_terminal(plan_, Outcome("failed", None, None))
+        raise SupervisorError(f"cannot start {argv[0]}: {exc}") from None
+    finally:
+        os.close(filter_fd)
+    return proc
 
 
-def _execute(
-    plan_: Plan, host_relays: HostRelays | None, lease: Lease | None, sentinel: str | None
-) -> Outcome:
+def _start(
+    plan_: Plan,
+    host_relays: HostRelays | None,
+    lease: Lease | None,
+    sentinel: str | None,
+    own_group: bool,
+) -> RunningLaunch:
     request = plan_.request
     env = dict(plan_.env)
     sealed = prompt_mod.seal_prompt(plan_.prompt)
@@ -241,26 +282,51 @@ def _execute(
             os.close(fd)
         _mark_terminal(plan_, Outcome("failed", None, None))
         raise SupervisorError(f"cannot create the launch's cgroup: {exc}") from None
+    stack = contextlib.ExitStack()
     try:
         rundir.write_new_json(plan_.layout.run / ".state-started", _started_record(plan_, sealed))
-        returncode = _run_sandbox(plan_, host_relays, sealed, open_fds, env, limits)
+        proc = _spawn(plan_, stack, host_relays, sealed, open_fds, env, limits, own_group)
+    except BaseException:
+        stack.close()
+        _print_reaped(reaper.reap_leftovers())
+        limits.remove()
+        raise
     finally:
+        # The host keeps no handle on the prompt or the logs once the child has them.
         sealed.close()
         for fd in open_fds:
             os.close(fd)
-        report = reaper.reap_leftovers()
-        hit = limits.hit()
-        limits.remove()
+    return RunningLaunch(plan_, proc, lease, limits, stack)
+
+
+def _print_reaped(report: reaper.ReapReport) -> None:
     line = report.line()
     if line:
         print(line, file=sys.stderr, flush=True)
+
+
+def finish(running: RunningLaunch) -> Outcome:
+    """Wait for the sandbox, stop the relays, reap every leftover process, revoke the sentinel
+    and mark the run terminal; returns how the harness ended (once: a second call repeats it)."""
+    if running.finished is not None:
+        return running.finished
+    plan_ = running.plan
+    try:
+        returncode = running.proc.wait()
+    finally:
+        running.stack.close()
+        report = reaper.reap_leftovers()
+        hit = running.limits.hit()
+        running.limits.remove()
+    _print_reaped(report)
     outcome = dataclasses.replace(translate_status(returncode), limit=hit)
-    if lease is not None:
+    if running.lease is not None:
         # Every process of the launch is gone: nothing can use the sentinel any more.
-        end = lease.close()
+        end = running.lease.close()
         if end is not None and end.cap is not None:
             outcome = dataclasses.replace(outcome, cap=end.cap)
     _mark_terminal(plan_, outcome)
+    running.finished = outcome
     return outcome
 
 

@@ -24,6 +24,7 @@ from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
 from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.limits import Limits
+from agentc.supervisor.loop.settings import COMMAND_PREFIX
 from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # imported where used: a launch without the gateway never nee
     from agentc.supervisor.gateway.lease import LeaseRequest
 
 TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
+CLAUDE_ENV_FILE = "claude-env.sh"
 NOBODY = 65534
 
 
@@ -66,7 +68,10 @@ class Plan:
 
 
 def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
-    """Flags per harness; each harness's own sandbox is off because it cannot nest in ours."""
+    """Flags per harness; each harness's own sandbox is off because it cannot nest in ours.
+    A ``command:<path>`` agent gets none: the prompt on stdin, the clone as its directory."""
+    if is_command(request.harness):
+        return ()
     if request.harness == "claude":
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         args += ["--permission-mode", "dontAsk", "--strict-mcp-config"]
@@ -81,6 +86,19 @@ def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
     args = ["-p", "--mode", "json", "--no-session"]
     model = None if request.model == "default" else request.model
     return (*args, *harness_env.pi_args(model))
+
+
+def is_command(harness: str) -> bool:
+    return harness.startswith(COMMAND_PREFIX)
+
+
+def _agent_cli_dir(config: SupervisorConfig) -> list[str]:
+    """Personal mode: the directory of this install's ``agent-coordinator`` (host mode pins it
+    in ``bin_dir``), so the agent CLI is on the launch's PATH."""
+    if config.mode == "host":
+        return []
+    found = Path(sys.prefix) / "bin"
+    return [str(found)] if (found / "agent-coordinator").exists() else []
 
 
 def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
@@ -183,8 +201,9 @@ def build_env(
 ) -> dict[str, str]:
     """The harness environment, from scratch: nothing of the caller's is inherited."""
     run = layout.run
+    path = [str(config.bin_dir), *_agent_cli_dir(config), f"{config.toolchain_dir}/cargo/bin"]
     env = {
-        "PATH": f"{config.bin_dir}:{config.toolchain_dir}/cargo/bin:/usr/local/bin:/usr/bin:/bin",
+        "PATH": ":".join([*path, "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(run / "state/home"),
         "LANG": "C.UTF-8",
         "TMPDIR": str(run / "tmp"),
@@ -192,10 +211,17 @@ def build_env(
         "CARGO_TARGET_DIR": str(run / "target"),
         "RUSTUP_HOME": str(config.toolchain_dir / "rustup"),
         **harness_env.QUIET_ENV,
-        "AGENT_COORDINATOR_HOME": str(run / "state/coordinator"),
+        # What the agent CLI reads (agentc.client.config): its state, session and binding.
+        "AGENT_COORDINATOR_STATE_DIR": str(run / "state/coordinator"),
         "AGENTC_SESSION_ID": request.launch_id,
         "AGENTC_TEST_NESTED_SANDBOX": "1",
     }
+    access = request.coordinator
+    if access is not None:
+        env["AGENT_COORDINATOR_SESSION"] = access.session
+        env["AGENT_COORDINATOR_REPO_CONFIG"] = str(access.repo_config)
+        if access.allow_insecure_loopback:
+            env["AGENT_COORDINATOR_ALLOW_INSECURE_LOOPBACK"] = "true"
     if config.egress_listen:
         proxy = f"http://{config.egress_listen}"
         for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
@@ -203,6 +229,9 @@ def build_env(
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     if request.harness == "claude":
         env["CLAUDE_CONFIG_DIR"] = str(layout.claude_config)
+        # Claude Code's Bash runs a login shell, whose profile resets PATH: it sources this file
+        # (written by the launch, read-only inside) ahead of each command to restore it.
+        env["CLAUDE_ENV_FILE"] = str(run / CLAUDE_ENV_FILE)
         if request.role == "reviewer":
             env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / "candidate-shell")
     elif request.harness == "codex":
@@ -255,8 +284,8 @@ def _gateway(
 ) -> tuple[Relay, GatewayPlan] | None:
     """The gateway's relay and the sentinel to ask for, when the launch uses the gateway."""
     target = config.gateway_target()
-    if target is None or not config.gateway_listen:
-        return None
+    if target is None or not config.gateway_listen or is_command(request.harness):
+        return None  # a command: agent brings its own model access, if any
     upstream = config.gateway_upstreams.get(request.harness)
     if upstream is None:
         raise SupervisorError(f"gateway_upstreams names no upstream for {request.harness}")
@@ -273,6 +302,7 @@ def _gateway(
         upstream=upstream,
         role_slug=role_slug(request.role),
         task=request.task,
+        project=request.project,
         launch_usd=request.launch_usd,
         agentns_session_id=session.session_id if session else None,
         agentns_mode=session.mode if session else None,
@@ -336,7 +366,7 @@ def _description(
 
 def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     """Validate everything and build the argv and environment; writes nothing."""
-    if request.harness not in HARNESSES:
+    if request.harness not in HARNESSES and not is_command(request.harness):
         raise SupervisorError(f"unknown harness {request.harness!r}")
     state_dir = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state_dir, request.role, request.run, request.clone)

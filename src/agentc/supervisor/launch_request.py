@@ -26,7 +26,26 @@ from agentc.supervisor.roles import ROLES, Role
 if TYPE_CHECKING:
     from agentc.supervisor.agentsession import AgentSession
 
-__all__ = ["HARNESSES", "ROLES", "LaunchRequest", "launch_request", "new_launch_id", "parse_launch"]
+__all__ = [
+    "HARNESSES",
+    "ROLES",
+    "CoordinatorAccess",
+    "LaunchRequest",
+    "launch_request",
+    "new_launch_id",
+    "parse_launch",
+]
+
+
+@dataclass(frozen=True)
+class CoordinatorAccess:
+    """How the agent CLI inside a launch reaches its coordinator with no flags: the session the
+    loop opened and claimed in (its state copied to ``$RUN/state/coordinator``), and the loop's
+    copy of the repository binding (read-only inside the launch)."""
+
+    session: str
+    repo_config: Path
+    allow_insecure_loopback: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,9 +61,12 @@ class LaunchRequest:
     attempt: str | None = None
     generation: int = 1
     task: str | None = None
+    project: str | None = None  # the coordinator project (the gateway's ledger rows name it)
     launch_usd: float | None = None  # a per-launch cap overriding the gateway's own
     # The agent session the launch runs in (agentsession.ensure); carried on every record.
     agent_session: AgentSession | None = None
+    # Set by the loop for an implementer it claimed for (None: the CLI is not set up).
+    coordinator: CoordinatorAccess | None = None
 
     def agent_session_fields(self) -> dict[str, str | None]:
         """The agent session's fields for the launch's records (null without a session)."""

@@ -1,0 +1,113 @@
+"""Measuring the host for admission (free disk, kill switch, spend, vendors); the decision itself
+is :func:`agentc.supervisor.loop.gates.admission_problems`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems
+from agentc.supervisor.loop.records import now_ms
+from agentc.supervisor.loop.settings import COMMAND_PREFIX
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def paths(config: SupervisorConfig) -> tuple[Path, Path, Path]:
+    """The kill switch, the gateway's ledger and its vendor state."""
+    state = config.resolved_state_dir()
+    health = config.health
+    return (
+        health.kill_switch or state / "kill-switch",
+        health.ledger or state / "gateway/ledger.jsonl",
+        health.vendors or state / "vendors.json",
+    )
+
+
+def kill_switch_set(path: Path) -> bool:
+    """Anything at the path, checked without following links; any error but not-found is set."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def free_mib(path: Path) -> int:
+    info = os.statvfs(path)
+    return info.f_bavail * info.f_frsize // (1024 * 1024)
+
+
+def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
+    """Dollars the ledger records for the role in the last 24 hours (unreadable: nothing)."""
+    total = 0.0
+    try:
+        handle = ledger.open("r", encoding="utf-8", errors="replace")
+    except OSError:
+        return 0.0
+    with handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or row.get("role") != role_slug:
+                continue
+            usd, at = row.get("usd_for_caps", row.get("usd")), row.get("at_ms")
+            if isinstance(usd, int | float) and isinstance(at, int) and at >= now - DAY_MS:
+                total += float(usd)
+    return total
+
+
+def vendors(config: SupervisorConfig, state_file: Path) -> list[tuple[Vendor, dict[str, str]]]:
+    """The primary and the fallback vendor, with their exhaustion from the gateway's state."""
+    try:
+        data = json.loads(state_file.read_text(encoding="utf-8"))
+        until = data.get("exhausted_until") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        until = None
+    until = until if isinstance(until, dict) else {}
+    run = config.run
+    wanted = [{"harness": run.harness, "model": run.model, "effort": run.effort}]
+    fallback = config.health.fallback
+    if fallback is not None:
+        wanted.append(
+            {"harness": fallback.harness, "model": fallback.model, "effort": fallback.effort}
+        )
+    result = []
+    for choice in wanted:
+        harness = choice["harness"]
+        upstream = None
+        if not harness.startswith(COMMAND_PREFIX):
+            upstream = config.gateway_upstreams.get(harness, harness)
+        mark = until.get(upstream) if upstream else None
+        result.append((Vendor(harness, mark if isinstance(mark, int) else None), choice))
+    return result
+
+
+def admit(config: SupervisorConfig) -> tuple[dict[str, str] | None, list[str]]:
+    """The vendor to claim with, or None and every reason this host must not claim now."""
+    kill, ledger, vendor_file = paths(config)
+    now = now_ms()
+    state = config.resolved_state_dir()
+    host = HostState(
+        free_mib=free_mib(state),
+        kill_switch=kill_switch_set(kill),
+        spent_24h_usd=spent_24h(ledger, "impl", now),
+    )
+    cap = config.health.implementer_daily_usd or None
+    choices = vendors(config, vendor_file)
+    chosen, problems = admission_problems(
+        host,
+        min_free_mib=config.run.min_free_mib,
+        daily_cap_usd=cap,
+        vendors=[v for v, _ in choices],
+        now_ms=now,
+    )
+    if chosen is None:
+        return None, problems
+    return next(c for v, c in choices if v is chosen), problems

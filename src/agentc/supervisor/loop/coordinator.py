@@ -1,0 +1,153 @@
+"""The loop's side of the coordinator, through the agent CLI's own library (:mod:`agentc.client`).
+
+Who may renew (service/work/leases.py ``owned_attempt``): only the coordinator session that
+claimed the attempt, with the same principal. So, per launch, the loop opens a fresh coordinator
+session named after the launch in a private client state directory
+(``<state>/loop/sessions/<launch>/``, masked in every launch), claims the task and registers the
+worktree there, and only then copies that state (the credential and
+``sessions/<launch>.json``: session id, proof, attempt, worktree) into the run's
+``state/coordinator``, where the agent CLI inside the launch finds it
+(``AGENT_COORDINATOR_STATE_DIR``, ``AGENT_COORDINATOR_SESSION``). The loop renews and releases
+from its private copy and never reads the launch's: whatever the launch writes there changes
+nothing the loop decides. The copies' journals are independent (each mutation has its own
+Idempotency-Key), and the attempt's state is always read back from the coordinator.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentc.client.config import CREDENTIALS_FILE, Options, resolve
+from agentc.client.errors import TransportFailure
+from agentc.client.ops import Agent
+from agentc.core.errors import CoordinatorError
+from agentc.files import read_private, write_atomic
+
+# Refusals that end an attempt for good (the loop stops renewing and settles it).
+FINAL_CODES = frozenset({"lease_expired", "operation_not_permitted", "record_not_found"})
+CREDENTIAL_MAX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The loop's binding: its root-owned copy (``<state>/loop/coordinator-binding.toml``), the
+    credential file it reads, and whether plain http to loopback is allowed."""
+
+    repo_config: Path
+    credential_file: Path
+    project_id: str
+    project_name: str | None
+    allow_insecure_loopback: bool
+
+
+def install_binding(
+    path: Path, service_url: str, project_id: str, project_name: str | None
+) -> None:
+    lines = [f"service_url = {_toml(service_url)}", f"project_id = {_toml(project_id)}"]
+    if project_name:
+        lines.append(f"project_name = {_toml(project_name)}")
+    write_atomic(path, ("\n".join(lines) + "\n").encode(), mode=0o644)
+
+
+def _toml(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _config_dir(root: Path, binding: Binding) -> Path:
+    return root / binding.project_name / "config" if binding.project_name else root
+
+
+def agent(binding: Binding, root: Path, session: str) -> Agent:
+    """The client for ``session`` with state under ``root`` (no environment is read)."""
+    settings = resolve(
+        Options(
+            state_dir=str(root),
+            repo_config=str(binding.repo_config),
+            session=session,
+            allow_insecure_loopback=binding.allow_insecure_loopback,
+        ),
+        env={},
+        cwd=Path("/"),
+    )
+    return Agent(settings)
+
+
+@contextmanager
+def session_client(binding: Binding, root: Path, session: str) -> Iterator[Agent]:
+    """A private coordinator state at ``root`` holding a copy of the credential; its client."""
+    target = _config_dir(root, binding)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cred = target / CREDENTIALS_FILE
+    if not cred.exists():
+        data = read_private(binding.credential_file, max_bytes=CREDENTIAL_MAX_BYTES)
+        write_atomic(cred, data, mode=0o600)
+    client = agent(binding, root, session)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def hand_over(binding: Binding, private_root: Path, run_state: Path, session: str) -> None:
+    """Copy the credential and the session's state into the launch's ``state/coordinator``."""
+    source = _config_dir(private_root, binding)
+    target = _config_dir(run_state, binding)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (target / "sessions").mkdir(mode=0o700, exist_ok=True)
+    for name in (CREDENTIALS_FILE, f"sessions/{session}.json"):
+        shutil.copyfile(source / name, target / name, follow_symlinks=False)
+        (target / name).chmod(0o600)
+
+
+def task_attempt_state(client: Agent, attempt_id: str) -> str | None:
+    """The attempt's state on the coordinator (``active``, ``submitted``, ``released``...); None
+    when the coordinator has no such attempt. A coordinator that cannot answer raises."""
+    try:
+        detail = client.get(client.project(f"/attempts/{attempt_id}"))
+    except CoordinatorError as exc:
+        if exc.code == "record_not_found":
+            return None
+        raise
+    attempt = detail.get("attempt") if isinstance(detail, dict) else None
+    state = attempt.get("state") if isinstance(attempt, dict) else None
+    return state if isinstance(state, str) else None
+
+
+def resolve_pending(client: Agent) -> None:
+    """Resend a journaled mutation left without an answer (a lost answer is never redone)."""
+    client.retry()
+
+
+def renew(client: Agent, attempt_id: str, generation: int) -> dict[str, Any]:
+    resolve_pending(client)
+    data: dict[str, Any] = client.renew(attempt_id, generation).data
+    return data
+
+
+def release(client: Agent, attempt_id: str, generation: int, handoff: str) -> str:
+    """Release with a handoff; returns what happened (``released`` or why it was not needed)."""
+    try:
+        resolve_pending(client)
+        client.release(handoff[:4000], attempt_id=attempt_id, generation=generation)
+    except CoordinatorError as exc:
+        if exc.code in FINAL_CODES:
+            state = task_attempt_state(client, attempt_id)
+            return f"not released: the attempt is {state or 'gone'} ({exc.code})"
+        raise
+    return "released"
+
+
+def describe_error(exc: BaseException) -> str:
+    """One bounded line for the log and the heartbeat."""
+    if isinstance(exc, CoordinatorError):
+        text = f"{exc.code}: {exc.message}"
+    elif isinstance(exc, TransportFailure):
+        text = f"transport: {exc}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:300]

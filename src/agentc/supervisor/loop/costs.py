@@ -1,0 +1,206 @@
+"""Cost rows: one per launch, from the gateway's ledger, reported to the coordinator once.
+
+The gateway's ledger (one row per model call, keyed by the launch id as ``session``) is the
+source of truth; this module only reads it. A launch's calls are summed into one row once the
+launch is over (no record of it in ``<state>/loop/launches/``), so its row never changes after
+it is first sent. A row's identity is the SHA-256 of its canonical JSON, the same the
+coordinator computes: ``<state>/loop/costs.reported`` lists the identities the coordinator
+accepted (or already had), so a row is sent until accepted and never again;
+``<state>/loop/costs.quarantined`` holds one JSON line per row the coordinator refused as invalid
+or whose project it does not know (never resent; the ledger keeps them). Anything else (the
+coordinator down, an error) leaves the rows pending for a later pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.rules import canonical_json, sha256_hex
+from agentc.files import JsonLines
+from agentc.supervisor.loop.coordinator import describe_error
+
+BATCH = 500
+_NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
+
+
+@dataclass
+class Summary:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    quarantined: int = 0
+    pending: int = 0
+    error: str | None = None  # why some rows stay pending (the last failed batch)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if k != "error"}
+
+
+def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
+    try:
+        handle = ledger.open("r", encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            if isinstance(row, dict) and isinstance(row.get("session"), str):
+                yield row
+
+
+def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[dict[str, Any]]:
+    """One row per ended launch: its calls summed (dollars null if any call was unpriced)."""
+    by_launch: dict[str, dict[str, Any]] = {}
+    for call in _ledger_rows(ledger):
+        launch = call["session"]
+        if launch in running:
+            continue
+        row = by_launch.setdefault(
+            launch,
+            {
+                "session_id": launch,
+                "project": call.get("project") or default_project,
+                "task_id": call.get("task"),
+                "attempt_id": call.get("attempt"),
+                "generation": call.get("generation"),
+                "role": call.get("role"),
+                "upstream": call.get("upstream"),
+                "models": [],
+                "calls": 0,
+                **dict.fromkeys(_NUMBERS, 0),
+                "usd": 0.0,
+                "occurred_at_ms": call.get("at_ms"),
+            },
+        )
+        row["calls"] += 1
+        for name in _NUMBERS:
+            value = call.get(name)
+            row[name] += value if isinstance(value, int) and value > 0 else 0
+        usd = call.get("usd")
+        if row["usd"] is not None:
+            row["usd"] = round(row["usd"] + usd, 6) if isinstance(usd, int | float) else None
+        model = call.get("model")
+        if isinstance(model, str) and model not in row["models"]:
+            row["models"].append(model)
+        if isinstance(call.get("at_ms"), int):
+            row["occurred_at_ms"] = max(row["occurred_at_ms"] or 0, call["at_ms"])
+    return list(by_launch.values())
+
+
+def identity(row: dict[str, Any]) -> str:
+    return sha256_hex(canonical_json(_wire(row)))
+
+
+def _wire(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as the coordinator stores it (the project is in the path)."""
+    return {k: v for k, v in row.items() if k != "project"}
+
+
+class Reporter:
+    def __init__(self, root: Path) -> None:
+        self.reported_path = root / "costs.reported"
+        self.quarantine_path = root / "costs.quarantined"
+
+    def reported(self) -> set[str]:
+        try:
+            return set(self.reported_path.read_text(encoding="utf-8").split())
+        except FileNotFoundError:
+            return set()
+
+    def _quarantined(self) -> set[str]:
+        found = set()
+        path = self.quarantine_path
+        if path.exists():
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    found.add(str(json.loads(line).get("identity")))
+                except (ValueError, AttributeError):
+                    continue
+        return found
+
+    def _mark(self, identities: Iterable[str]) -> None:
+        text = "".join(f"{i}\n" for i in identities)
+        if text:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.reported_path, flags, 0o600)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+
+    def _quarantine(self, row: dict[str, Any], kind: str, reason: str, now: int) -> None:
+        lines = JsonLines.open(self.quarantine_path)
+        lines.write(
+            {
+                "identity": identity(row),
+                "kind": kind,
+                "reason": reason,
+                "project": row["project"],
+                "task_id": row.get("task_id"),
+                "attempt_id": row.get("attempt_id"),
+                "role": row.get("role"),
+                "usd": row.get("usd"),
+                "occurred_at_ms": row.get("occurred_at_ms"),
+                "quarantined_at_ms": now,
+            }
+        )
+        lines.close()
+
+    def report(self, client: Any, rows: list[dict[str, Any]], now: int) -> Summary:
+        """Send every unsent row, per project in batches; returns what happened to them."""
+        done = self.reported() | self._quarantined()
+        todo = [r for r in rows if identity(r) not in done]
+        summary = Summary()
+        by_project: dict[str, list[dict[str, Any]]] = {}
+        for row in todo:
+            by_project.setdefault(row["project"], []).append(row)
+        for project, items in by_project.items():
+            for start in range(0, len(items), BATCH):
+                self._batch(client, project, items[start : start + BATCH], summary, now)
+        return summary
+
+    def _batch(
+        self, client: Any, project: str, rows: list[dict[str, Any]], summary: Summary, now: int
+    ) -> None:
+        body = {"host": socket.gethostname(), "rows": [_wire(r) for r in rows]}
+        path = f"/api/v1/projects/{project}/telemetry/cost-rows"
+        try:
+            client.retry()  # a batch sent before without an answer is resent as it was
+            data = client.request("POST", path, body).data
+        except AgentcError as exc:
+            if isinstance(exc, CoordinatorError) and exc.code == "project_not_found":
+                for row in rows:
+                    self._quarantine(row, "project_not_found", exc.message, now)
+                summary.quarantined += len(rows)
+                return
+            summary.pending += len(rows)
+            summary.error = _failed(exc, project, rows)
+            return
+        refused = {int(r["index"]): str(r.get("problem")) for r in data.get("rejected") or []}
+        for index, row in enumerate(rows):
+            if index in refused:
+                self._quarantine(row, "rejected", refused[index], now)
+        self._mark(identity(r) for i, r in enumerate(rows) if i not in refused)
+        summary.accepted += int(data.get("accepted") or 0)
+        summary.duplicates += int(data.get("duplicates") or 0)
+        summary.rejected += len(refused)
+
+
+def _failed(exc: AgentcError, project: str, rows: list[dict[str, Any]]) -> str:
+    """``<reason>; project <id>, <n> row(s): <id prefix> (task <id>, attempt <id>); ...``"""
+    reason = describe_error(exc)
+    shown = "; ".join(
+        f"{identity(r)[:12]} (task {r.get('task_id')}, attempt {r.get('attempt_id')})"
+        for r in rows[:5]
+    )
+    return f"{reason}; project {project}, {len(rows)} row(s): {shown}"

@@ -1,0 +1,205 @@
+"""The loop's own records under ``<state>/loop/`` (never writable by a launch: the state root is
+masked in every launch): one launch record per launch, and the heartbeat.
+
+A launch record is written atomically (:func:`agentc.files.write_atomic`) after the claim and
+before the spawn, and rewritten with the launch's pid and ``/proc`` start time once it runs. On
+the next poll (or after a restart) :func:`may_be_alive` decides whether the launch may still
+run, so a live launch is never started twice and a dead one is settled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentc.core.errors import SupervisorError
+from agentc.files import write_atomic
+
+NO_PID_GRACE_MS = 120_000
+MAX_RELEASE_TRIES = 5
+KEEP_FINISHED = 50
+KEEP_TAILS = 20
+TAIL_BYTES = 1 << 20
+
+
+def boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (after the last ``)``): the process's start time."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(raw[raw.rindex(")") + 2 :].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class LaunchRecord:
+    """What the loop knows of one implementer launch (``loop/launches/<launch>.json``)."""
+
+    launch_id: str
+    project: str
+    task: str
+    attempt: str | None  # None: written before the claim answered
+    generation: int
+    boot_id: str | None
+    loop_pid: int
+    loop_ticks: int | None
+    recorded_ms: int
+    vendor: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+    start_ticks: int | None = None
+    released: bool = False
+    release_failures: int = 0
+    outcome: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LaunchRecord:
+        return cls(**data)
+
+
+class Records:
+    """The loop's files: ``launches/``, ``sessions/`` (its private coordinator state per
+    launch), ``heartbeat.json``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir / "loop"
+        self.launches = self.root / "launches"
+        self.sessions = self.root / "sessions"
+        self.finished = self.root / "finished"
+        self.heartbeat = self.root / "heartbeat.json"
+
+    def ensure(self) -> None:
+        for path in (self.root, self.launches, self.sessions, self.finished):
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+
+    def path(self, launch_id: str) -> Path:
+        return self.launches / f"{launch_id}.json"
+
+    def write(self, record: LaunchRecord) -> None:
+        data = json.dumps(asdict(record), indent=2, sort_keys=True).encode() + b"\n"
+        write_atomic(self.path(record.launch_id), data, mode=0o600)
+
+    def all(self) -> list[LaunchRecord]:
+        """Every record, oldest first; a damaged one is named in an error, never skipped."""
+        records = []
+        for path in sorted(self.launches.glob("*.json")):
+            try:
+                records.append(LaunchRecord.from_json(json.loads(path.read_bytes())))
+            except (OSError, ValueError, TypeError) as exc:
+                raise RecordError(f"{path}: the launch record is damaged ({exc})") from None
+        return sorted(records, key=lambda r: r.recorded_ms)
+
+    def remove(self, launch_id: str) -> None:
+        self.path(launch_id).unlink(missing_ok=True)
+
+    def finish(self, record: LaunchRecord) -> None:
+        """Move the settled record to ``finished/`` (the newest KEEP_FINISHED are kept)."""
+        data = json.dumps(asdict(record), indent=2, sort_keys=True).encode() + b"\n"
+        write_atomic(self.finished / f"{record.launch_id}.json", data, mode=0o600)
+        self.remove(record.launch_id)
+        kept = sorted(self.finished.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP_FINISHED]:
+            old.unlink(missing_ok=True)
+
+    def keep_tails(self, launch_id: str, run: Path) -> Path:
+        """Copy the tails (at most 1 MiB each) of the run's ``events.jsonl`` and ``stderr.log``
+        to ``unsubmitted/<launch>/`` (0700, files 0600; the newest KEEP_TAILS kept)."""
+        folder = self.root / "unsubmitted"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        target = folder / launch_id
+        target.mkdir(mode=0o700, exist_ok=True)
+        for name in ("events.jsonl", "stderr.log"):
+            try:
+                fd = os.open(run / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - TAIL_BYTES))
+                write_atomic(target / name, handle.read(TAIL_BYTES), mode=0o600)
+        kept = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP_TAILS]:
+            shutil.rmtree(old, ignore_errors=True)
+        return target
+
+    def empty_exits(self) -> dict[str, Any]:
+        """``unsubmitted.json``: launches that exited 0 without a submission or release, per
+        task and in a row in total (unreadable: counts as the operator's hold, never as none)."""
+        path = self.root / "unsubmitted.json"
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return {"tasks": {}, "total": 0}
+        except (OSError, ValueError):
+            return {"tasks": {}, "total": 1 << 30, "damaged": True}
+        if not isinstance(data, dict):
+            return {"tasks": {}, "total": 1 << 30, "damaged": True}
+        return data
+
+    def count_empty_exit(self, task: str | None) -> None:
+        """One more empty exit (task given), or a submission that resets the counts (None)."""
+        data = self.empty_exits()
+        if data.get("damaged"):
+            return
+        if task is None:
+            if not data["tasks"] and not data["total"]:
+                return
+            data = {"tasks": {}, "total": 0}
+        else:
+            data["tasks"][task] = int(data["tasks"].get(task, 0)) + 1
+            data["total"] = int(data.get("total", 0)) + 1
+        body = json.dumps(data, indent=2, sort_keys=True).encode() + b"\n"
+        write_atomic(self.root / "unsubmitted.json", body, mode=0o600)
+
+    def write_heartbeat(self, data: dict[str, Any]) -> None:
+        body = json.dumps({"pid": os.getpid(), "at_ms": now_ms(), **data}, sort_keys=True)
+        write_atomic(self.heartbeat, body.encode() + b"\n", mode=0o600)
+
+
+class RecordError(SupervisorError):
+    """A launch record cannot be read."""
+
+
+def _runs(pid: int | None, ticks: int | None) -> bool:
+    if pid is None:
+        return False
+    current = start_ticks(pid)
+    return current is not None and (ticks is None or current == ticks)
+
+
+def may_be_alive(record: LaunchRecord, *, boot: str | None, now: int) -> bool:
+    """Whether the recorded launch may still run (then it is never started again).
+
+    Another boot: dead. A pid with its start time: alive only while that process runs. No pid
+    yet (the loop died between the record and the spawn): the launch is spawned by the loop
+    process itself and dies with it (bwrap ``--die-with-parent``), so it is dead once that loop
+    is gone; with the loop unknown, alive for two minutes after the record.
+    """
+    if record.boot_id is None or boot is None:
+        return True
+    if record.boot_id != boot:
+        return False
+    if record.pid is not None:
+        return _runs(record.pid, record.start_ticks)
+    if record.loop_ticks is not None:
+        return _runs(record.loop_pid, record.loop_ticks)
+    return now - record.recorded_ms < NO_PID_GRACE_MS

@@ -1,0 +1,261 @@
+"""``agentc-supervisor run``: the live loop (docs/supervisor.md).
+
+Each poll settles what an earlier poll or loop left (:meth:`Loop.settle`), checks admission,
+asks ``next``, and runs at most one implementer launch to its end
+(:class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`); the heartbeat is rewritten
+after every poll and every ``heartbeat_seconds`` during a launch. SIGTERM or SIGINT stop new
+claims, drain a running launch, release its attempt with a handoff, and end the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from agentc.core.addresses import is_loopback_host
+from agentc.core.errors import AgentcError, ConfigError
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.loop import admission, coordinator, costs
+from agentc.supervisor.loop.costs import Summary
+from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
+from agentc.supervisor.loop.records import (
+    MAX_RELEASE_TRIES,
+    LaunchRecord,
+    Records,
+    boot_id,
+    may_be_alive,
+    now_ms,
+    start_ticks,
+)
+
+LOOP_SESSION = "loop"
+COSTS_RETRY_MS = 10 * 60 * 1000
+
+
+def unsupported(config: SupervisorConfig) -> None:
+    """Refuse, naming the key, what the loop does not do yet (never half of it)."""
+    if config.mode == "host":
+        raise ConfigError(
+            "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
+            "host mode with role accounts is not in the loop yet"
+        )
+    if config.run.reviewer:
+        raise ConfigError("run.reviewer: reviewer launches are not in the loop yet")
+    for project, setup in config.setup.items():
+        if setup.command:
+            raise ConfigError(
+                f"setup.{project}.command: setup commands are not run by the loop yet"
+            )
+
+
+def check_binding(config: SupervisorConfig) -> coordinator.Binding:
+    """The loop's binding from ``[run.binding]``; refused (naming the key) when missing or when
+    plain http to loopback is not allowed by ``[run] allow_insecure_loopback``."""
+    unsupported(config)
+    bound = config.run.binding
+    if bound is None:
+        raise ConfigError(
+            "run.binding: required by agentc-supervisor run (service_url, project_id)"
+        )
+    scheme = bound.service_url.split(":", 1)[0].lower()
+    host = bound.service_url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    if scheme == "http" and not (is_loopback_host(host) and config.run.allow_insecure_loopback):
+        raise ConfigError(
+            "run.binding.service_url: plain http needs a loopback host and "
+            "[run] allow_insecure_loopback = true"
+        )
+    state = config.resolved_state_dir()
+    return coordinator.Binding(
+        repo_config=state / "loop" / "coordinator-binding.toml",
+        credential_file=bound.credential_file or state / "impl/coordinator/credentials.toml",
+        project_id=bound.project_id,
+        project_name=bound.project_name,
+        allow_insecure_loopback=scheme == "http",
+    )
+
+
+class Loop:
+    def __init__(self, config: SupervisorConfig) -> None:
+        self.config = config
+        self.binding = check_binding(config)  # before anything is written
+        self.state = config.resolved_state_dir()
+        self.records = Records(self.state)
+        self.mirror = self.state / "mirror.git"
+        self.stopping = False
+        self.iteration = 0
+        self.outcome = "Idle"
+        self.given_up: set[str] = set()
+        self.costs_retry_at = 0
+
+    def start(self) -> None:
+        self.records.ensure()
+        bound = self.config.run.binding
+        assert bound is not None
+        coordinator.install_binding(
+            self.binding.repo_config, bound.service_url, bound.project_id, bound.project_name
+        )
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, once: bool) -> int:
+        def stop(_signum: int, _frame: object) -> None:
+            self.stopping = True
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, stop)
+        self.start()
+        while True:
+            self.iteration += 1
+            try:
+                self.outcome = self.poll()
+            except (AgentcError, OSError) as exc:  # a claimed attempt stays recorded: settled
+                self.outcome = f"Failed({coordinator.describe_error(exc)!r})"
+            log(f"poll {self.iteration}: {self.outcome}")
+            self.heartbeat()
+            self.report_costs()
+            if once or self.stopping:
+                return 0
+            deadline = time.monotonic() + self.config.run.poll_seconds
+            while not self.stopping and time.monotonic() < deadline:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def report_costs(self, *, now: int | None = None, force: bool = False) -> Summary | None:
+        """One reporting pass (after every poll; ten minutes after a failed one)."""
+        now = now_ms() if now is None else now
+        if not force and now < self.costs_retry_at:
+            return None
+        _kill, ledger, _vendors = admission.paths(self.config)
+        running = {r.launch_id for r in self.records.all()}
+        rows = costs.launch_rows(ledger, running, self.binding.project_id)
+        with self.client() as client:
+            summary = costs.Reporter(self.records.root).report(client, rows, now)
+        if summary.error is not None:
+            self.costs_retry_at = now + COSTS_RETRY_MS
+            log(f"report costs: {summary.error}")
+        else:
+            self.costs_retry_at = 0
+        return summary
+
+    def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
+        data: dict[str, Any] = {"iteration": self.iteration, "outcome": self.outcome}
+        if launch is not None:
+            data["launch"] = launch
+        self.records.write_heartbeat(data)
+
+    def poll(self) -> str:
+        refused = self.settle()
+        if refused is not None:
+            return refused
+        if self.stopping:
+            return 'Refused("the loop is stopping; no new claims")'
+        vendor, problems = admission.admit(self.config)
+        if vendor is None:
+            return f"Refused({'; '.join(problems)!r})"
+        try:
+            with self.client() as client:
+                offer = client.next()
+        except AgentcError as exc:
+            return f"Failed({'next: ' + coordinator.describe_error(exc)!r})"
+        action = offer.get("action") if isinstance(offer, dict) else None
+        if not isinstance(action, dict) or action.get("kind") not in ("claim_task", "recover_task"):
+            return "Idle"
+        held = self.held(str(action.get("task_id")))
+        if held is not None:
+            return f"Refused({held!r})"
+        try:
+            return ImplementerLaunch(self, action, vendor).run()
+        except AgentcError as exc:
+            return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+
+    def held(self, task: str) -> str | None:
+        """Why the empty-exit limits hold this task or the whole host, if they do."""
+        counts = self.records.empty_exits()
+        path = self.records.root / "unsubmitted.json"
+        total_limit, task_limit = (
+            self.config.run.empty_exit_total_limit,
+            self.config.run.empty_exit_limit,
+        )
+        if counts.get("damaged"):
+            return f"{path} cannot be read: the host is held until the operator removes it"
+        if total_limit and int(counts.get("total", 0)) >= total_limit:
+            return (
+                f"{counts['total']} launches in a row exited without a submission: the host is "
+                f"held until the operator fixes the cause and removes {path}"
+            )
+        if task_limit and int(counts.get("tasks", {}).get(task, 0)) >= task_limit:
+            return (
+                f"task {task} is held: {task_limit} launches exited without a submission ({path})"
+            )
+        return None
+
+    def client(self) -> Any:
+        return coordinator.session_client(self.binding, self.records.root / "client", LOOP_SESSION)
+
+    def repository(self, project: str) -> tuple[str, str]:
+        """The project's repository URL and branch: ``[setup.<project>]``, else the project's
+        ``repository_url`` on the coordinator and ``[run] branch``."""
+        setup = self.config.setup.get(project)
+        branch = (setup.branch if setup else None) or self.config.run.branch
+        if setup is not None and setup.repository_url:
+            return setup.repository_url, branch
+        with self.client() as client:
+            view = client.get(client.project())
+        url = view.get("repository_url") if isinstance(view, dict) else None
+        if not isinstance(url, str) or not url:
+            raise ConfigError(f"setup.{project}.repository_url: the project names no repository")
+        return url, branch
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def settle(self) -> str | None:
+        """Settle every record a launch left; a refusal while one may still run."""
+        boot, now = boot_id(), now_ms()
+        me = (os.getpid(), start_ticks(os.getpid()))
+        alive = []
+        for record in self.records.all():
+            if record.launch_id in self.given_up:
+                continue
+            ours = (record.loop_pid, record.loop_ticks) == me
+            if not ours and may_be_alive(record, boot=boot, now=now):
+                alive.append(record.launch_id)
+                continue
+            self._settle_dead(record)
+        if alive:
+            return f"Refused({'an earlier launch may still run (' + ', '.join(alive) + ')'!r})"
+        return None
+
+    def _settle_dead(self, record: LaunchRecord) -> None:
+        private: Path = self.records.sessions / record.launch_id
+        try:
+            if not record.released and private.exists():
+                record.outcome = self._release_dead(record, private)
+        except AgentcError as exc:
+            record.release_failures += 1
+            record.outcome = f"release failed: {coordinator.describe_error(exc)}"
+            self.records.write(record)
+            if record.release_failures >= MAX_RELEASE_TRIES:
+                self.given_up.add(record.launch_id)
+                log(f"error: launch {record.launch_id}: {record.outcome}; left until a restart")
+            return
+        record.released = True
+        remove_launch(self, record.launch_id)
+        self.records.finish(record)
+        log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
+
+    def _release_dead(self, record: LaunchRecord, private: Path) -> str:
+        with coordinator.session_client(self.binding, private, record.launch_id) as client:
+            coordinator.resolve_pending(client)  # a lost claim answer is finished, not redone
+            attempt, generation = record.attempt, record.generation
+            held = client.state().attempt
+            if attempt is None and held is not None:
+                attempt, generation = str(held["id"]), int(held["generation"])
+            if attempt is None:
+                return "nothing to release (no attempt was claimed)"
+            state = coordinator.task_attempt_state(client, attempt)
+            if state != "active":
+                return f"left as it is ({state or 'unknown'})"
+            text = handoff("its launch ended while no supervisor watched it (crash or restart).")
+            return coordinator.release(client, attempt, generation, text)

@@ -1,0 +1,157 @@
+"""The loop's tables of ``supervisor.toml``: ``[run]``, ``[run.binding]``, ``[health]``,
+``[health.fallback]``, ``[setup.<project-id>]`` and ``[prices.<model>]``.
+
+Declared with :mod:`agentc.files.settings` like the rest of the file: one check and one default
+per key, unknown keys refused, every problem named by its dotted key. docs/supervisor.md lists
+every key (tests/supervisor/loop/test_settings.py keeps the page and these classes in step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from agentc.core.addresses import is_loopback_host
+from agentc.files.settings import (
+    Settings,
+    absolute_path,
+    boolean,
+    integer,
+    list_of,
+    number,
+    optional,
+    section,
+    setting,
+    string,
+    table_of,
+)
+
+HARNESS_NAMES = ("claude", "codex", "pi")
+COMMAND_PREFIX = "command:"
+
+
+def harness_name(value: object) -> str:
+    """``claude``, ``codex``, ``pi`` or ``command:<absolute path>`` (any executable)."""
+    text = string(value)
+    if text in HARNESS_NAMES:
+        return text
+    if text.startswith(COMMAND_PREFIX):
+        program = Path(text.removeprefix(COMMAND_PREFIX))
+        if program.is_absolute() and ".." not in program.parts:
+            return text
+        raise ValueError(f"command: needs an absolute path without '..', got {str(program)!r}")
+    raise ValueError(f"must be one of {', '.join(HARNESS_NAMES)} or command:<path>, got {text!r}")
+
+
+def service_url(value: object) -> str:
+    """An ``https`` origin, or ``http`` to a loopback host (never plain http elsewhere)."""
+    text = string(value)
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError(f"{text!r} must be an http(s) origin")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"{text!r} must be an origin only (no path, query or user)")
+    if parts.scheme == "http" and not is_loopback_host(host):
+        raise ValueError(f"plain http is refused for {host}: use https (http only on loopback)")
+    return text
+
+
+def project_id(value: object) -> str:
+    text = string(value)
+    if not text or len(text) > 64 or not all(c.isalnum() or c in "_.-" for c in text):
+        raise ValueError(f"{text!r} is not a project id")
+    return text
+
+
+class Binding(Settings):
+    """``[run.binding]``: the coordinator the loop works for, and the credential it uses."""
+
+    service_url: str = setting(service_url)
+    project_id: str = setting(project_id)
+    project_name: str | None = setting(optional(string), default=None)
+    # None: <state>/impl/coordinator/credentials.toml (the seed's place)
+    credential_file: Path | None = setting(optional(absolute_path), default=None)
+
+
+class RunSettings(Settings):
+    """``[run]``: the live loop (agentc-supervisor run)."""
+
+    poll_seconds: float = setting(number(minimum=1), default=60.0)
+    harness: str = setting(harness_name, default="claude")
+    model: str = setting(string, default="default")
+    effort: str = setting(string, default="high")
+    reviewer_harness: str = setting(harness_name, default="claude")
+    reviewer_model: str = setting(string, default="default")
+    min_free_mib: int = setting(integer(minimum=0), default=20480)
+    branch: str = setting(string, default="main")
+    allow_insecure_loopback: bool = setting(boolean, default=False)
+    git_name: str = setting(string, default="agentc implementer")
+    git_email: str = setting(string, default="agentc-impl@agentc.invalid")
+    reviewer: bool = setting(boolean, default=False)
+    review_attempts: int = setting(integer(minimum=1), default=3)
+    budget_minutes: float = setting(number(above=0), default=240.0)
+    drain_seconds: float = setting(number(minimum=0), default=30.0)
+    events_stale_seconds: float = setting(number(minimum=1), default=900.0)
+    checkpoint_stale_minutes: float = setting(number(above=0), default=60.0)
+    heartbeat_seconds: float = setting(number(minimum=1), default=30.0)
+    empty_exit_limit: int = setting(integer(minimum=0), default=2)
+    empty_exit_total_limit: int = setting(integer(minimum=0), default=5)
+    binding: Binding | None = setting(optional(section(Binding)), default=None)
+
+
+class Fallback(Settings):
+    """``[health.fallback]``: the vendor tried when the primary is unusable."""
+
+    harness: str = setting(harness_name)
+    model: str = setting(string)
+    effort: str = setting(string, default="high")
+
+
+class HealthSettings(Settings):
+    """``[health]``: admission (kill switch, daily caps) and vendor health."""
+
+    kill_switch: Path | None = setting(optional(absolute_path), default=None)  # <state>/kill-switch
+    # The gateway's ledger and vendor state, read only (None: <state>/gateway/ledger.jsonl and
+    # <state>/vendors.json).
+    ledger: Path | None = setting(optional(absolute_path), default=None)
+    vendors: Path | None = setting(optional(absolute_path), default=None)
+    exhausted_minutes: float = setting(number(above=0), default=60.0)
+    token_lifetime_days: int = setting(integer(minimum=1), default=365)
+    expiry_warn_days: int = setting(integer(minimum=0), default=14)
+    implementer_daily_usd: float = setting(number(minimum=0), default=150.0)  # 0: no cap
+    reviewer_daily_usd: float = setting(number(minimum=0), default=50.0)  # 0: no cap
+    fallback: Fallback | None = setting(optional(section(Fallback)), default=None)
+
+
+class ProjectSetup(Settings):
+    """``[setup.<project-id>]``: where the project's code comes from, and its setup command."""
+
+    repository_url: str | None = setting(optional(string), default=None)
+    branch: str | None = setting(optional(string), default=None)  # None: [run] branch
+    command: list[str] = setting(list_of(string), default_factory=list)
+    cache_paths: list[Path] = setting(list_of(absolute_path), default_factory=list)
+    timeout_seconds: int = setting(integer(minimum=1), default=900)
+
+
+class PriceSettings(Settings):
+    """``[prices.<model>]``: USD per million tokens, merged over the built-in table."""
+
+    input: float = setting(number(minimum=0))
+    cached_input: float = setting(number(minimum=0))
+    output: float = setting(number(minimum=0))
+
+
+def setup_table(value: object) -> dict[str, ProjectSetup]:
+    tables = table_of(section(ProjectSetup), kind="project")(value)
+    for name in tables:
+        project_id(name)
+    return tables
+
+
+def prices_table(value: object) -> dict[str, PriceSettings]:
+    return table_of(section(PriceSettings), kind="model")(value)

@@ -1,0 +1,194 @@
+"""Test kit for the loop: a real coordinator, a bare origin, a personal-mode state tree, a
+``command:`` agent, and ``agentc-supervisor run`` as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.client.kit import admin_get, admin_project, issue_token, make_clone, write_credentials
+from tests.kit.live import LiveServer
+from tests.supervisor.kit import Kit, make_kit
+
+# A scripted agent: reads its prompt, edits, commits and submits through the agent CLI with no
+# flags but --checkout and --input (everything else comes from the launch's environment).
+SUBMITTING_AGENT = """#!/bin/sh
+set -e
+cat > "$TMPDIR/prompt.md"
+echo '{"type": "agent", "step": "start"}'
+cd agentc-checkout
+echo hi > greeting.txt
+git add greeting.txt
+git commit --quiet -m greeting
+cat > "$TMPDIR/submission.json" <<'JSON'
+{"summary": "greeting added",
+ "acceptance_evidence": [{"criterion": "greeting exists", "evidence": "greeting.txt"}]}
+JSON
+agent-coordinator submissions code --checkout "$PWD" --input "$TMPDIR/submission.json" \\
+    --json > "$TMPDIR/submitted.json"
+echo '{"type": "agent", "step": "submitted"}'
+"""
+# Prints one event, then hangs without another.
+HANGING_AGENT = """#!/bin/sh
+cat > /dev/null
+echo '{"type": "agent", "step": "start"}'
+exec sleep 600
+"""
+
+
+@dataclass
+class LoopKit:
+    kit: Kit
+    live: LiveServer
+    admin: httpx.Client
+    project: str
+    origin: Path
+    agent: Path
+    config: Path
+    run: dict[str, Any]
+    extra: str = ""
+    top: dict[str, Any] = field(default_factory=dict)
+    binding_url: str | None = None  # the loop's coordinator origin (default: the server's)
+
+    @property
+    def state(self) -> Path:
+        return self.kit.state
+
+    def write_config(self, **run: Any) -> None:
+        values = {**self.run, **run}
+        top = {
+            "mode": "personal",
+            "state_dir": str(self.kit.state),
+            "egress_listen": "",
+            "gateway_listen": "",
+            "coordinator_listen": self.live.url.removeprefix("http://"),
+            **self.top,
+        }
+        tables = {k: v for k, v in top.items() if isinstance(v, dict)}
+        lines = [f"{k} = {json.dumps(v)}" for k, v in top.items() if k not in tables]
+        for name, table in tables.items():
+            lines += [f"[{name}]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
+        lines += [
+            "[run]",
+            *(f"{k} = {json.dumps(v)}" for k, v in values.items()),
+            "[run.binding]",
+            f'service_url = "{self.binding_url or self.live.url}"',
+            f'project_id = "{self.project}"',
+            f"[setup.{self.project}]",
+            f'repository_url = "{self.origin}"',
+        ]
+        self.config.write_text("\n".join(lines) + "\n" + self.extra)
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "agentc.supervisor.cli", "--config", str(self.config), *args]
+
+    def env(self) -> dict[str, str]:
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root"}
+
+    def once(self, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv("run", "--once"),
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd="/",
+        )
+
+    def start(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv("run", "--once"),
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+
+    def task(self, title: str = "add a greeting") -> dict[str, Any]:
+        body = {"title": title, "acceptance_criteria": ["greeting exists"]}
+        resp = self.admin.post(
+            f"/api/v1/projects/{self.project}/tasks",
+            json=body,
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert resp.status_code == 201, resp.text
+        task: dict[str, Any] = resp.json()["data"]["task"]
+        return task
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = admin_get(
+            self.admin, f"/api/v1/projects/{self.project}/tasks/{task_id}"
+        )
+        task: dict[str, Any] = data.get("task", data)
+        return task
+
+    def attempt(self, attempt_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = admin_get(
+            self.admin, f"/api/v1/projects/{self.project}/attempts/{attempt_id}"
+        )
+        return data
+
+    def records(self, sub: str = "launches") -> list[dict[str, Any]]:
+        folder = self.state / "loop" / sub
+        if not folder.is_dir():
+            return []
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+    def tails(self) -> str:
+        """The kept logs of launches that ended without a submission (for failure messages)."""
+        folder = self.state / "loop/unsubmitted"
+        if not folder.is_dir():
+            return ""
+        return "\n".join(f"{p}:\n{p.read_text()[-4000:]}" for p in sorted(folder.glob("*/*")))
+
+    def leftovers(self) -> list[str]:
+        found = []
+        for role_dir in ("impl/runs", "impl/clones", "loop/sessions"):
+            folder = self.state / role_dir
+            if folder.is_dir():
+                found += [f"{role_dir}/{p.name}" for p in folder.iterdir()]
+        return found
+
+    def wait_for(self, check: Any, timeout: float = 120, why: Any = None) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = check()
+            if got:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting: {why() if callable(why) else why}")
+
+
+def make_loop_kit(
+    root: Path, live: LiveServer, admin: httpx.Client, agent: str, **top: Any
+) -> LoopKit:
+    kit = make_kit(root / "kit")
+    project = admin_project(admin)
+    origin, _clone = make_clone(root / "repo")
+    token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}")
+    write_credentials(kit.state / "impl/coordinator", live.url, token)
+    (root / "agent").mkdir()
+    program = root / "agent" / "agent.sh"  # its directory is bound back into the launch
+    program.write_text(agent)
+    os.chmod(program, 0o755)  # noqa: S103 - the agent must be executable
+    run = {
+        "harness": f"command:{program}",
+        "allow_insecure_loopback": True,
+        "min_free_mib": 1,
+        "drain_seconds": 2,
+    }
+    loop = LoopKit(
+        kit, live, admin, project, origin, program, root / "supervisor.toml", run, top=top
+    )
+    loop.write_config()
+    return loop

@@ -1,0 +1,97 @@
+"""Cost rows: one per ended launch from the gateway's ledger (written by the gateway's own
+Ledger), reported to a real coordinator once; refused rows quarantined; nothing lost when the
+coordinator is down."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agentc.supervisor.gateway.ledger import Ledger
+from tests.kit.live import LiveServer
+from tests.kit.pg import free_port
+from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
+
+
+def _call(
+    launch: str, attempt: str | None, generation: int, task: str, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "at_ms": 1_800_000_000_000,
+        "session": launch,
+        "attempt": attempt,
+        "generation": generation,
+        "role": "impl",
+        "task": task,
+        "project": None,
+        "upstream": "claude",
+        "model": "claude-sonnet-5",
+        "input_tokens": 1200,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": 100,
+        "output_tokens": 40,
+        "usd": 0.5,
+        "usd_for_caps": 0.5,
+        "status": 200,
+        **extra,
+    }
+
+
+def _report(loop: LoopKit) -> dict[str, int]:
+    out = subprocess.run(
+        loop.argv("report-costs"), env=loop.env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    summary: dict[str, int] = json.loads(out.stdout)
+    return summary
+
+
+def test_each_launch_is_reported_once_and_refused_rows_are_quarantined(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
+    loop.task()
+    assert loop.once().returncode == 0
+    [final] = loop.records("finished")
+    (loop.state / "gateway").mkdir()
+    ledger = Ledger(loop.state / "gateway/ledger.jsonl")
+    ledger.append(_call(final["launch_id"], final["attempt"], final["generation"], final["task"]))
+    ledger.append(_call(final["launch_id"], final["attempt"], final["generation"], final["task"]))
+    # A launch whose attempt claims a generation it never had: refused by the coordinator.
+    ledger.append(_call("other-launch", final["attempt"], 99, final["task"]))
+    assert _report(loop) == {
+        "accepted": 1, "duplicates": 0, "rejected": 1, "quarantined": 0, "pending": 0
+    }  # fmt: skip
+    quarantined = [
+        json.loads(x) for x in (loop.state / "loop/costs.quarantined").read_text().splitlines()
+    ]
+    assert [q["kind"] for q in quarantined] == ["rejected"]
+    assert "generation" in quarantined[0]["reason"]
+    # Nothing is sent twice; a lost costs.reported only makes the coordinator see a duplicate.
+    assert _report(loop) == dict.fromkeys(
+        ("accepted", "duplicates", "rejected", "quarantined", "pending"), 0
+    )
+    (loop.state / "loop/costs.reported").unlink()
+    assert _report(loop)["duplicates"] == 1
+    events = admin.get(f"/api/v1/projects/{loop.project}/events").json()["data"]["items"]
+    assert sum(1 for e in events if e["kind"] == "telemetry.cost_rows") == 1
+
+
+def test_rows_stay_pending_while_the_coordinator_is_down(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
+    (loop.state / "gateway").mkdir()
+    Ledger(loop.state / "gateway/ledger.jsonl").append(_call("l1", None, 1, "t1"))
+    down = f"http://127.0.0.1:{free_port()}"
+    text = loop.config.read_text().replace(
+        f'service_url = "{server.url}"', f'service_url = "{down}"'
+    )
+    loop.config.write_text(text)
+    summary = _report(loop)
+    assert summary["pending"] == 1 and summary["accepted"] == 0
+    assert not (loop.state / "loop/costs.reported").exists()

@@ -1,0 +1,161 @@
+"""The loop with the real ``claude`` binary: relay -> gateway -> scripted provider, offline.
+
+Claude Code, driven by the scripted provider, edits a file, commits and submits through the
+agent CLI inside its launch; the task reaches waiting_review, the gateway's ledger row of the
+launch is reported to the coordinator exactly once, and the heartbeat is written. A rate limit
+marks the vendor exhausted, and the next claim goes to the fallback vendor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentc.supervisor.gateway.app import Gateway
+from agentc.supervisor.gateway.config import GatewayConfig
+from agentc.testing.gateway import ThreadedGateway
+from agentc.testing.provider import ScriptedProvider
+from agentc.testing.script import parse_script
+from tests.kit.live import LiveServer
+from tests.supervisor.kit import HARNESS_BIN
+from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
+
+pytestmark = pytest.mark.root
+
+INNER = "127.0.0.1:18789"  # the gateway's address inside every launch
+MODEL = "claude-sonnet-5"
+SUBMIT = (
+    "cd agentc-checkout && echo hi > greeting.txt && git add greeting.txt && "
+    'git commit --quiet -m greeting && printf \'%s\' \'{"summary": "greeting added", '
+    '"acceptance_evidence": [{"criterion": "greeting exists", "evidence": '
+    '"greeting.txt"}]}\' > "$TMPDIR/s.json" && agent-coordinator submissions code '
+    '--checkout "$PWD" --input "$TMPDIR/s.json" --json > "$TMPDIR/submitted.json"'
+)
+USAGE = {"input_tokens": 1200, "cache_creation_input_tokens": 5000, "output_tokens": 40}
+
+
+@pytest.fixture
+def gateway_loop(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> Iterator[tuple[LoopKit, ScriptedProvider]]:
+    secret_dir = Path(tempfile.mkdtemp(prefix=".agc-loop-cred-", dir=Path.home()))
+    credential = secret_dir / "claude.key"
+    credential.write_text("sk-ant-" + uuid.uuid4().hex + "\n")
+    os.chmod(credential, 0o600)
+    host = short_tmp / "gw"
+    host.mkdir(mode=0o700)
+    try:
+        with ScriptedProvider(parse_script({"turns": []})) as provider:
+            upstream = {"base_url": provider.url, "credential_file": str(credential)}
+            config = GatewayConfig.from_mapping(
+                {
+                    "control_socket": host / "control.sock",
+                    "ledger": host / "ledger.jsonl",
+                    "vendors": host / "vendors.json",
+                    "upstreams": {"claude": {"api": "anthropic", **upstream}},
+                }
+            )
+            with (
+                (host / "gateway.log").open("a") as log,
+                ThreadedGateway(Gateway(config, log=log), control=True) as gateway,
+            ):
+                deadline = time.monotonic() + 10
+                while not config.control_socket.exists():
+                    assert time.monotonic() < deadline, "no control socket"
+                    time.sleep(0.01)
+                loop = make_loop_kit(
+                    short_tmp,
+                    server,
+                    admin,
+                    SUBMITTING_AGENT,
+                    gateway_listen=INNER,
+                    gateway_address=gateway.address,
+                    gateway_control=str(config.control_socket),
+                    harness_paths={"claude": str(HARNESS_BIN / "claude")},
+                    health={"ledger": str(config.ledger), "vendors": str(config.vendors)},
+                )
+                loop.write_config(harness="claude", model=MODEL)
+                settings_dir = loop.state / "impl/claude-config"
+                settings_dir.mkdir(mode=0o755)
+                allow = {"permissions": {"allow": ["Bash", "Write", "Edit", "Read"]}}
+                (settings_dir / "settings.json").write_text(json.dumps(allow))
+                os.chmod(settings_dir / "settings.json", 0o644)
+                yield loop, provider
+    finally:
+        shutil.rmtree(secret_dir, ignore_errors=True)
+
+
+def _ledger(loop: LoopKit) -> list[dict[str, Any]]:
+    path = loop.state.parent.parent / "gw/ledger.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_claude_submits_through_the_cli_and_its_cost_is_reported_once(
+    gateway_loop: tuple[LoopKit, ScriptedProvider],
+) -> None:
+    loop, provider = gateway_loop
+    provider.turns = parse_script(
+        {
+            "turns": [
+                {"tool_calls": [{"tool": "run", "command": SUBMIT}], "usage": USAGE},
+                {"text": "Submitted.", "usage": {"input_tokens": 30, "output_tokens": 5}},
+            ]
+        }
+    ).expanded()
+    task = loop.task()
+    result = loop.once(timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "exit_code: 0" in result.stderr, result.stderr
+    assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
+    [final] = loop.records("finished")
+    assert final["outcome"] == "left as it is (submitted)"
+    rows = [r for r in _ledger(loop) if r["session"] == final["launch_id"]]
+    assert rows and {r["attempt"] for r in rows} == {final["attempt"]}
+    assert {r["project"] for r in rows} == {loop.project}
+    # The loop reported the launch's one row after its poll; a pass by hand sends nothing more.
+    reported = (loop.state / "loop/costs.reported").read_text().split()
+    assert len(reported) == 1
+    again = subprocess.run(
+        loop.argv("report-costs"), env=loop.env(), capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(again.stdout) == dict.fromkeys(
+        ("accepted", "duplicates", "rejected", "quarantined", "pending"), 0
+    )
+    events = loop.admin.get(f"/api/v1/projects/{loop.project}/events").json()["data"]["items"]
+    assert sum(1 for e in events if e["kind"] == "telemetry.cost_rows") == 1
+    beat = json.loads((loop.state / "loop/heartbeat.json").read_text())
+    assert "Launched" in beat["outcome"]
+
+
+def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
+    gateway_loop: tuple[LoopKit, ScriptedProvider],
+) -> None:
+    loop, provider = gateway_loop
+    reset = int(time.time()) + 3600
+    provider.turns = parse_script(
+        {"turns": [{"failure": {"kind": "usage_limit", "reset_at": reset}, "repeat": 20}]}
+    ).expanded()
+    loop.extra = f'[health.fallback]\nharness = "command:{loop.agent}"\nmodel = "default"\n'
+    loop.write_config(harness="claude", model=MODEL)
+    task = loop.task()
+    first = loop.once(timeout=300)
+    assert first.returncode == 0, first.stderr
+    vendors = json.loads((loop.state.parent.parent / "gw/vendors.json").read_text())
+    assert vendors["exhausted_until"]["claude"] >= reset * 1000 - 1000
+    assert loop.show(task["id"])["work_status"] == "ready"
+    second = loop.once(timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert loop.show(task["id"])["work_status"] == "waiting_review"
+    finals = sorted(loop.records("finished"), key=lambda r: r["recorded_ms"])
+    assert [f["vendor"]["harness"] for f in finals] == ["claude", f"command:{loop.agent}"]

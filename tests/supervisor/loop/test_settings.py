@@ -1,0 +1,169 @@
+"""The loop's settings: every key and default in docs/supervisor.md, bad files refused naming
+the key before anything is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentc.core.errors import ConfigError
+from agentc.files.settings import Settings
+from agentc.supervisor.config import SupervisorConfig, load_config
+from agentc.supervisor.limits import Limits
+from agentc.supervisor.loop import settings as loop_settings
+from agentc.supervisor.loop.run import check_binding
+
+DOC = Path(__file__).resolve().parents[3] / "docs/supervisor.md"
+TABLES: dict[str, type[Settings]] = {
+    "Top level": SupervisorConfig,
+    "`[limits]`": Limits,
+    "`[run]`": loop_settings.RunSettings,
+    "`[run.binding]`": loop_settings.Binding,
+    "`[health]`": loop_settings.HealthSettings,
+    "`[health.fallback]`": loop_settings.Fallback,
+    "`[setup.<project-id>]`": loop_settings.ProjectSetup,
+    "`[prices.<model>]`": loop_settings.PriceSettings,
+}
+SECTIONS = {"limits", "run", "health", "setup", "prices", "binding", "fallback"}
+
+
+def _doc_tables() -> dict[str, dict[str, str]]:
+    tables: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in DOC.read_text().splitlines():
+        if line.startswith("### "):
+            current = tables.setdefault(line[4:].strip(), {})
+        elif current is not None and (row := re.match(r"^\| `([a-z_]+)` \| ([^|]+) \|", line)):
+            current[row[1]] = row[2].strip()
+    return tables
+
+
+def _render(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float) and value.is_integer() and "." not in str(int(value)):
+        return f"`{int(value)}`"
+    if isinstance(value, str | Path):
+        return f'`"{value}"`'
+    if isinstance(value, dict):
+        inner = ", ".join(f'{k} = "{v}"' for k, v in value.items())
+        return "`{" + inner + "}`"
+    return f"`{value}`"
+
+
+def _default(item: dataclasses.Field[Any]) -> Any:
+    if item.default is not dataclasses.MISSING:
+        return item.default
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    return "required"
+
+
+@pytest.mark.parametrize("heading", list(TABLES))
+def test_the_page_lists_every_key_with_its_default(heading: str) -> None:
+    doc = _doc_tables()[heading]
+    cls = TABLES[heading]
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    # A nested table is a row of its parent (run.binding, health.fallback) or its own heading.
+    assert set(doc) == {n for n in fields if n not in SECTIONS or n in doc}, heading
+    headings = _doc_tables()
+    for name in set(fields) & SECTIONS - set(doc):
+        assert any(h.startswith(f"`[{name}") for h in headings), name
+    for name, item in fields.items():
+        if name in SECTIONS:
+            continue  # a nested table: documented by its own heading
+        value = _default(item)
+        shown = "required" if value == "required" else _render(value)
+        if name == "implementer_daily_usd" or name == "reviewer_daily_usd":
+            shown = f"`{value}`"
+        assert doc[name] == shown, (heading, name)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "supervisor.toml"
+    path.write_text(f'mode = "personal"\nstate_dir = "{tmp_path / "state"}"\n' + text)
+    return path
+
+
+BINDING = '[run.binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "p1"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[run]\npol_seconds = 5\n", "run.pol_seconds: unknown setting"),
+        ('[run]\npoll_seconds = "5"\n', "run.poll_seconds: expected a number"),
+        ("[run]\npoll_seconds = 0\n", "run.poll_seconds: must be >= 1"),
+        ('[run]\nharness = "emacs"\n', "run.harness: must be one of claude, codex, pi"),
+        ('[run]\nharness = "command:agent"\n', "run.harness: command: needs an absolute path"),
+        ("[run]\ndrain_seconds = -1\n", "run.drain_seconds: must be >= 0"),
+        ('[run.binding]\nservice_url = "http://10.0.0.1:80"\nproject_id = "p"\n',
+         "run.binding.service_url: plain http is refused for 10.0.0.1"),
+        ('[run.binding]\nservice_url = "https://c.example"\n',
+         "run.binding.project_id: required, but missing"),
+        ('[run.binding]\nservice_url = "https://c.example"\nproject_id = "p"\nrepository = "x"\n',
+         "run.binding.repository: unknown setting"),
+        ("[health]\nimplementer_daily_usd = -1\n", "health.implementer_daily_usd: must be >= 0"),
+        ('[health.fallback]\nharness = "codex"\n', "health.fallback.model: required, but missing"),
+        ('[setup."a b"]\nbranch = "x"\n', "setup: 'a b' is not a project id"),
+        ("[setup.p1]\ncommand = 'cargo fetch'\n", "setup.p1.command: expected a list"),
+        ("[prices.m]\ninput = 1\n", "prices.m.cached_input: required, but missing"),
+    ],
+)  # fmt: skip
+def test_bad_settings_name_their_key(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "run.binding: required by agentc-supervisor run"),
+        (BINDING, "run.binding.service_url: plain http needs a loopback host and"),
+        ("[run]\nreviewer = true\n" + BINDING, "run.reviewer: reviewer launches are not"),
+        ('[setup.p1]\ncommand = ["make"]\n' + BINDING, "setup.p1.command: setup commands"),
+    ],
+)
+def test_what_the_loop_cannot_do_is_refused_at_start(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_binding(load_config(_write(tmp_path, text)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[run]\npoll_secs = 5\n" + BINDING,
+        '[run]\nallow_insecure_loopback = true\n[run.binding]\nservice_url = "http://192.0.2.1"\n'
+        'project_id = "p"\n',
+        BINDING,  # plain http on loopback without allow_insecure_loopback
+    ],
+)
+def test_run_with_bad_settings_refuses_and_writes_nothing(tmp_path: Path, text: str) -> None:
+    config = _write(tmp_path, text)
+    out = subprocess.run(
+        [sys.executable, "-m", "agentc.supervisor.cli", "--config", str(config), "run", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith("agentc-supervisor: ") and "Traceback" not in out.stderr
+    assert re.search(r"run\.(poll_secs|binding)", out.stderr), out.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_an_empty_file_still_equals_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "supervisor.toml"
+    path.write_text("")
+    assert load_config(path) == SupervisorConfig()
