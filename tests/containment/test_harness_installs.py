@@ -121,11 +121,6 @@ LAYOUTS = {
     "native installer": native_installer,
     "directory link": directory_link,
 }
-# Known gap (reported): the launch binds each hop's directory by its real path, so a symlinked
-# directory along a hop (``current``) is missing inside: bwrap's execvp fails with ENOENT.
-DIRECTORY_LINK_GAP = pytest.mark.xfail(
-    strict=True, reason="a symlinked directory inside a hop is not recreated in the launch"
-)
 
 
 @pytest.fixture
@@ -138,10 +133,7 @@ def user_home() -> Iterator[tuple[str, Path]]:
         delete_user(name)
 
 
-@pytest.mark.parametrize(
-    "layout",
-    [pytest.param(n, marks=DIRECTORY_LINK_GAP) if n == "directory link" else n for n in LAYOUTS],
-)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_a_harness_installed_in_the_home_runs_inside_a_launch(
     user_home: tuple[str, Path], layout: str
 ) -> None:

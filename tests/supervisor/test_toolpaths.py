@@ -101,3 +101,12 @@ def test_the_real_harnesses_resolve(tmp_path: Path) -> None:
             pytest.skip("the harness binaries are installed by scripts/setup --dev")
         trees = program_trees(program, os.environ.get("PATH", ""))
         assert bin_dir in trees and bin_dir.parent in trees
+
+
+def test_a_symlinked_directory_along_a_hop_brings_back_its_directory(tmp_path: Path) -> None:
+    tools = tmp_path / "home/.local/share/tools"
+    executable(tools / "versions/1.0/bin/tool", "\x7fELF")
+    link(tools / "current", "versions/1.0")
+    program = link(tmp_path / "home/.local/bin/tool", "../share/tools/current/bin/tool")
+    trees = program_trees(program, "")
+    assert tools in trees  # holds the `current` link itself

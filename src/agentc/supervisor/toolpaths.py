@@ -54,6 +54,17 @@ def _hops(program: Path) -> list[Path]:
     return chain
 
 
+def _linked_directories(hops: list[Path]) -> list[Path]:
+    """The directories holding a symlinked directory that a hop passes through (``current`` ->
+    ``versions/X``): the link itself must exist inside the launch, so its directory comes back."""
+    found: list[Path] = []
+    for hop in hops:
+        for parent in reversed(hop.parents):
+            if parent.is_symlink() and parent.parent not in found:
+                found.append(parent.parent)
+    return found
+
+
 def _package_root(target: Path) -> Path | None:
     """The outermost ``node_modules`` holding the target (npm hoists dependencies there), else
     the nearest directory above it with a ``package.json`` or ``pyvenv.cfg``."""
@@ -107,6 +118,7 @@ def program_trees(program: Path, path_env: str, *, _depth: int = 0) -> list[Path
         raise ToolPathError(f"{program}: not an absolute path")
     hops = _hops(program)
     found = [hop.parent for hop in hops]
+    found += _linked_directories(hops)
     final = hops[-1]
     root = _package_root(final)
     if root is not None:
