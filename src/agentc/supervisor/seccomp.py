@@ -28,7 +28,7 @@ from typing import Literal
 
 FilterRole = Literal["implementer", "reviewer"]
 
-FILTER_VERSION = 1  # bump when a list below changes: cached programs are keyed by it
+FILTER_VERSION = 2  # bump when a list below changes: cached programs are keyed by it
 
 # Denied for every role: kernel objects and controls no namespace covers.
 DENY_ALWAYS: tuple[str, ...] = (
@@ -87,6 +87,7 @@ DENY_ALWAYS: tuple[str, ...] = (
     "setdomainname",
     # other processes' memory (the PID namespace holds only the launch, but the harness
     # has no use for it and a sandboxed tool should not read its parent harness's memory)
+    "pidfd_getfd",
     "ptrace",
     "process_vm_readv",
     "process_vm_writev",
