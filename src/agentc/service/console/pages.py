@@ -26,6 +26,11 @@ async def root() -> Response:
     return RedirectResponse("/console/projects", status_code=303)
 
 
+@router.get("/favicon.ico")
+async def favicon() -> Response:
+    return Response(status_code=204)
+
+
 @router.get("/console")
 async def console_root() -> Response:
     return RedirectResponse("/console/projects", status_code=303)
