@@ -68,6 +68,12 @@ class Agent:
         self.client.headers["X-Coordinator-Session"] = s["session_id"]
         self.client.headers["X-Coordinator-Session-Proof"] = self.proof
 
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.client.close()
+
     def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         h = {"Idempotency-Key": str(uuid.uuid4()), **(headers or {})}
         resp = self.client.post(path, json=body, headers=h)

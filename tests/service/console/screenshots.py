@@ -50,7 +50,13 @@ def seed(live: LiveServer) -> tuple[str, str]:
             ).json()["data"]["task"]["id"]
         )
     admin.close()
-    agent = Agent(live, "claude-worker")
+    with Agent(live, "claude-worker") as agent:
+        _work(agent, pid, ids)
+    return pid, ids[1]
+
+
+def _work(agent: Agent, pid: str, ids: list[str]) -> None:
+    """Task 0 in progress, task 1 submitted for review."""
     for n in (0, 1):
         got = agent.client.get(f"/api/v1/projects/{pid}/tasks/{ids[n]}").json()["data"]
         att = agent.post(
@@ -74,7 +80,6 @@ def seed(live: LiveServer) -> tuple[str, str]:
                     ],
                 },
             )
-    return pid, ids[1]
 
 
 def shoot(page: Page, live: LiveServer, path: str, name: str) -> None:

@@ -40,26 +40,26 @@ def test_a_task_from_creation_to_approval(page: Page, server: LiveServer) -> Non
     task_id = page.url.rsplit("/", 1)[1]
 
     # An agent claims it through the API: the open page follows without a reload.
-    agent = Agent(server)
-    task = agent.client.get(f"/api/v1/projects/{project_id}/tasks/{task_id}").json()["data"]
-    claimed = agent.post(
-        f"/api/v1/projects/{project_id}/claims",
-        {"task_id": task_id, "expected_task_revision": task["revision"]},
-    )
-    _status(page, "in progress")
-    attempt = claimed["claim"]["attempt"]
-    agent.post(
-        f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": attempt["generation"],
-            "kind": "general",
-            "summary": "notes written",
-            "acceptance_evidence": [
-                {"criterion": "lists every change", "evidence": "see NOTES.md"},
-                {"criterion": "names authors", "evidence": "authors section"},
-            ],
-        },
-    )
+    with Agent(server) as agent:
+        task = agent.client.get(f"/api/v1/projects/{project_id}/tasks/{task_id}").json()["data"]
+        claimed = agent.post(
+            f"/api/v1/projects/{project_id}/claims",
+            {"task_id": task_id, "expected_task_revision": task["revision"]},
+        )
+        _status(page, "in progress")
+        attempt = claimed["claim"]["attempt"]
+        agent.post(
+            f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
+            {
+                "generation": attempt["generation"],
+                "kind": "general",
+                "summary": "notes written",
+                "acceptance_evidence": [
+                    {"criterion": "lists every change", "evidence": "see NOTES.md"},
+                    {"criterion": "names authors", "evidence": "authors section"},
+                ],
+            },
+        )
     _status(page, "waiting review")
     expect(page.get_by_text("see NOTES.md")).to_be_visible()
 
