@@ -230,3 +230,29 @@ def test_security_headers(svc: Service) -> None:
     assert resp.headers["cache-control"] == "no-store"
     assert resp.headers["x-frame-options"] == "DENY"
     assert resp.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_admin_adds_a_person_and_the_password_stays_secret(svc: Service) -> None:
+    secret = "carol's first passphrase"
+    body = {"name": "carol", "role": "operator", "password": secret}
+    carol = svc.admin.post("/api/v1/admin/people", body, key="add-carol")
+    assert carol["name"] == "carol" and carol["role"] == "operator"
+    assert svc.admin.post("/api/v1/admin/people", body, key="add-carol")["id"] == carol["id"]
+    with pytest.raises(ApiError) as err:  # the name is taken
+        svc.admin.post("/api/v1/admin/people", body)
+    assert err.value.status == 409
+    person = svc.login("carol", secret)
+    with pytest.raises(ApiError) as err:  # an operator does not add people
+        person.post("/api/v1/admin/people", {"name": "dave", "password": secret})
+    assert err.value.status == 403
+    with pytest.raises(ApiError) as err:
+        svc.admin.post("/api/v1/admin/people", {"name": "eve", "role": "agent", "password": secret})
+    assert err.value.status == 422
+    rows = svc.executor.read(
+        lambda tx: [
+            str(r)
+            for table in ("receipts", "events")
+            for r in tx.conn.exec_driver_sql(f"SELECT * FROM {table}").fetchall()
+        ]
+    )
+    assert rows and not any(secret in r for r in rows)

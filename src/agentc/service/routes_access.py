@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import PrincipalKind
-from agentc.core.wire import Body, text
+from agentc.core.model import PrincipalKind, PrincipalRole
+from agentc.core.wire import Body, ByValue, text
 from agentc.service.api import (
     JSON,
     JsonObject,
@@ -39,7 +39,7 @@ from agentc.service.auth import (
     verifier,
     verify_password,
 )
-from agentc.service.schemas import AgentIn, LoginIn, SessionIn
+from agentc.service.schemas import AgentIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts
 from agentc.store.accounts import BrowserSession, Principal, end_browser_session, principal_by_name
 from agentc.store.sql import fetch_row, insert
@@ -47,6 +47,17 @@ from agentc.store.tx import Tx
 
 router = APIRouter()
 T = TypeVar("T")
+
+
+class PersonIn(Body):
+    """The receipt's fingerprint covers name and role; the password is hashed apart."""
+
+    name: Name
+    role: ByValue[PrincipalRole] = PrincipalRole.OPERATOR
+
+
+class NewPersonIn(PersonIn):
+    password: Annotated[str, text(1024, min_length=1)]
 
 
 class PasswordIn(Body):
@@ -303,4 +314,15 @@ async def admin_disable(request: Request, principal_id: str) -> Response:
 async def admin_enable(request: Request, principal_id: str) -> Response:
     return await mutate(
         request, None, lambda op, _b: accounts.set_disabled(op, principal_id, False)
+    )
+
+
+@router.post("/api/v1/admin/people", tags=["access"], status_code=201)
+async def admin_people(request: Request, body: NewPersonIn) -> Response:
+    if body.role == PrincipalRole.AGENT:
+        raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+    password_hash = await run_in_threadpool(hash_password, body.password)
+    person = PersonIn(name=body.name, role=body.role)
+    return await mutate(
+        request, person, lambda op, b: accounts.add_person(op, b.name, b.role, password_hash)
     )

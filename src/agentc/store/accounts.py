@@ -180,3 +180,20 @@ def set_disabled(conn: Connection, principal_id: str, disabled_at: int | None) -
         d=disabled_at,
         id=principal_id,
     )
+
+
+class LiveSessions(NamedTuple):
+    principal_id: str
+    live: int
+
+
+def live_browser_sessions(conn: Connection, now: int) -> dict[str, int]:
+    """How many live browser sessions each person has."""
+    rows = fetch_all(
+        conn,
+        "SELECT principal_id, COUNT(*) FROM browser_sessions "
+        "WHERE revoked_at IS NULL AND expires_at > :now GROUP BY principal_id",
+        LiveSessions,
+        now=now,
+    )
+    return {r.principal_id: r.live for r in rows}

@@ -104,3 +104,18 @@ def test_every_page_keeps_the_strict_policy(svc: Service) -> None:
         assert re.search(r"<script(?![^>]*\bsrc=)", resp.text) is None, path  # no inline script
         assert re.search(r"<[^>]+\son[a-z]+=", resp.text) is None, path  # no inline handler
         assert "http://" not in resp.text.replace(ORIGIN, "")  # nothing from elsewhere
+
+
+def test_an_admin_adds_a_person_from_the_access_page(svc: Service) -> None:
+    _signed_in(svc)
+    form = {**_form(svc), "name": "frank", "role": "operator", "password": "short"}
+    assert _post(svc, "/console/access/people", form).status_code == 422
+    form = {**_form(svc), "name": "frank", "role": "operator", "password": "frank's passphrase"}
+    assert _post(svc, "/console/access/people", form).status_code == 303
+    page = svc.client.get("/console/access").text
+    assert re.search(
+        r"<td>frank</td><td>human</td><td>operator</td><td>enabled</td>"
+        r"<td>0 session\(s\)</td>",
+        page,
+    ), page
+    assert svc.login("frank", "frank's passphrase").get("/api/v1/me")["actor"]["role"] == "operator"

@@ -12,16 +12,19 @@ from urllib.parse import quote
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import PRIORITY_DEFAULT
+from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
 from agentc.core.rules import check_idempotency_key
 from agentc.service.api import JsonObject, Op, Result, mutation, presented, runtime_of
+from agentc.service.auth import hash_password
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
 from agentc.service.routes_access import (
+    PersonIn,
     change_password,
     check_origin,
     client_address,
@@ -191,6 +194,23 @@ async def review_form(request: Request, project_id: str, activity_id: str) -> Re
         )
         task = quote(_field(form, "task_id"), safe="")
         return _go(f"/console/projects/{quote(project_id, safe='')}/tasks/{task}")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/people")
+async def person_form(request: Request) -> Response:
+    async def handle(form: FormData) -> Response:
+        fields = {"name": _field(form, "name"), "role": _field(form, "role") or "operator"}
+        body = _model(lambda: PersonIn.model_validate(fields))
+        assert isinstance(body, PersonIn)
+        if body.role not in (PrincipalRole.ADMIN, PrincipalRole.OPERATOR):
+            raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+        password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
+        role = body.role
+        fn: Fn = lambda op, b: accounts.add_person(op, b.name, role, password_hash)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go("/console/access")
 
     return await _guarded(request, handle)
 

@@ -12,7 +12,7 @@ from agentc.core.rules import rfc3339
 from agentc.service.console.render import HERE, Viewer, html, page, router
 from agentc.service.work import tasks
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
-from agentc.store.accounts import all_credentials, all_principals
+from agentc.store.accounts import all_credentials, all_principals, live_browser_sessions
 from agentc.store.audit import events_after
 from agentc.store.projects import all_projects
 from agentc.store.tx import Tx
@@ -139,6 +139,7 @@ async def access_page(request: Request) -> Response:
         return "access.html", {
             "principals": all_principals(tx.conn),
             "credentials": all_credentials(tx.conn),
+            "sessions": live_browser_sessions(tx.conn, tx.now),
         }
 
     return await page(request, build)

@@ -261,3 +261,13 @@ def set_disabled(op: Op, principal_id: str, disabled: bool) -> Result:
         accounts.revoke_browser_sessions(op.conn, principal_id, op.now)
     op.event("account_disabled" if disabled else "account_enabled", None, principal_id)
     return Result({"principal_id": principal_id, "disabled": disabled})
+
+
+def add_person(op: Op, name: str, role: PrincipalRole, password_hash: str) -> Result:
+    """An admin adds a person (the password was hashed before the transaction)."""
+    require_admin(op.actor, "add people")
+    if accounts.principal_by_name(op.conn, name) is not None:
+        raise conflict("record_conflict", f"the name {name} is taken")
+    pid = _add_principal(op.conn, op.now, name, PrincipalKind.HUMAN, role, password_hash)
+    op.event("person_added", None, pid, name=name, role=role.value)
+    return Result({"id": pid, "name": name, "role": role.value}, status=201)
