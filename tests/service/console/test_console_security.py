@@ -119,3 +119,18 @@ def test_an_admin_adds_a_person_from_the_access_page(svc: Service) -> None:
         page,
     ), page
     assert svc.login("frank", "frank's passphrase").get("/api/v1/me")["actor"]["role"] == "operator"
+
+
+def test_a_task_is_edited_with_its_revision(svc: Service) -> None:
+    _signed_in(svc)
+    pid = svc.project()
+    task = svc.task(pid)
+    path = f"/console/projects/{pid}/tasks/{task['id']}"
+    assert "Edit the task" in svc.client.get(path).text
+    body = {"title": "renamed", "acceptance_criteria": "a\nb", "priority": "0", "depends_on": ""}
+    stale = {**_form(svc, path), **body, "expected_revision": str(task["revision"] + 5)}
+    assert _post(svc, path + "/edit", stale).status_code == 409
+    fresh = {**_form(svc, path), **body, "expected_revision": str(task["revision"])}
+    assert _post(svc, path + "/edit", fresh).status_code == 303
+    got = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
+    assert (got["title"], got["acceptance_criteria"], got["priority"]) == ("renamed", ["a", "b"], 0)

@@ -32,7 +32,7 @@ from agentc.service.routes_access import (
     sign_in,
     sign_out,
 )
-from agentc.service.schemas import AgentIn, ProjectIn, ReviewIn, TaskIn
+from agentc.service.schemas import AgentIn, ProjectIn, ReviewIn, TaskEditIn, TaskIn
 from agentc.service.work import accounts, projects, reviews, tasks
 
 Fn = Callable[[Op, Any], Result]
@@ -166,6 +166,29 @@ async def task_form(request: Request, project_id: str) -> Response:
             request, form, body, lambda op, b: tasks.create_task(op, project_id, b)
         )
         return _go(f"/console/projects/{quote(project_id)}/tasks/{quote(data['task']['id'])}")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/projects/{project_id}/tasks/{task_id}/edit")
+async def edit_form(request: Request, project_id: str, task_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        revision, priority = _field(form, "expected_revision"), _field(form, "priority")
+        body = _model(
+            lambda: TaskEditIn(
+                expected_revision=int(revision) if revision.isdigit() else -1,
+                title=_field(form, "title"),
+                description=_field(form, "description"),
+                acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
+                priority=int(priority) if priority.isdigit() else PRIORITY_DEFAULT,
+                depends_on=_field(form, "depends_on").replace(",", " ").split(),
+            )
+        )
+        fn: Fn = lambda op, b: tasks.edit_task(op, project_id, task_id, b)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go(
+            f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
+        )
 
     return await _guarded(request, handle)
 

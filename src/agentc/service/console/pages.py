@@ -105,6 +105,9 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             "project": project,
             "task": task,
             "reviewable": reviewable,
+            "editable": not task["current_attempt_id"]
+            and task["lifecycle"] in ("open", "planned")
+            and not flow["submission"],
             "events": _task_events(tx, project_id, task),
         }
 
