@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from starlette.testclient import TestClient
 
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import PrincipalKind, PrincipalRole
+from agentc.service.app import create_app
+from agentc.service.auth import LoginLimiter, hash_password, verifier
+from agentc.service.work.accounts import _add_principal
+from agentc.store.sql import fetch_exists
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, ApiError, Caller, Service
 
 
@@ -67,25 +74,146 @@ def test_agents_cannot_do_human_things(svc: Service) -> None:
         assert err.value.status == 403
 
 
-def test_login_is_rate_limited_per_username(svc: Service) -> None:
-    codes = []
-    for _ in range(6):
-        resp = svc.client.post(
+def _login(svc: Service, username: str, password: str, address: str = "testclient") -> int:
+    client = TestClient(svc.app, base_url=ORIGIN, client=(address, 50000))
+    with client:
+        resp = client.post(
             "/api/v1/auth/login",
-            json={"username": "mallory", "password": "wrong password!!"},
-            headers={"Origin": ORIGIN},
+            json={"username": username, "password": password},
+            headers={"Origin": ORIGIN, "X-Forwarded-For": "10.9.9.9"},
         )
-        codes.append(resp.status_code)
+    return resp.status_code
+
+
+def test_guessing_one_name_slows_that_name_from_that_address_only(svc: Service) -> None:
+    codes = [_login(svc, "admin", "wrong password!!", "10.0.0.66") for _ in range(6)]
     assert codes == [401] * 5 + [429]
-    resp = svc.client.post(
-        "/api/v1/auth/login",
-        json={"username": "mallory", "password": "wrong password!!"},
-        headers={"Origin": ORIGIN, "X-Forwarded-For": "10.9.9.9"},
+    # Even the right password waits on the attacking address; forwarded headers change nothing.
+    assert _login(svc, "admin", ADMIN_PASSWORD, "10.0.0.66") == 429
+    # The real person on another address gets in at once.
+    assert _login(svc, "admin", ADMIN_PASSWORD, "10.0.0.7") == 200
+
+
+def test_made_up_names_do_not_lock_out_a_real_person(svc: Service) -> None:
+    codes = [_login(svc, f"nobody-{i}", "wrong password!!", "10.0.0.66") for i in range(31)]
+    assert codes == [401] * 30 + [429]  # the attacking address is throttled...
+    assert _login(svc, "admin", ADMIN_PASSWORD, "10.0.0.7") == 200  # ...nobody else is
+
+
+def test_backoff_doubles_and_a_success_clears_it() -> None:
+    now = [0.0]
+    limiter = LoginLimiter(free_per_name=2, clock=lambda: now[0])
+    for _ in range(2):
+        limiter.check("ann", "a")
+        limiter.failed("ann", "a")
+    with pytest.raises(CoordinatorError):
+        limiter.check("ann", "a")
+    now[0] += 2.5
+    limiter.check("ann", "a")
+    limiter.failed("ann", "a")
+    now[0] += 2.5  # the third failure made the wait 4 s
+    with pytest.raises(CoordinatorError):
+        limiter.check("ANN", "a")
+    now[0] += 2
+    limiter.check("ann", "a")
+    limiter.succeeded("ann", "a")
+    limiter.check("ann", "a")
+    limiter.check("ann", "b")
+
+
+def test_sign_out_ends_the_session_at_once(svc: Service) -> None:
+    person = svc.login("admin", ADMIN_PASSWORD)
+    assert person.raw("GET", "/api/v1/me").status_code == 200
+    no_csrf = Caller(svc.client, {"Origin": ORIGIN}, dict(person.cookies))
+    assert no_csrf.raw("POST", "/api/v1/auth/logout").status_code == 403
+    assert person.raw("POST", "/api/v1/auth/logout").status_code == 200
+    assert person.raw("GET", "/api/v1/me").status_code == 401
+    assert person.raw("POST", "/api/v1/auth/logout").status_code == 401
+    token_hash = verifier(person.cookies["coordinator_local"])
+    assert not svc.executor.read(
+        lambda tx: fetch_exists(
+            tx.conn, "SELECT id FROM browser_sessions WHERE token_hash = :h", h=token_hash
+        )
     )
-    assert resp.status_code == 429  # forwarded headers never bypass the limit
-    assert resp.headers["retry-after"] == "60"
-    # Another name is still allowed (the per-name limit), and the right password works.
-    assert svc.login("admin", ADMIN_PASSWORD).cookies
+
+
+def test_password_change_ends_the_other_sessions(svc: Service) -> None:
+    here, there = svc.login("admin", ADMIN_PASSWORD), svc.login("admin", ADMIN_PASSWORD)
+    new = "a much better passphrase"
+    wrong = here.raw(
+        "POST", "/api/v1/me/password", {"current_password": "nope", "new_password": new}
+    )
+    assert wrong.status_code == 401
+    short = here.raw(
+        "POST", "/api/v1/me/password", {"current_password": ADMIN_PASSWORD, "new_password": "x"}
+    )
+    assert short.status_code == 422
+    bad_origin = Caller(svc.client, {**here.headers, "Origin": "http://evil.example"}, here.cookies)
+    body = {"current_password": ADMIN_PASSWORD, "new_password": new}
+    assert bad_origin.raw("POST", "/api/v1/me/password", body).status_code == 403
+    assert here.raw("POST", "/api/v1/me/password", body).status_code == 200
+    assert here.raw("GET", "/api/v1/me").status_code == 200
+    assert there.raw("GET", "/api/v1/me").status_code == 401
+    assert _login(svc, "admin", ADMIN_PASSWORD, "10.1.1.1") == 401
+    assert svc.login("admin", new).raw("GET", "/api/v1/me").status_code == 200
+
+
+def test_a_disabled_account_is_refused_at_once(svc: Service) -> None:
+    svc.executor.write(
+        lambda tx: _add_principal(
+            tx.conn,
+            tx.now,
+            "bob",
+            PrincipalKind.HUMAN,
+            PrincipalRole.OPERATOR,
+            hash_password(ADMIN_PASSWORD),
+        )
+    )
+    bob = svc.login("bob", ADMIN_PASSWORD)
+    bob_id = bob.get("/api/v1/me")["actor"]["id"]
+    svc.admin.post(f"/api/v1/admin/principals/{bob_id}/disable")
+    assert bob.raw("GET", "/api/v1/me").status_code == 401
+    assert _login(svc, "bob", ADMIN_PASSWORD, "10.2.2.2") == 401
+
+
+def test_rotate_replaces_and_revokes(svc: Service) -> None:
+    issued = svc.admin.post("/api/v1/admin/agents", {"name": "rot", "access": "read"})
+    old = Caller(svc.client, {"Authorization": f"Bearer {issued['token']}"})
+    assert old.raw("GET", "/api/v1/projects").status_code == 200
+    key = "rotate-key-1"
+    path = f"/api/v1/admin/credentials/{issued['credential_id']}/rotate"
+    new = svc.admin.post(path, key=key)
+    assert new["agent_id"] == issued["agent_id"] and new["access"] == "read"
+    assert old.raw("GET", "/api/v1/projects").status_code == 401
+    fresh = Caller(svc.client, {"Authorization": f"Bearer {new['token']}"})
+    assert fresh.raw("GET", "/api/v1/projects").status_code == 200
+    again = svc.admin.post(path, key=key)  # a retry recovers the identity, never the token
+    assert again["credential_id"] == new["credential_id"] and "token" not in again
+    with pytest.raises(ApiError) as err:
+        svc.admin.post(path)
+    assert err.value.status == 409
+
+
+def test_https_accepts_only_the_host_cookie(svc: Service) -> None:
+    origin = "https://coord.example"
+    settings = svc.settings.model_copy(update={"public_origin": origin})
+    app = create_app(settings, clock=svc.clock, executor=svc.executor)
+    with TestClient(app, base_url=origin) as client:
+        resp = client.post(
+            "/api/v1/auth/login",
+            json={"username": "admin", "password": ADMIN_PASSWORD},
+            headers={"Origin": origin},
+        )
+        assert resp.status_code == 200
+        assert "__Host-coordinator=" in resp.headers["set-cookie"]
+        assert "Secure" in resp.headers["set-cookie"]
+        cookie = resp.cookies["__Host-coordinator"]
+        client.cookies.clear()
+        client.cookies.set("coordinator_local", cookie)  # a sibling host's plain cookie
+        assert client.get("/api/v1/me").status_code == 401
+        client.cookies.clear()
+        client.cookies.set("__Host-coordinator", cookie)
+        assert client.get("/api/v1/me").status_code == 200
 
 
 def test_login_needs_the_public_origin(svc: Service) -> None:
@@ -102,3 +230,29 @@ def test_security_headers(svc: Service) -> None:
     assert resp.headers["cache-control"] == "no-store"
     assert resp.headers["x-frame-options"] == "DENY"
     assert resp.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_admin_adds_a_person_and_the_password_stays_secret(svc: Service) -> None:
+    secret = "carol's first passphrase"
+    body = {"name": "carol", "role": "operator", "password": secret}
+    carol = svc.admin.post("/api/v1/admin/people", body, key="add-carol")
+    assert carol["name"] == "carol" and carol["role"] == "operator"
+    assert svc.admin.post("/api/v1/admin/people", body, key="add-carol")["id"] == carol["id"]
+    with pytest.raises(ApiError) as err:  # the name is taken
+        svc.admin.post("/api/v1/admin/people", body)
+    assert err.value.status == 409
+    person = svc.login("carol", secret)
+    with pytest.raises(ApiError) as err:  # an operator does not add people
+        person.post("/api/v1/admin/people", {"name": "dave", "password": secret})
+    assert err.value.status == 403
+    with pytest.raises(ApiError) as err:
+        svc.admin.post("/api/v1/admin/people", {"name": "eve", "role": "agent", "password": secret})
+    assert err.value.status == 422
+    rows = svc.executor.read(
+        lambda tx: [
+            str(r)
+            for table in ("receipts", "events")
+            for r in tx.conn.exec_driver_sql(f"SELECT * FROM {table}").fetchall()
+        ]
+    )
+    assert rows and not any(secret in r for r in rows)

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
-from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate
+from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate, browser_cookie
 from agentc.service.settings import ServerSettings
 from agentc.store.audit import Receipt, get_receipt, write_event
 from agentc.store.sql import insert
@@ -132,7 +132,7 @@ def presented(request: Request) -> Presented:
     if auth_values:
         scheme, _, token = auth_values[0].partition(" ")
         bearer = token.strip() if scheme.lower() == "bearer" else ""
-    cookie = request.cookies.get("__Host-coordinator") or request.cookies.get("coordinator_local")
+    cookie = browser_cookie(request.cookies, runtime_of(request).settings.https)
     dup = any(
         len(h.getlist(n)) > 1
         for n in ("authorization", "x-coordinator-session", "x-coordinator-session-proof")

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
-from agentc.service import routes_access, routes_work
+from agentc.service import console, routes_access, routes_work
 from agentc.service.api import Runtime, error_response, install_error_handlers
 from agentc.service.settings import ServerSettings
 from agentc.store.engine import Database, open_engine
@@ -30,9 +30,15 @@ SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with a
+    # form post, and the console's writes are checked against the public origin.
+    (b"referrer-policy", b"same-origin"),
     (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
-    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
 ]
 
 
@@ -135,5 +141,6 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes_access.router)
     app.include_router(routes_work.router)
+    app.include_router(console.router)
     app.add_middleware(Guard, limit=settings.json_body_limit_bytes, https=settings.https)
     return app

@@ -13,6 +13,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from argon2 import PasswordHasher
@@ -80,33 +81,73 @@ def verify_password(stored_hash: str | None, password: str) -> bool:
 
 
 class LoginLimiter:
-    """5 attempts per username and 30 in total per 60 s, in memory, on a monotonic clock."""
+    """Sign-in throttling an attacker cannot turn into a lockout of someone else.
 
-    def __init__(self, per_name: int = 5, total: int = 30, window_s: float = 60.0) -> None:
-        self.per_name, self.total, self.window = per_name, total, window_s
-        self._all: deque[float] = deque()
-        self._names: dict[str, deque[float]] = {}
+    Failures are counted per client address (at most ``per_address`` in ``window_s``) and per
+    name *from that address*, where each failure past ``free_per_name`` doubles the wait, up to
+    ``max_backoff_s``. Nothing is global: failures with made-up names from one address slow
+    that address only, and guessing one person's password from one address never locks that
+    person out from another. A success clears the name's record on that address. In memory, on
+    a monotonic clock (``clock`` serves tests).
+    """
+
+    def __init__(
+        self,
+        per_address: int = 30,
+        free_per_name: int = 5,
+        window_s: float = 60.0,
+        max_backoff_s: float = 900.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_address, self.free_per_name = per_address, free_per_name
+        self.window, self.max_backoff, self.clock = window_s, max_backoff_s, clock
+        self._addresses: dict[str, deque[float]] = {}
+        self._names: dict[tuple[str, str], tuple[int, float]] = {}  # failures, last failure
         self._lock = threading.Lock()
 
-    def check(self, username: str) -> None:
-        now = time.monotonic()
+    def _wait(self, failures: int) -> float:
+        if failures < self.free_per_name:
+            return 0.0
+        return float(min(self.max_backoff, 2 ** (failures - self.free_per_name + 1)))
+
+    def check(self, username: str, address: str) -> None:
+        """Refuse (429) when this address, or this name from this address, must wait."""
+        now = self.clock()
         with self._lock:
-            while self._all and now - self._all[0] > self.window:
-                self._all.popleft()
-            if len(self._names) > 1024:
-                self._names = {k: v for k, v in self._names.items() if v and now - v[-1] < 60}
-            name = self._names.setdefault(username.lower(), deque())
-            while name and now - name[0] > self.window:
-                name.popleft()
-            if len(self._all) >= self.total or len(name) >= self.per_name:
+            self._forget(now)
+            recent = self._addresses.get(address)
+            if recent is not None:
+                while recent and now - recent[0] > self.window:
+                    recent.popleft()
+            failures, last = self._names.get((address, username.lower()), (0, now))
+            if (recent is not None and len(recent) >= self.per_address) or (
+                now - last < self._wait(failures)
+            ):
                 raise CoordinatorError(
                     "rate_limited",
-                    "too many sign-in attempts; wait a minute",
+                    "too many failed sign-ins from this address; wait and retry",
                     status=429,
                     retryable=True,
                 )
-            self._all.append(now)
-            name.append(now)
+
+    def failed(self, username: str, address: str) -> None:
+        now = self.clock()
+        with self._lock:
+            self._addresses.setdefault(address, deque()).append(now)
+            key = (address, username.lower())
+            self._names[key] = (self._names.get(key, (0, now))[0] + 1, now)
+
+    def succeeded(self, username: str, address: str) -> None:
+        with self._lock:
+            self._names.pop((address, username.lower()), None)
+
+    def _forget(self, now: float) -> None:
+        """Bound the memory: drop records older than the longest wait."""
+        if len(self._names) + len(self._addresses) <= 4096:
+            return
+        horizon = max(self.window, self.max_backoff)
+        self._names = {k: v for k, v in self._names.items() if now - v[1] < horizon}
+        self._addresses = {k: v for k, v in self._addresses.items() if v and now - v[-1] < horizon}
 
 
 @dataclass(frozen=True)
@@ -150,6 +191,20 @@ def unauthenticated(message: str = "authentication required") -> CoordinatorErro
 
 def denied(message: str, **details: object) -> CoordinatorError:
     return CoordinatorError("operation_not_permitted", message, status=403, details=dict(details))
+
+
+HOST_COOKIE = "__Host-coordinator"
+LOCAL_COOKIE = "coordinator_local"
+
+
+def cookie_name(https: bool) -> str:
+    """The browser session cookie's name: on an https origin only the __Host- cookie counts,
+    so a sibling host cannot fix a session with a plain-name cookie."""
+    return HOST_COOKIE if https else LOCAL_COOKIE
+
+
+def browser_cookie(cookies: Mapping[str, str], https: bool) -> str | None:
+    return cookies.get(cookie_name(https))
 
 
 def _check_secret(value: str, what: str) -> None:

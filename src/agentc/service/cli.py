@@ -228,6 +228,26 @@ def issue_credential(ctx: click.Context, agent: str, credential_class: str, acce
     _guard(run)
 
 
+@main.command("recover-operator-password")
+@click.option("--username", required=True, help="The person whose password is reset.")
+@click.option("--password-stdin", is_flag=True, help="Read the new password from standard input.")
+@click.pass_context
+def recover_operator_password(ctx: click.Context, username: str, password_stdin: bool) -> None:
+    """Set a person's password from the host; every browser session of theirs ends (audited)."""
+    from agentc.service.auth import hash_password
+    from agentc.service.work.accounts import recover_password
+
+    settings = _settings(ctx)
+
+    def run() -> None:
+        password_hash = hash_password(_read_password(password_stdin))
+        with _database(settings, create=False) as ex:
+            ex.write(lambda tx: recover_password(tx.conn, tx.now, username, password_hash))
+        click.echo(f"reset the password of {username}; their sessions have ended")
+
+    _guard(run)
+
+
 def _issue(tx: Any, fn: Any, agent: str, credential_class: str, access: str) -> Any:
     from agentc.store.audit import write_event
 

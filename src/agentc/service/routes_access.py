@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -10,23 +12,57 @@ from starlette.responses import Response
 
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import PrincipalKind
-from agentc.service.api import JSON, JsonObject, _dumps, envelope, mutate, new_id, read, runtime_of
+from agentc.core.model import PrincipalKind, PrincipalRole
+from agentc.core.wire import Body, ByValue, text
+from agentc.service.api import (
+    JSON,
+    JsonObject,
+    Runtime,
+    _dumps,
+    envelope,
+    mutate,
+    new_id,
+    presented,
+    read,
+    runtime_of,
+)
 from agentc.service.auth import (
     BROWSER_SESSION_MS,
     Actor,
+    Presented,
+    authenticate,
+    browser_cookie,
+    cookie_name,
     csrf_token,
+    hash_password,
     new_secret,
     verifier,
     verify_password,
 )
-from agentc.service.schemas import AgentIn, LoginIn, SessionIn
+from agentc.service.schemas import AgentIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts
-from agentc.store.accounts import BrowserSession, principal_by_name
-from agentc.store.sql import insert
+from agentc.store.accounts import BrowserSession, Principal, end_browser_session, principal_by_name
+from agentc.store.sql import fetch_row, insert
 from agentc.store.tx import Tx
 
 router = APIRouter()
+T = TypeVar("T")
+
+
+class PersonIn(Body):
+    """The receipt's fingerprint covers name and role; the password is hashed apart."""
+
+    name: Name
+    role: ByValue[PrincipalRole] = PrincipalRole.OPERATOR
+
+
+class NewPersonIn(PersonIn):
+    password: Annotated[str, text(1024, min_length=1)]
+
+
+class PasswordIn(Body):
+    current_password: Annotated[str, text(1024, min_length=1)]
+    new_password: Annotated[str, text(1024, min_length=1)]
 
 
 @router.get("/healthz", tags=["public"])
@@ -64,24 +100,26 @@ async def auth_help(request: Request) -> Response:
     return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
 
 
-@router.post("/api/v1/auth/login", tags=["access"])
-async def login(request: Request, body: LoginIn) -> Response:
-    rt = runtime_of(request)
-    if request.headers.get("origin") != rt.settings.public_origin:
-        raise CoordinatorError(
-            "operation_not_permitted",
-            "sign-in must come from the configured public origin",
-            status=403,
-        )
-    rt.limiter.check(body.username)
-    row = await run_in_threadpool(
-        rt.executor.read, lambda tx: principal_by_name(tx.conn, body.username)
-    )
+def client_address(request: Request) -> str:
+    """The address sign-in throttling counts: the peer. (A trusted proxy's header would be
+    read here once a setting names it; until then forwarded headers are ignored.)"""
+    return request.client.host if request.client else "unknown"
+
+
+async def sign_in(
+    rt: Runtime, username: str, password: str, address: str
+) -> tuple[str, JsonObject, int]:
+    """Check the password (throttled per address and per name on that address) and open a
+    browser session. Returns the cookie, the actor and the time."""
+    rt.limiter.check(username, address)
+    row = await run_in_threadpool(rt.executor.read, lambda tx: principal_by_name(tx.conn, username))
     if row is not None and row.kind != PrincipalKind.HUMAN:
         row = None  # agents do not sign in
-    ok = await run_in_threadpool(verify_password, row.password_hash if row else None, body.password)
+    ok = await run_in_threadpool(verify_password, row.password_hash if row else None, password)
     if not ok or row is None or row.disabled_at is not None:
+        rt.limiter.failed(username, address)
         raise CoordinatorError("authentication_required", "wrong username or password", status=401)
+    rt.limiter.succeeded(username, address)
     cookie = new_secret()
     principal_id = row.id
 
@@ -100,14 +138,12 @@ async def login(request: Request, body: LoginIn) -> Response:
         return tx.now
 
     now = await asyncio.wrap_future(rt.executor.submit_write(work))
-    data = {
-        "actor": {"id": row.id, "name": row.name, "role": row.role},
-        "csrf_token": csrf_token(cookie),
-    }
-    resp = Response(_dumps(envelope(data, new_id(), now)), media_type=JSON)
-    name = "__Host-coordinator" if rt.settings.https else "coordinator_local"
+    return cookie, {"id": row.id, "name": row.name, "role": row.role}, now
+
+
+def set_session_cookie(rt: Runtime, resp: Response, cookie: str) -> None:
     resp.set_cookie(
-        name,
+        cookie_name(rt.settings.https),
         cookie,
         max_age=BROWSER_SESSION_MS // 1000,
         path="/",
@@ -115,7 +151,99 @@ async def login(request: Request, body: LoginIn) -> Response:
         samesite="strict",
         secure=rt.settings.https,
     )
+
+
+def check_origin(rt: Runtime, request: Request, what: str) -> None:
+    if request.headers.get("origin") != rt.settings.public_origin:
+        raise CoordinatorError(
+            "operation_not_permitted",
+            f"{what} must come from the configured public origin",
+            status=403,
+        )
+
+
+@router.post("/api/v1/auth/login", tags=["access"])
+async def login(request: Request, body: LoginIn) -> Response:
+    rt = runtime_of(request)
+    check_origin(rt, request, "sign-in")
+    cookie, actor, now = await sign_in(rt, body.username, body.password, client_address(request))
+    data = {"actor": actor, "csrf_token": csrf_token(cookie)}
+    resp = Response(_dumps(envelope(data, new_id(), now)), media_type=JSON)
+    set_session_cookie(rt, resp, cookie)
     return resp
+
+
+async def browser_write(rt: Runtime, creds: Presented, fn: Callable[[Tx, Actor, str], T]) -> T:
+    """A browser-session write outside the receipts (sign-out, password): the same cookie,
+    Origin and CSRF checks as every write, under the write lock."""
+    origin = rt.settings.public_origin
+
+    def work(tx: Tx) -> T:
+        actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
+        if not actor.is_human or creds.cookie is None:
+            raise CoordinatorError(
+                "operation_not_permitted", "this is for signed-in people", status=403
+            )
+        return fn(tx, actor, verifier(creds.cookie))
+
+    return await asyncio.wrap_future(rt.executor.submit_write(work))
+
+
+async def sign_out(rt: Runtime, creds: Presented) -> None:
+    def fn(tx: Tx, _actor: Actor, token_hash: str) -> None:
+        end_browser_session(tx.conn, token_hash)
+
+    await browser_write(rt, creds, fn)
+
+
+async def change_password(rt: Runtime, creds: Presented, current: str, new: str) -> None:
+    """Check the current password, store the new one, end the person's other sessions."""
+    new_hash = await run_in_threadpool(hash_password, new)
+    origin = rt.settings.public_origin
+
+    def who(tx: Tx) -> str | None:
+        actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
+        row = fetch_row(tx.conn, Principal, actor.principal_id)
+        return row.password_hash if row else None
+
+    stored = await run_in_threadpool(rt.executor.read, who)
+    if not await run_in_threadpool(verify_password, stored, current):
+        raise CoordinatorError(
+            "authentication_required",
+            "the current password is wrong",
+            status=401,
+            details={"field": "current_password"},
+        )
+
+    def fn(tx: Tx, actor: Actor, token_hash: str) -> None:
+        accounts.change_password(tx.conn, tx.now, actor.principal_id, new_hash, token_hash)
+
+    await browser_write(rt, creds, fn)
+
+
+@router.post("/api/v1/auth/logout", tags=["access"])
+async def logout(request: Request) -> Response:
+    rt = runtime_of(request)
+    await sign_out(rt, presented(request))
+    resp = Response(
+        _dumps(envelope({"signed_out": True}, new_id(), rt.executor.clock())), media_type=JSON
+    )
+    resp.delete_cookie(
+        cookie_name(rt.settings.https),
+        path="/",
+        secure=rt.settings.https,
+        httponly=True,
+        samesite="strict",
+    )
+    return resp
+
+
+@router.post("/api/v1/me/password", tags=["access"])
+async def me_password(request: Request, body: PasswordIn) -> Response:
+    rt = runtime_of(request)
+    await change_password(rt, presented(request), body.current_password, body.new_password)
+    data = {"password_changed": True, "other_sessions_ended": True}
+    return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
 
 
 @router.get("/api/v1/me", tags=["access"])
@@ -132,9 +260,7 @@ async def me(request: Request) -> Response:
                 "session_id": actor.session_id,
             }
         }
-        cookie = request.cookies.get("__Host-coordinator") or request.cookies.get(
-            "coordinator_local"
-        )
+        cookie = browser_cookie(request.cookies, runtime_of(request).settings.https)
         if actor.is_human and cookie:
             data["csrf_token"] = csrf_token(cookie)
         return data
@@ -172,3 +298,31 @@ async def get_session(request: Request, session_id: str) -> Response:
 @router.post("/api/v1/sessions/{session_id}/close", tags=["sessions"])
 async def close_session(request: Request, session_id: str) -> Response:
     return await mutate(request, None, lambda op, _b: accounts.close_session(op, session_id))
+
+
+@router.post("/api/v1/admin/credentials/{credential_id}/rotate", tags=["access"], status_code=201)
+async def admin_rotate(request: Request, credential_id: str) -> Response:
+    return await mutate(request, None, lambda op, _b: accounts.rotate_credential(op, credential_id))
+
+
+@router.post("/api/v1/admin/principals/{principal_id}/disable", tags=["access"])
+async def admin_disable(request: Request, principal_id: str) -> Response:
+    return await mutate(request, None, lambda op, _b: accounts.set_disabled(op, principal_id, True))
+
+
+@router.post("/api/v1/admin/principals/{principal_id}/enable", tags=["access"])
+async def admin_enable(request: Request, principal_id: str) -> Response:
+    return await mutate(
+        request, None, lambda op, _b: accounts.set_disabled(op, principal_id, False)
+    )
+
+
+@router.post("/api/v1/admin/people", tags=["access"], status_code=201)
+async def admin_people(request: Request, body: NewPersonIn) -> Response:
+    if body.role == PrincipalRole.AGENT:
+        raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+    password_hash = await run_in_threadpool(hash_password, body.password)
+    person = PersonIn(name=body.name, role=body.role)
+    return await mutate(
+        request, person, lambda op, b: accounts.add_person(op, b.name, b.role, password_hash)
+    )

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.store.sql import columns, fetch_exists, fetch_one, run, table
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
 @table("principals")
@@ -128,3 +128,72 @@ def revoke_credential(conn: Connection, credential_id: str, now: int) -> None:
 
 def close_session(conn: Connection, session_id: str, now: int) -> None:
     run(conn, _CLOSE_SESSION, now=now, id=session_id)
+
+
+_PRINCIPALS = _PRINCIPAL + " ORDER BY kind, name"
+_CREDENTIALS = (
+    "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
+    "p.name, p.kind, p.role, p.disabled_at FROM credentials c "
+    "JOIN principals p ON p.id = c.principal_id ORDER BY p.name, c.created_at DESC"
+)
+
+
+def all_principals(conn: Connection) -> list[Principal]:
+    return fetch_all(conn, _PRINCIPALS, Principal)
+
+
+def all_credentials(conn: Connection) -> list[CredentialAuth]:
+    """Every credential with its principal (the Access page)."""
+    return fetch_all(conn, _CREDENTIALS, CredentialAuth)
+
+
+def end_browser_session(conn: Connection, token_hash: str) -> None:
+    """Sign-out: the session's verifier is deleted, so the cookie matches nothing."""
+    run(conn, "DELETE FROM browser_sessions WHERE token_hash = :h", h=token_hash)
+
+
+def revoke_browser_sessions(
+    conn: Connection, principal_id: str, now: int, keep_hash: str | None = None
+) -> None:
+    """End every browser session of the person (but the one whose verifier is keep_hash)."""
+    run(
+        conn,
+        "DELETE FROM browser_sessions WHERE principal_id = :p AND token_hash <> :keep",
+        p=principal_id,
+        keep=keep_hash or "",
+    )
+
+
+def set_password_hash(conn: Connection, principal_id: str, password_hash: str) -> None:
+    run(
+        conn,
+        "UPDATE principals SET password_hash = :h WHERE id = :id",
+        h=password_hash,
+        id=principal_id,
+    )
+
+
+def set_disabled(conn: Connection, principal_id: str, disabled_at: int | None) -> None:
+    run(
+        conn,
+        "UPDATE principals SET disabled_at = :d WHERE id = :id",
+        d=disabled_at,
+        id=principal_id,
+    )
+
+
+class LiveSessions(NamedTuple):
+    principal_id: str
+    live: int
+
+
+def live_browser_sessions(conn: Connection, now: int) -> dict[str, int]:
+    """How many live browser sessions each person has."""
+    rows = fetch_all(
+        conn,
+        "SELECT principal_id, COUNT(*) FROM browser_sessions "
+        "WHERE revoked_at IS NULL AND expires_at > :now GROUP BY principal_id",
+        LiveSessions,
+        now=now,
+    )
+    return {r.principal_id: r.live for r in rows}

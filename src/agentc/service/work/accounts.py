@@ -14,6 +14,7 @@ from agentc.service.schemas import AgentIn, SessionIn
 from agentc.service.work.refusals import conflict, missing
 from agentc.store import accounts, leases
 from agentc.store.accounts import AgentSession, Credential, Principal
+from agentc.store.audit import write_event
 from agentc.store.sql import fetch_row, insert
 
 
@@ -60,6 +61,18 @@ def issue_agent_credential(
         pid = _add_principal(conn, now, name, PrincipalKind.AGENT, PrincipalRole.AGENT, None)
     else:
         pid = agent.id
+    return _new_credential(conn, now, pid, name, credential_class, access, issued_by)
+
+
+def _new_credential(
+    conn: Connection,
+    now: int,
+    pid: str,
+    name: str,
+    credential_class: str,
+    access: str,
+    issued_by: str | None,
+) -> JsonObject:
     token = new_secret()
     cid = new_id()
     insert(
@@ -183,3 +196,78 @@ def close_session(op: Op, session_id: str) -> Result:
     accounts.close_session(op.conn, session_id, op.now)
     op.event("agent_session_closed", None, session_id)
     return Result(session_view(op.conn, session_id, op.now))
+
+
+def rotate_credential(op: Op, credential_id: str) -> Result:
+    """A replacement for the same principal, class and access; the old one is revoked in the
+    same transaction. The new token is shown once."""
+    require_admin(op.actor, "rotate credentials")
+    row = fetch_row(op.conn, Credential, credential_id)
+    if row is None:
+        raise missing(f"no credential {credential_id}")
+    if row.revoked_at is not None:
+        raise conflict("credential_revoked", f"credential {credential_id} is already revoked")
+    agent = fetch_row(op.conn, Principal, row.principal_id)
+    assert agent is not None  # credentials reference their principal
+    data = _new_credential(
+        op.conn, op.now, agent.id, agent.name, row.class_, row.access, op.actor.principal_id
+    )
+    accounts.revoke_credential(op.conn, credential_id, op.now)
+    op.event("agent_credential_revoked", None, credential_id, replaced_by=data["credential_id"])
+    op.event(
+        "agent_credential_issued",
+        None,
+        data["credential_id"],
+        agent=agent.name,
+        credential_class=row.class_,
+        access=row.access,
+        replaces=credential_id,
+    )
+    return Result({**data, "replaces": credential_id}, status=201, secret_fields=("token",))
+
+
+def change_password(
+    conn: Connection, now: int, principal_id: str, new_hash: str, keep: str
+) -> None:
+    """A person's new password; every other browser session of theirs ends."""
+    accounts.set_password_hash(conn, principal_id, new_hash)
+    accounts.revoke_browser_sessions(conn, principal_id, now, keep_hash=keep)
+    write_event(conn, now, principal_id, None, "password_changed", None, principal_id, {})
+
+
+def recover_password(conn: Connection, now: int, username: str, new_hash: str) -> str:
+    """The host's recovery of a person's password: their sessions all end; audited."""
+    person = accounts.principal_by_name(conn, username)
+    if person is None or person.kind != PrincipalKind.HUMAN:
+        raise missing(f"no person named {username}")
+    accounts.set_password_hash(conn, person.id, new_hash)
+    accounts.revoke_browser_sessions(conn, person.id, now)
+    write_event(
+        conn, now, None, None, "password_recovered_by_host", None, person.id, {"name": username}
+    )
+    return person.id
+
+
+def set_disabled(op: Op, principal_id: str, disabled: bool) -> Result:
+    """Disable (its browser sessions end at once) or enable a person's account."""
+    require_admin(op.actor, "disable accounts")
+    row = fetch_row(op.conn, Principal, principal_id)
+    if row is None:
+        raise missing(f"no principal {principal_id}")
+    if principal_id == op.actor.principal_id:
+        raise denied("an admin may not disable their own account")
+    accounts.set_disabled(op.conn, principal_id, op.now if disabled else None)
+    if disabled:
+        accounts.revoke_browser_sessions(op.conn, principal_id, op.now)
+    op.event("account_disabled" if disabled else "account_enabled", None, principal_id)
+    return Result({"principal_id": principal_id, "disabled": disabled})
+
+
+def add_person(op: Op, name: str, role: PrincipalRole, password_hash: str) -> Result:
+    """An admin adds a person (the password was hashed before the transaction)."""
+    require_admin(op.actor, "add people")
+    if accounts.principal_by_name(op.conn, name) is not None:
+        raise conflict("record_conflict", f"the name {name} is taken")
+    pid = _add_principal(op.conn, op.now, name, PrincipalKind.HUMAN, role, password_hash)
+    op.event("person_added", None, pid, name=name, role=role.value)
+    return Result({"id": pid, "name": name, "role": role.value}, status=201)

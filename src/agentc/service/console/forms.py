@@ -1,0 +1,289 @@
+"""The console's writes. Each runs as an API mutation (the same authentication, Origin, CSRF,
+Idempotency-Key, receipt and audit as the API); the form carries the CSRF token and the key."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.responses import RedirectResponse, Response
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
+from agentc.core.rules import check_idempotency_key
+from agentc.service.api import JsonObject, Op, Result, mutation, presented, runtime_of
+from agentc.service.auth import hash_password
+from agentc.service.console.pages import _local
+from agentc.service.console.render import html, invalid_form, problem, router
+from agentc.service.routes_access import (
+    PersonIn,
+    change_password,
+    check_origin,
+    client_address,
+    set_session_cookie,
+    sign_in,
+    sign_out,
+)
+from agentc.service.schemas import AgentIn, ProjectIn, ReviewIn, TaskEditIn, TaskIn
+from agentc.service.work import accounts, projects, reviews, tasks
+
+Fn = Callable[[Op, Any], Result]
+
+
+async def run_write(request: Request, form: FormData, body: BaseModel | None, fn: Fn) -> JsonObject:
+    """One console write as an API mutation: cookie + Origin + the form's CSRF token."""
+    rt = runtime_of(request)
+    creds = dataclasses.replace(presented(request), csrf=_field(form, "csrf"))
+    if creds.bearer is not None or creds.cookie is None:
+        raise CoordinatorError("authentication_required", "sign in first", status=401)
+    key = check_idempotency_key(_field(form, "idempotency_key") or None)
+    operation = f"{request.method} {request.url.path}"
+    work = mutation(rt, creds, operation, key, body, fn)
+    _status, out, _replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
+    data: JsonObject = json.loads(out)["data"]
+    return data
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _model(make: Callable[[], BaseModel]) -> BaseModel:
+    try:
+        return make()
+    except ValidationError as exc:
+        raise invalid_form(exc) from None
+
+
+async def _guarded(request: Request, handle: Callable[[FormData], Any]) -> Response:
+    """Run a form's handler; a refusal becomes a page that says what and why."""
+    try:
+        form = await request.form()
+        response: Response = await handle(form)
+        return response
+    except CoordinatorError as err:
+        return problem(err)
+
+
+def _go(path: str) -> RedirectResponse:
+    return RedirectResponse(path, status_code=303)
+
+
+@router.post("/console/sign-in")
+async def sign_in_form(request: Request) -> Response:
+    rt = runtime_of(request)
+
+    async def handle(form: FormData) -> Response:
+        check_origin(rt, request, "sign-in")
+        username, password = _field(form, "username"), _field(form, "password")
+        try:
+            cookie, _actor, _now = await sign_in(rt, username, password, client_address(request))
+        except CoordinatorError as err:
+            if err.status != 401:
+                raise
+            nxt = _local(_field(form, "next"))
+            return html("sign_in.html", http_status=401, next=nxt, message=err.message)
+        resp = _go(_local(_field(form, "next")))
+        set_session_cookie(rt, resp, cookie)
+        return resp
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/sign-out")
+async def sign_out_form(request: Request) -> Response:
+    rt = runtime_of(request)
+
+    async def handle(form: FormData) -> Response:
+        await sign_out(rt, dataclasses.replace(presented(request), csrf=_field(form, "csrf")))
+        resp = _go("/console/sign-in")
+        resp.delete_cookie("__Host-coordinator" if rt.settings.https else "coordinator_local")
+        return resp
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/account/password")
+async def password_form(request: Request) -> Response:
+    rt = runtime_of(request)
+
+    async def handle(form: FormData) -> Response:
+        new = _field(form, "new_password")
+        if new != _field(form, "confirm_password"):
+            raise CoordinatorError("invalid_input", "the new passwords differ", status=422)
+        creds = dataclasses.replace(presented(request), csrf=_field(form, "csrf"))
+        await change_password(rt, creds, _field(form, "current_password"), new)
+        return _go("/console/account?changed=1")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/projects")
+async def project_form(request: Request) -> Response:
+    async def handle(form: FormData) -> Response:
+        body = _model(
+            lambda: ProjectIn(
+                name=_field(form, "name"),
+                repository_url=_field(form, "repository_url"),
+                target_branch=_field(form, "target_branch") or "main",
+                review_mode=_field(form, "review_mode") or "agent",  # type: ignore[arg-type]
+            )
+        )
+        data = await run_write(request, form, body, projects.create_project)
+        return _go(f"/console/projects/{quote(data['id'])}")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/projects/{project_id}/tasks")
+async def task_form(request: Request, project_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        priority = _field(form, "priority")
+        body = _model(
+            lambda: TaskIn(
+                title=_field(form, "title"),
+                description=_field(form, "description"),
+                acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
+                priority=int(priority) if priority.lstrip("-").isdigit() else PRIORITY_DEFAULT,
+                depends_on=_field(form, "depends_on").replace(",", " ").split(),
+                kind=_field(form, "kind") or "general",  # type: ignore[arg-type]
+            )
+        )
+        data = await run_write(
+            request, form, body, lambda op, b: tasks.create_task(op, project_id, b)
+        )
+        return _go(f"/console/projects/{quote(project_id)}/tasks/{quote(data['task']['id'])}")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/projects/{project_id}/tasks/{task_id}/edit")
+async def edit_form(request: Request, project_id: str, task_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        revision, priority = _field(form, "expected_revision"), _field(form, "priority")
+        body = _model(
+            lambda: TaskEditIn(
+                expected_revision=int(revision) if revision.isdigit() else -1,
+                title=_field(form, "title"),
+                description=_field(form, "description"),
+                acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
+                priority=int(priority) if priority.isdigit() else PRIORITY_DEFAULT,
+                depends_on=_field(form, "depends_on").replace(",", " ").split(),
+            )
+        )
+        fn: Fn = lambda op, b: tasks.edit_task(op, project_id, task_id, b)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go(
+            f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
+        )
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/projects/{project_id}/activities/{activity_id}/review")
+async def review_form(request: Request, project_id: str, activity_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        findings = [
+            {"severity": form.getlist("severity")[i], "remedy": remedy, "evidence": evidence}
+            for i, (remedy, evidence) in enumerate(
+                zip(form.getlist("remedy"), form.getlist("evidence"), strict=False)
+            )
+            if isinstance(remedy, str) and remedy.strip() and i < len(form.getlist("severity"))
+        ]
+        fields: dict[str, Any] = {
+            "submission_id": _field(form, "submission_id"),
+            "decision": _field(form, "decision"),
+            "summary": _field(form, "summary"),
+            "findings": findings,
+        }
+        if _field(form, "amendment_decision"):
+            fields["amendment_decision"] = _field(form, "amendment_decision")
+        body = _model(lambda: ReviewIn.model_validate(fields))
+        await run_write(
+            request, form, body, lambda op, b: reviews.decide(op, project_id, activity_id, b)
+        )
+        task = quote(_field(form, "task_id"), safe="")
+        return _go(f"/console/projects/{quote(project_id, safe='')}/tasks/{task}")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/people")
+async def person_form(request: Request) -> Response:
+    async def handle(form: FormData) -> Response:
+        fields = {"name": _field(form, "name"), "role": _field(form, "role") or "operator"}
+        body = _model(lambda: PersonIn.model_validate(fields))
+        assert isinstance(body, PersonIn)
+        if body.role not in (PrincipalRole.ADMIN, PrincipalRole.OPERATOR):
+            raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+        password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
+        role = body.role
+        fn: Fn = lambda op, b: accounts.add_person(op, b.name, role, password_hash)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go("/console/access")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/agents")
+async def issue_form(request: Request) -> Response:
+    async def handle(form: FormData) -> Response:
+        body = _model(
+            lambda: AgentIn.model_validate(
+                {
+                    "name": _field(form, "name"),
+                    "credential_class": _field(form, "credential_class") or "interactive",
+                    "access": _field(form, "access") or "write",
+                }
+            )
+        )
+        data = await run_write(request, form, body, accounts.admin_issue)
+        return html("revealed.html", data=data)
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/credentials/{credential_id}/rotate")
+async def rotate_form(request: Request, credential_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fn: Fn = lambda op, _b: accounts.rotate_credential(op, credential_id)  # noqa: E731
+        data = await run_write(request, form, None, fn)
+        return html("revealed.html", data=data)
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/credentials/{credential_id}/revoke")
+async def revoke_form(request: Request, credential_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fn: Fn = lambda op, _b: accounts.revoke_credential(op, credential_id)  # noqa: E731
+        await run_write(request, form, None, fn)
+        return _go("/console/access")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/principals/{principal_id}/{action}")
+async def account_state_form(request: Request, principal_id: str, action: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        if action not in ("disable", "enable"):
+            raise CoordinatorError("record_not_found", "no such action", status=404)
+        disabled = action == "disable"
+        fn: Fn = lambda op, _b: accounts.set_disabled(op, principal_id, disabled)  # noqa: E731
+        await run_write(request, form, None, fn)
+        return _go("/console/access")
+
+    return await _guarded(request, handle)

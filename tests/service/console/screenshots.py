@@ -1,0 +1,117 @@
+"""Screenshots of the console's main pages into docs/screenshots/ (run by scripts/screenshots):
+a real server on a scratch database, a little real work done through the API, Debian's
+Chromium at 1280 px and at phone width."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import Page, sync_playwright
+
+from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
+from tests.service.console.kit import CHROMIUM, Agent
+
+OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+
+
+def seed(live: LiveServer) -> tuple[str, str]:
+    """A project with tasks in several states; returns the project and a task waiting review."""
+    admin = live.admin_client()
+    pid = admin.post(
+        "/api/v1/projects",
+        json={
+            "name": "website",
+            "repository_url": "https://git.example/website.git",
+            "review_mode": "human",
+        },
+        headers={"Idempotency-Key": "seed-project"},
+    ).json()["data"]["id"]
+    titles = [
+        "Fix the login redirect",
+        "Write the 1.0 release notes",
+        "Add a dark theme",
+        "Translate the footer",
+        "Compress the hero image",
+    ]
+    ids = []
+    for n, title in enumerate(titles):
+        body = {
+            "title": title,
+            "kind": "general",
+            "priority": n % 4,
+            "acceptance_criteria": ["works on a phone", "documented"],
+            "description": "Reported by three users this week.",
+        }
+        ids.append(
+            admin.post(
+                f"/api/v1/projects/{pid}/tasks", json=body, headers={"Idempotency-Key": f"seed-{n}"}
+            ).json()["data"]["task"]["id"]
+        )
+    admin.close()
+    with Agent(live, "claude-worker") as agent:
+        _work(agent, pid, ids)
+    return pid, ids[1]
+
+
+def _work(agent: Agent, pid: str, ids: list[str]) -> None:
+    """Task 0 in progress, task 1 submitted for review."""
+    for n in (0, 1):
+        got = agent.client.get(f"/api/v1/projects/{pid}/tasks/{ids[n]}").json()["data"]
+        att = agent.post(
+            f"/api/v1/projects/{pid}/claims",
+            {"task_id": ids[n], "expected_task_revision": got["revision"]},
+        )["claim"]["attempt"]
+        agent.post(
+            f"/api/v1/projects/{pid}/attempts/{att['id']}/checkpoints",
+            {"generation": att["generation"], "summary": "reproduced; fixing"},
+        )
+        if n == 1:
+            agent.post(
+                f"/api/v1/projects/{pid}/attempts/{att['id']}/submissions",
+                {
+                    "generation": att["generation"],
+                    "kind": "general",
+                    "summary": "Notes written in NOTES.md.",
+                    "acceptance_evidence": [
+                        {"criterion": "works on a phone", "evidence": "checked at 390 px"},
+                        {"criterion": "documented", "evidence": "NOTES.md section 1.0"},
+                    ],
+                },
+            )
+
+
+def shoot(page: Page, live: LiveServer, path: str, name: str) -> None:
+    page.goto(live.url + path)
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+    print(f"docs/screenshots/{name}.png", file=sys.stderr)
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="agentc-screens-"))
+    with live_server(str(work / "c.sqlite3"), work) as live, sync_playwright() as pw:
+        pid, review = seed(live)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        for width, suffix in ((1280, ""), (390, "-phone")):
+            page = browser.new_page(viewport={"width": width, "height": 800})
+            shoot(page, live, "/console/sign-in", "sign-in" + suffix)
+            page.get_by_label("Name").fill("admin")
+            page.get_by_label("Password").fill(ADMIN_PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url("**/console/projects")
+            shoot(page, live, f"/console/projects/{pid}", "board" + suffix)
+            shoot(page, live, f"/console/projects/{pid}/tasks/{review}", "task-review" + suffix)
+            if not suffix:
+                shoot(page, live, "/console/projects", "projects")
+                shoot(page, live, f"/console/projects/{pid}/tasks/new", "new-task")
+                shoot(page, live, "/console/access", "access")
+                shoot(page, live, "/console/account", "account")
+            page.close()
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""A person runs a project end to end from a real browser (Chromium via Playwright) against a
+real server; an agent works through the API meanwhile. Nothing secret is left behind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.kit.live import LiveServer
+from tests.service.console.kit import Agent, browser, page, server, sign_in
+
+__all__ = ["browser", "page", "server"]  # fixtures
+NEW_PASSWORD = "a brand new passphrase"
+
+
+def _status(page: Page, expected: str) -> None:
+    expect(page.locator("#work-status")).to_have_text(expected, timeout=15_000)
+
+
+def test_a_task_from_creation_to_approval(page: Page, server: LiveServer) -> None:
+    sign_in(page, server)
+    page.get_by_text("New project").click()
+    page.get_by_label("Name").fill("demo")
+    page.get_by_label("Repository URL").fill("https://example.com/demo.git")
+    page.get_by_label("Review").select_option("human")
+    page.get_by_role("button", name="Create project").click()
+    expect(page.get_by_role("heading", name="demo")).to_be_visible()
+    project_id = page.url.rsplit("/", 1)[1]
+
+    page.get_by_role("link", name="New task").click()
+    page.get_by_label("Title").fill("Write the release notes")
+    page.get_by_label("Description").fill("For 1.0.")
+    page.get_by_label("Acceptance criteria (one a line)").fill("lists every change\nnames authors")
+    page.get_by_label("Priority (0 urgent … 3 low)").select_option("1")
+    page.get_by_role("button", name="Create task").click()
+    _status(page, "ready")
+    task_id = page.url.rsplit("/", 1)[1]
+
+    # An agent claims it through the API: the open page follows without a reload.
+    with Agent(server) as agent:
+        task = agent.client.get(f"/api/v1/projects/{project_id}/tasks/{task_id}").json()["data"]
+        claimed = agent.post(
+            f"/api/v1/projects/{project_id}/claims",
+            {"task_id": task_id, "expected_task_revision": task["revision"]},
+        )
+        _status(page, "in progress")
+        attempt = claimed["claim"]["attempt"]
+        agent.post(
+            f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
+            {
+                "generation": attempt["generation"],
+                "kind": "general",
+                "summary": "notes written",
+                "acceptance_evidence": [
+                    {"criterion": "lists every change", "evidence": "see NOTES.md"},
+                    {"criterion": "names authors", "evidence": "authors section"},
+                ],
+            },
+        )
+    _status(page, "waiting review")
+    expect(page.get_by_text("see NOTES.md")).to_be_visible()
+
+    page.reload()
+    page.get_by_label("Approve").check()
+    page.get_by_label("Summary").fill("Good notes.")
+    page.get_by_label("Remedy").first.fill("a typo in the title")
+    page.get_by_label("Severity").first.select_option("advisory")
+    page.get_by_role("button", name="Send review").click()
+    _status(page, "done")
+    expect(page.get_by_text("approved by a human")).to_be_visible()
+    expect(page.get_by_text("a typo in the title")).to_be_visible()
+
+    page.get_by_role("link", name="demo").click()
+    expect(page.locator("#col-done")).to_contain_text("1")
+    page.get_by_label("Show").select_option("done")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("link", name="Write the release notes")).to_be_visible()
+    _no_secret_left(server, [agent.token, agent.proof, _cookie(page)])
+
+
+def test_credentials_password_and_sign_out(page: Page, server: LiveServer) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Access").click()
+    page.get_by_label("Agent name").fill("builder")
+    page.get_by_label("Access", exact=True).select_option("read")
+    page.get_by_role("button", name="Issue").click()
+    first = page.get_by_label("Token").input_value()
+    assert _works(server, first)
+
+    page.get_by_role("link", name="Back to Access").click()
+    expect(page.locator("#credentials")).not_to_contain_text(first)
+    page.locator("#credentials tr", has_text="builder").get_by_role("button", name="Rotate").click()
+    expect(page.get_by_text("now revoked")).to_be_visible()
+    second = page.get_by_label("Token").input_value()
+    assert second != first and _works(server, second) and not _works(server, first)
+
+    page.get_by_role("link", name="Back to Access").click()
+    live_row = page.locator("#credentials tr").filter(has=page.get_by_role("button", name="Revoke"))
+    expect(live_row).to_have_count(1)
+    live_row.get_by_role("button", name="Revoke").click()
+    expect(live_row).to_have_count(0)
+    assert not _works(server, second)
+
+    page.get_by_role("link", name="My account").click()
+    page.get_by_label("Current password").fill("correct horse battery staple")
+    page.get_by_label("New password (12 characters or more)").fill(NEW_PASSWORD)
+    page.get_by_label("New password again").fill(NEW_PASSWORD)
+    page.get_by_role("button", name="Change the password").click()
+    expect(page.get_by_text("The password was changed")).to_be_visible()
+    cookie = _cookie(page)
+
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/console/sign-in")
+    page.goto(server.url + "/console/access")
+    page.wait_for_url(re.compile(r".*/console/sign-in\?next=.*"))
+    gone = httpx.get(server.url + "/api/v1/me", cookies={"coordinator_local": cookie})
+    assert gone.status_code == 401  # the signed-out session is refused at once
+    sign_in(page, server, NEW_PASSWORD)
+    _no_secret_left(server, [first, second, cookie, NEW_PASSWORD])
+
+
+def _works(server: LiveServer, token: str) -> bool:
+    resp = httpx.get(server.url + "/api/v1/projects", headers={"Authorization": f"Bearer {token}"})
+    return resp.status_code == 200
+
+
+def _cookie(page: Page) -> str:
+    return next(c["value"] for c in page.context.cookies() if c["name"] == "coordinator_local")
+
+
+def _no_secret_left(server: LiveServer, secrets: list[str]) -> None:
+    """No token, proof, cookie or password in the database (receipts, events, any row) or the
+    server's log."""
+    stored = Path(server.database).read_bytes()
+    for extra in (Path(server.database + "-wal"),):
+        if extra.exists():
+            stored += extra.read_bytes()
+    log = server.log.read_bytes()
+    for secret in secrets:
+        assert secret.encode() not in stored
+        assert secret.encode() not in log
