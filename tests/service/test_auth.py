@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -256,3 +258,23 @@ def test_an_admin_adds_a_person_and_the_password_stays_secret(svc: Service) -> N
         ]
     )
     assert rows and not any(secret in r for r in rows)
+
+
+def _request(peer: str, headers: dict[str, str]) -> Any:
+    from starlette.requests import Request
+
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "client": (peer, 5000), "headers": raw})
+
+
+def test_throttling_reads_the_trusted_proxy_header_only_from_a_loopback_proxy() -> None:
+    from agentc.service.routes_access import client_address
+
+    forwarded = {"X-Forwarded-For": "198.51.100.9, 203.0.113.7"}
+    # the proxy appends the client it saw last: that is the address counted
+    assert client_address(_request("127.0.0.1", forwarded), "X-Forwarded-For") == "203.0.113.7"
+    # no header configured: forwarded headers are ignored (a client could forge them)
+    assert client_address(_request("127.0.0.1", forwarded), None) == "127.0.0.1"
+    # a peer that is not the loopback proxy cannot choose its counted address
+    assert client_address(_request("192.0.2.1", forwarded), "X-Forwarded-For") == "192.0.2.1"
+    assert client_address(_request("127.0.0.1", {}), "X-Forwarded-For") == "127.0.0.1"

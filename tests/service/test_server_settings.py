@@ -52,6 +52,7 @@ def test_each_documented_variable_sets_its_option(monkeypatch: pytest.MonkeyPatc
         "allow_insecure_loopback": "true",
         "canary_principals": "bot-1,bot-2",
         "agent_task_weekly_budget": "7",
+        "trusted_proxy_header": "X-Forwarded-For",
     }
     for name, value in given.items():
         monkeypatch.setenv(ENVIRONMENT[name], value)

@@ -119,6 +119,7 @@ def _setting(name: str, **kwargs: Any) -> Callable[[F], F]:
 @_setting("allow_insecure_loopback", is_flag=True)
 @_setting("canary_principals")
 @_setting("agent_task_weekly_budget", type=click.IntRange(*WEEKLY_BUDGET_RANGE), show_default=True)
+@_setting("trusted_proxy_header")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -128,6 +129,7 @@ def main(
     allow_insecure_loopback: bool,
     canary_principals: str,
     agent_task_weekly_budget: int,
+    trusted_proxy_header: str | None,
 ) -> None:
     """The agentc coordinator service."""
     ctx.obj = {
@@ -139,6 +141,7 @@ def main(
             p.strip() for p in canary_principals.split(",") if p.strip()
         ),
         "agent_task_weekly_budget": agent_task_weekly_budget,
+        "trusted_proxy_header": trusted_proxy_header or None,
     }
 
 

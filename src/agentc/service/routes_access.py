@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agentc import __version__
+from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PrincipalKind, PrincipalRole
 from agentc.core.wire import Body, ByValue, text
@@ -100,10 +101,16 @@ async def auth_help(request: Request) -> Response:
     return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
 
 
-def client_address(request: Request) -> str:
-    """The address sign-in throttling counts: the peer. (A trusted proxy's header would be
-    read here once a setting names it; until then forwarded headers are ignored.)"""
-    return request.client.host if request.client else "unknown"
+def client_address(request: Request, trusted_header: str | None) -> str:
+    """The address sign-in throttling counts: the peer, or, when a trusted proxy header is
+    configured and the peer is the loopback proxy, the last address that proxy appended."""
+    peer = request.client.host if request.client else "unknown"
+    if trusted_header and is_loopback_host(peer):
+        value = request.headers.get(trusted_header, "")
+        forwarded = value.rsplit(",", 1)[-1].strip()
+        if forwarded:
+            return forwarded[:64]
+    return peer
 
 
 async def sign_in(
@@ -166,7 +173,9 @@ def check_origin(rt: Runtime, request: Request, what: str) -> None:
 async def login(request: Request, body: LoginIn) -> Response:
     rt = runtime_of(request)
     check_origin(rt, request, "sign-in")
-    cookie, actor, now = await sign_in(rt, body.username, body.password, client_address(request))
+    cookie, actor, now = await sign_in(
+        rt, body.username, body.password, client_address(request, rt.settings.trusted_proxy_header)
+    )
     data = {"actor": actor, "csrf_token": csrf_token(cookie)}
     resp = Response(_dumps(envelope(data, new_id(), now)), media_type=JSON)
     set_session_cookie(rt, resp, cookie)

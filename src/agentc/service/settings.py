@@ -28,6 +28,7 @@ ENVIRONMENT = {
     "allow_insecure_loopback": "COORDINATOR_ALLOW_INSECURE_LOOPBACK",
     "canary_principals": "COORDINATOR_CANARY_PRINCIPALS",
     "agent_task_weekly_budget": "COORDINATOR_AGENT_TASK_WEEKLY_BUDGET",
+    "trusted_proxy_header": "COORDINATOR_TRUSTED_PROXY_HEADER",
 }
 
 
@@ -67,6 +68,12 @@ class ServerSettings(BaseModel):
         ge=WEEKLY_BUDGET_RANGE[0],
         le=WEEKLY_BUDGET_RANGE[1],
         description="Agent-created tasks admitted per project per ISO week.",
+    )
+    trusted_proxy_header: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9-]{1,64}$",
+        description="The header the TLS proxy sets to the client's address (e.g. "
+        "X-Forwarded-For), read for sign-in throttling only from a loopback peer.",
     )
     json_body_limit_bytes: int = Field(1024 * 1024, ge=1024, le=1024 * 1024)
 

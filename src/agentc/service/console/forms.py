@@ -90,7 +90,9 @@ async def sign_in_form(request: Request) -> Response:
         check_origin(rt, request, "sign-in")
         username, password = _field(form, "username"), _field(form, "password")
         try:
-            cookie, _actor, _now = await sign_in(rt, username, password, client_address(request))
+            cookie, _actor, _now = await sign_in(
+                rt, username, password, client_address(request, rt.settings.trusted_proxy_header)
+            )
         except CoordinatorError as err:
             if err.status != 401:
                 raise
