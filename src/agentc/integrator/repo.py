@@ -121,29 +121,25 @@ class Repo:
         """Fetch the target branch; its revision (None when the remote lacks the branch)."""
         if self.remote_tip() is None:
             return None
-        self.git(
+        self.fetch(f"+refs/heads/{self.branch}:{OWN}/target")
+        return self.rev(f"{OWN}/target")
+
+    def fetch(self, refspec: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Fetch one refspec from the remote (no tags, no FETCH_HEAD)."""
+        return self.git(
             "fetch",
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
             "--end-of-options",
             self.remote,
-            f"+refs/heads/{self.branch}:{OWN}/target",
+            refspec,
+            check=check,
         )
-        return self.rev(f"{OWN}/target")
 
     def fetch_candidate(self, ref: str, name: str) -> str | None:
         """Fetch a candidate ref into ``refs/integrator/candidates/<name>``; None if missing."""
-        done = self.git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--end-of-options",
-            self.remote,
-            f"+{ref}:{OWN}/candidates/{name}",
-            check=False,
-        )
+        done = self.fetch(f"+{ref}:{OWN}/candidates/{name}", check=False)
         if done.returncode != 0:
             if "couldn't find remote ref" in done.stderr:
                 return None

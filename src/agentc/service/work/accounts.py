@@ -104,14 +104,7 @@ def admin_issue(op: Op, body: AgentIn) -> Result:
     data = issue_agent_credential(
         op.conn, op.now, body.name, body.credential_class, body.access, op.actor.principal_id
     )
-    op.event(
-        "agent_credential_issued",
-        None,
-        data["credential_id"],
-        agent=body.name,
-        credential_class=body.credential_class,
-        access=body.access,
-    )
+    _issued(op, data["credential_id"], body.name, body.credential_class, body.access)
     return Result(data, status=201, secret_fields=("token",))
 
 
@@ -214,15 +207,7 @@ def rotate_credential(op: Op, credential_id: str) -> Result:
     )
     accounts.revoke_credential(op.conn, credential_id, op.now)
     op.event("agent_credential_revoked", None, credential_id, replaced_by=data["credential_id"])
-    op.event(
-        "agent_credential_issued",
-        None,
-        data["credential_id"],
-        agent=agent.name,
-        credential_class=row.class_,
-        access=row.access,
-        replaces=credential_id,
-    )
+    _issued(op, data["credential_id"], agent.name, row.class_, row.access, replaces=credential_id)
     return Result({**data, "replaces": credential_id}, status=201, secret_fields=("token",))
 
 
@@ -271,3 +256,17 @@ def add_person(op: Op, name: str, role: PrincipalRole, password_hash: str) -> Re
     pid = _add_principal(op.conn, op.now, name, PrincipalKind.HUMAN, role, password_hash)
     op.event("person_added", None, pid, name=name, role=role.value)
     return Result({"id": pid, "name": name, "role": role.value}, status=201)
+
+
+def _issued(
+    op: Op, credential_id: str, agent: str, class_: str, access: str, **extra: object
+) -> None:
+    op.event(
+        "agent_credential_issued",
+        None,
+        credential_id,
+        agent=agent,
+        credential_class=class_,
+        access=access,
+        **extra,
+    )

@@ -28,8 +28,11 @@ from agentc.store import workflow
 from agentc.store.workflow import Activity
 
 
-def _integration_activity(op: Op, project_id: str, activity_id: str, what: str) -> Activity:
-    """The queued integration activity, locked; only an integrator credential may act on it."""
+def _integration_activity(
+    op: Op, project_id: str, activity_id: str, submission_id: str, what: str
+) -> Activity:
+    """The queued integration activity of ``submission_id``, locked; only an integrator
+    credential may act on it."""
     if op.actor.credential_class != CredentialClass.INTEGRATOR or op.actor.access != Access.WRITE:
         raise denied(
             f"only an integrator credential records {what}",
@@ -38,14 +41,12 @@ def _integration_activity(op: Op, project_id: str, activity_id: str, what: str) 
     act = locked_activity(op, project_id, activity_id)
     if act.kind != ActivityKind.INTEGRATION:
         raise conflict("activity_kind_mismatch", "not an integration activity")
-    return act
-
-
-def _check_queued(act: Activity) -> None:
+    check_submission_of(act, submission_id)
     if act.state == ActivityState.WAITING:
         raise conflict("reviews_pending", "the submission is not approved yet")
     if act.state != ActivityState.QUEUED:
         raise conflict("activity_not_eligible", f"the activity is {act.state}")
+    return act
 
 
 def _checks(checks: list[CheckRecord]) -> list[JsonObject]:
@@ -54,9 +55,7 @@ def _checks(checks: list[CheckRecord]) -> list[JsonObject]:
 
 def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -> Result:
     """The approved candidate landed: the task is done."""
-    act = _integration_activity(op, project_id, activity_id, "a landing")
-    check_submission_of(act, body.submission_id)
-    _check_queued(act)
+    act = _integration_activity(op, project_id, activity_id, body.submission_id, "a landing")
     workflow.update_activity(
         op.conn,
         act.id,
@@ -77,16 +76,12 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
         checks_passed=len(body.checks),
     )
     complete_task(op, act.task_id)
-    return Result(
-        {"activity": current_activity_view(op, act.id), "task": current_task_view(op, act.task_id)}
-    )
+    return _result(op, act)
 
 
 def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Result:
     """The candidate cannot land: the task goes back to its implementer with the reason."""
-    act = _integration_activity(op, project_id, activity_id, "a send-back")
-    check_submission_of(act, body.submission_id)
-    _check_queued(act)
+    act = _integration_activity(op, project_id, activity_id, body.submission_id, "a send-back")
     outcome = {
         "sent_back": {
             "reason_code": body.reason_code,
@@ -101,13 +96,14 @@ def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Re
         {"target_revision": body.target_revision, "outcome_json": json.dumps(outcome)},
     )
     send_back_submission(op, act.task_id, act.submission_id)
+    sub = act.submission_id
     op.event(
-        "integration.sent_back",
-        project_id,
-        act.id,
-        submission_id=act.submission_id,
-        reason_code=body.reason_code,
+        "integration.sent_back", project_id, act.id, submission_id=sub, reason_code=body.reason_code
     )
+    return _result(op, act)
+
+
+def _result(op: Op, act: Activity) -> Result:
     return Result(
         {"activity": current_activity_view(op, act.id), "task": current_task_view(op, act.task_id)}
     )

@@ -102,26 +102,23 @@ def clone(
 def instruction_files(mirror: Path, revision: str) -> dict[str, bytes]:
     """``AGENTS.md`` and ``CONTRIBUTING.md`` at ``revision``, read from the mirror (size-bounded
     blobs; a missing or oversized one is left out)."""
+
+    def cat_file(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            ["git", "-C", str(mirror), "cat-file", *args],
+            env=SAFE_ENV,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+
     found: dict[str, bytes] = {}
     for name in INSTRUCTION_FILES:
         spec = f"{revision}:{name}"
-        check = subprocess.run(
-            ["git", "-C", str(mirror), "cat-file", "-s", spec],
-            env=SAFE_ENV,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-        if check.returncode != 0 or int(check.stdout.strip() or 0) > MAX_BLOB:
+        size = cat_file("-s", spec)
+        if size.returncode != 0 or int(size.stdout.strip() or 0) > MAX_BLOB:
             continue
-        blob = subprocess.run(
-            ["git", "-C", str(mirror), "cat-file", "blob", spec],
-            env=SAFE_ENV,
-            capture_output=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
+        blob = cat_file("blob", spec)
         if blob.returncode == 0:
             found[name] = blob.stdout
     return found
