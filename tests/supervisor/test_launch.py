@@ -64,6 +64,16 @@ def test_bad_input_leaves_no_half_written_run(kit: Kit) -> None:
     assert sorted(os.listdir(run)) == ["prompt.md"]
 
 
+@pytest.mark.parametrize("harness", ["codex", "pi"])
+def test_a_reviewer_that_cannot_be_confined_is_refused(kit: Kit, harness: str) -> None:
+    run, clone = kit.new_run("exit 0\n", "reviewer")
+    result = kit.launch(run, clone, f"--harness={harness}", role="reviewer")
+    assert result.returncode != 0
+    assert f"a {harness} reviewer cannot have its commands confined" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(os.listdir(run)) == ["prompt.md"]
+
+
 def test_oversized_prompt_is_refused_naming_16_mib(kit: Kit) -> None:
     run, clone = kit.new_run(b"#" * (16 * 1024 * 1024 + 1))
     result = kit.launch(run, clone)

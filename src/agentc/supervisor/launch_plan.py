@@ -364,10 +364,21 @@ def _description(
     )
 
 
+# Harnesses whose every command a reviewer launch can confine (candidate-shell): Claude Code
+# runs its Bash commands through CLAUDE_CODE_SHELL_PREFIX; Codex and Pi have no such hook.
+REVIEWER_HARNESSES = ("claude",)
+
+
 def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     """Validate everything and build the argv and environment; writes nothing."""
     if request.harness not in HARNESSES and not is_command(request.harness):
         raise SupervisorError(f"unknown harness {request.harness!r}")
+    if request.role == "reviewer" and request.harness not in REVIEWER_HARNESSES:
+        raise SupervisorError(
+            f"a {request.harness} reviewer cannot have its commands confined (only Claude Code's "
+            "run through candidate-shell), and a reviewer is never run unconfined: use the "
+            "claude harness for reviewers"
+        )
     state_dir = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state_dir, request.role, request.run, request.clone)
     _check_account(config, request)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from agentc.core.errors import AgentcError
 from agentc.supervisor import limits, preflight, seccomp
+from agentc.supervisor.launch_plan import REVIEWER_HARNESSES
 from agentc.supervisor.launch_request import HARNESSES, ROLES, LaunchRequest
 from agentc.supervisor.roles import Role
 from agentc.supervisor.rundir import RunLayout
@@ -72,6 +73,8 @@ def host_report(config: SupervisorConfig) -> tuple[list[str], list[str]]:
     if not problems:  # a version launch needs a working sandbox and layout
         for harness in harnesses:
             for role in ROLES:
+                if role == "reviewer" and harness not in REVIEWER_HARNESSES:
+                    continue  # refused as a reviewer by every launch (launch_plan)
                 problems += version_problems(config, state, role, harness)
     return problems, limits_notes()
 
