@@ -6,6 +6,7 @@ tests create (`unshare --net`, `bwrap --unshare-net`), so nothing can leave the 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -829,3 +830,36 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(gw_dir, ignore_errors=True)
+
+
+def test_each_launch_reaches_a_loopback_service_from_its_own_source(tmp_path: Path) -> None:
+    """The egress proxy counts connections per launch by source address: two launches' relays
+    must arrive from two different loopback addresses (and a launch always from the same)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(30)
+    port = server.getsockname()[1]
+
+    def peer_of_next_connection(sock_path: Path) -> str:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(30)
+            client.connect(str(sock_path))
+            conn, (host, _port) = server.accept()
+            conn.close()
+            return str(host)
+
+    peers = []
+    base = Path(tempfile.mkdtemp(prefix="agentc-src-"))  # short: socket paths fit in 107 bytes
+    try:
+        for name in ("a", "b", "a"):
+            (base / name).mkdir(exist_ok=True)
+            net = base / name / "net"
+            with HostRelay(net, [endpoint("proxy", "127.0.0.1:3128", f"127.0.0.1:{port}")]) as r:
+                peers.append(peer_of_next_connection(r.socket_path("proxy")))
+    finally:
+        shutil.rmtree(base)
+        server.close()
+    assert all(ipaddress.ip_address(p).is_loopback for p in peers)
+    assert peers[0] != peers[1] and peers[0] == peers[2]
+    assert "127.0.0.1" not in peers

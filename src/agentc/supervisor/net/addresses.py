@@ -13,6 +13,7 @@ socket, written `unix:/abs/path`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -246,3 +247,12 @@ def endpoint(name: str, listen: str, target: str | Path | None = None) -> RelayE
     addr = parse_loopback_address(listen, what=f"relay {name}")
     dest = addr if target is None else parse_host_target(target, what=f"relay {name}")
     return RelayEndpoint(name, addr, dest)
+
+
+def loopback_source(key: str) -> str:
+    """A loopback source address of its own for ``key`` (a launch's run directory): 127.a.b.c
+    with a, b, c in 1..254, so services that count clients by address (the egress proxy's
+    per-launch cap) tell launches apart. The whole 127.0.0.0/8 reaches ``lo`` on Linux."""
+    digest = hashlib.sha256(key.encode()).digest()
+    a, b, c = (1 + byte % 254 for byte in digest[:3])
+    return f"127.{a}.{b}.{c}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import os
 import socket
 import stat
@@ -28,6 +29,7 @@ from agentc.supervisor.net.addresses import (
     UnixTarget,
     check_socket_path,
     endpoint,
+    loopback_source,
 )
 from agentc.supervisor.net.pipe import (
     DEFAULT_MAX_CONNECTIONS,
@@ -40,10 +42,12 @@ from agentc.supervisor.net.pipe import (
 )
 
 
-def _opener(target: HostTarget) -> Opener:
+def _opener(target: HostTarget, source: str) -> Opener:
     if isinstance(target, UnixTarget):
         return functools.partial(open_unix, target.path)
-    return functools.partial(open_tcp, target.host, target.port)
+    # From a loopback source of this launch's own, so a service can tell launches apart.
+    local = source if ipaddress.ip_address(target.host).is_loopback else None
+    return functools.partial(open_tcp, target.host, target.port, local)
 
 
 class HostRelay:
@@ -96,7 +100,8 @@ class HostRelay:
             for e in self.endpoints:
                 sock = self._bind(e.name)
                 label = f"relay {e.name} -> {e.target}"
-                fw = Forwarder(label, _opener(e.target), self._max, self._report)
+                source = loopback_source(str(self.net_dir))
+                fw = Forwarder(label, _opener(e.target, source), self._max, self._report)
                 try:
                     loop.serve(sock, fw.handle)
                 except BaseException:

@@ -86,12 +86,15 @@ def listen_tcp(addr: LoopbackAddress, *, backlog: int, who: str = "") -> socket.
     return sock
 
 
-async def open_tcp(host: str, port: int) -> Streams:
-    """Connect to a numeric address on our own socket: no name resolution can happen here."""
+async def open_tcp(host: str, port: int, source: str | None = None) -> Streams:
+    """Connect to a numeric address on our own socket: no name resolution can happen here.
+    ``source`` binds the connection's local address first (a per-launch loopback source)."""
     ip = ipaddress.ip_address(host)  # ValueError for a name: this never resolves anything
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
+        if source is not None:
+            sock.bind((source, 0))
         sock.setblocking(False)
         await asyncio.get_running_loop().sock_connect(sock, (host, port))
         return await asyncio.open_connection(sock=sock)
