@@ -845,8 +845,17 @@ def test_each_launch_reaches_a_loopback_service_from_its_own_source(tmp_path: Pa
         with socket.socket(socket.AF_UNIX) as client:
             client.settimeout(30)
             client.connect(str(sock_path))
+            client.sendall(b"hi")
+            client.shutdown(socket.SHUT_WR)
             conn, (host, _port) = server.accept()
-            conn.close()
+            with conn:  # a whole exchange, so the relay closes both sides itself
+                conn.settimeout(30)
+                assert conn.recv(16) == b"hi"
+                conn.sendall(host.encode())
+            answer = b""
+            while chunk := client.recv(64):
+                answer += chunk
+            assert answer.decode() == host
             return str(host)
 
     peers = []
