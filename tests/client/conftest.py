@@ -1,24 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from tests.kit.shared_server import admin, server
 
-import httpx
-import pytest
-
-from tests.kit.live import LiveServer, live_server
-
-
-@pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One real coordinator (SQLite) shared by the client tests that need no fresh one."""
-    root = tmp_path_factory.mktemp("coordinator")
-    with live_server(str(root / "coordinator.sqlite3"), root) as live:
-        yield live
-
-
-@pytest.fixture(scope="package")
-def admin(server: LiveServer) -> Iterator[httpx.Client]:
-    """One signed-in admin (sign-ins are rate limited)."""
-    client = server.admin_client()
-    yield client
-    client.close()
+__all__ = ["admin", "server"]

@@ -8,32 +8,42 @@ from pathlib import Path
 
 import httpx
 
-from tests.client.kit import admin_project, git, issue_token, make_clone, workspace
+from tests.client.kit import (
+    Workspace,
+    admin_project,
+    git,
+    issue_token,
+    make_clone,
+    workspace,
+)
 from tests.kit.live import LiveServer
 from tests.push.kit import LAUNCH, TASK, remote_ref, start_helper
 
 EVIDENCE = [{"criterion": "greeting exists", "evidence": "greeting.txt"}]
 
 
+def claimed(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, name: str, title: str
+) -> tuple[Workspace, Path, Path]:
+    """A worker that connected, created a task and claimed it: (worker, origin, clone)."""
+    pid = admin_project(admin, review_mode="agent")
+    origin, clone = make_clone(tmp_path)
+    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, name), repo=clone)
+    worker.ok("connect")
+    task = {"title": title, "acceptance_criteria": ["greeting exists"]}
+    worker.ok("tasks", "create", "--input", "-", stdin=json.dumps(task))
+    worker.ok("claim")
+    return worker, origin, clone
+
+
 def test_submit_and_wip_go_through_the_helper(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin, review_mode="agent")
-    origin, clone = make_clone(tmp_path)
-    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "pusher"), repo=clone)
+    worker, origin, clone = claimed(server, admin, tmp_path, "pusher", "greet")
     (tmp_path / "helper").mkdir()
     helper = start_helper(tmp_path / "helper", origin)
     try:
         worker.env["AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET"] = str(helper.socket)
-        worker.ok("connect")
-        worker.ok(
-            "tasks",
-            "create",
-            "--input",
-            "-",
-            stdin=json.dumps({"title": "greet", "acceptance_criteria": ["greeting exists"]}),
-        )
-        worker.ok("claim")
         wt = Path(worker.ok("worktree", "prepare", "--source", str(clone))["path"])
         (wt / "greeting.txt").write_text("hi\n")
         git(wt, "add", "greeting.txt")
@@ -66,22 +76,11 @@ def test_submit_and_wip_go_through_the_helper(
 def test_a_refused_candidate_exits_6_and_submits_nothing(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin, review_mode="agent")
-    origin, clone = make_clone(tmp_path)
-    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "leaker"), repo=clone)
+    worker, origin, clone = claimed(server, admin, tmp_path, "leaker", "leak")
     (tmp_path / "helper").mkdir()
     helper = start_helper(tmp_path / "helper", origin)
     try:
         worker.env["AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET"] = str(helper.socket)
-        worker.ok("connect")
-        worker.ok(
-            "tasks",
-            "create",
-            "--input",
-            "-",
-            stdin=json.dumps({"title": "leak", "acceptance_criteria": ["greeting exists"]}),
-        )
-        worker.ok("claim")
         wt = Path(worker.ok("worktree", "prepare", "--source", str(clone))["path"])
         armour = "-----BEGIN OPENSSH " + "PRIVATE KEY-----"  # built here: no key in the tree
         (wt / "id_ed25519").write_text(f"{armour}\nAAAA\n")
@@ -99,18 +98,7 @@ def test_a_refused_candidate_exits_6_and_submits_nothing(
 def test_push_wip_without_the_helper_is_a_clear_error(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin, review_mode="agent")
-    _origin, clone = make_clone(tmp_path)
-    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "nohelper"), repo=clone)
-    worker.ok("connect")
-    worker.ok(
-        "tasks",
-        "create",
-        "--input",
-        "-",
-        stdin=json.dumps({"title": "x", "acceptance_criteria": ["y"]}),
-    )
-    worker.ok("claim")
+    worker, _origin, clone = claimed(server, admin, tmp_path, "nohelper", "x")
     head = git(clone, "rev-parse", "HEAD")
     out = worker.run("checkpoint", "--summary", "s", "--revision", head, "--push-wip")
     assert out.returncode == 2

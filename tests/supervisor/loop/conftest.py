@@ -5,25 +5,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.kit.live import LiveServer, live_server
+from tests.kit.shared_server import admin, server
 
-
-@pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One real coordinator (SQLite) for the loop's tests."""
-    root = tmp_path_factory.mktemp("coordinator")
-    with live_server(str(root / "coordinator.sqlite3"), root) as live:
-        yield live
-
-
-@pytest.fixture(scope="package")
-def admin(server: LiveServer) -> Iterator[httpx.Client]:
-    client = server.admin_client()
-    yield client
-    client.close()
+__all__ = ["admin", "server"]
 
 
 @pytest.fixture
