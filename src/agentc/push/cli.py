@@ -76,3 +76,7 @@ def serve(
     repo = PrivateRepo(work_dir, remote, git_env(ssh_key))
     publisher = Publisher(repo, task, launch, scanner)
     sys.exit(run(socket_path, publisher, parent_pid, Limits(max_bundle_bytes, io_timeout)))
+
+
+if __name__ == "__main__":  # python -m agentc.push.cli (how the supervisor starts it)
+    main()

@@ -222,6 +222,8 @@ def build_env(
         env["AGENT_COORDINATOR_REPO_CONFIG"] = str(access.repo_config)
         if access.allow_insecure_loopback:
             env["AGENT_COORDINATOR_ALLOW_INSECURE_LOOPBACK"] = "true"
+        if access.push_socket is not None:
+            env["AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET"] = str(access.push_socket)
     if config.egress_listen:
         proxy = f"http://{config.egress_listen}"
         for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
@@ -347,6 +349,8 @@ def _description(
     readonly = [p for p in (layout.claude_config,) if p.is_dir() and request.harness == "claude"]
     path_env = build_env(config, layout, request)["PATH"]
     readonly += _exposures(config, masks, programs, layout.state_dir, path_env)
+    if request.coordinator is not None and request.coordinator.push_socket is not None:
+        readonly.append(request.coordinator.push_socket.parent)  # the helper binds it later
     return LaunchDescription(
         bwrap=PurePosixPath(config.bubblewrap),
         role=request.role,

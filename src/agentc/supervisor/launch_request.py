@@ -40,12 +40,15 @@ __all__ = [
 @dataclass(frozen=True)
 class CoordinatorAccess:
     """How the agent CLI inside a launch reaches its coordinator with no flags: the session the
-    loop opened and claimed in (its state copied to ``$RUN/state/coordinator``), and the loop's
-    copy of the repository binding (read-only inside the launch)."""
+    loop opened and claimed in (its state copied to ``$RUN/state/coordinator``), the loop's
+    copy of the repository binding (read-only inside the launch), and the socket of the
+    launch's candidate push helper (supervisor/loop/push.py)."""
 
     session: str
     repo_config: Path
     allow_insecure_loopback: bool = False
+    # The candidate push helper's socket (its directory is bound read-only into the launch).
+    push_socket: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,14 @@ class LoopKit:
         task: dict[str, Any] = data.get("task", data)
         return task
 
+    def submission(self, task_id: str) -> dict[str, Any]:
+        """The task's current submission (from its workflow view)."""
+        data: dict[str, Any] = admin_get(
+            self.admin, f"/api/v1/projects/{self.project}/tasks/{task_id}/workflow"
+        )
+        current: dict[str, Any] = data["submission"]
+        return current
+
     def attempt(self, attempt_id: str) -> dict[str, Any]:
         data: dict[str, Any] = admin_get(
             self.admin, f"/api/v1/projects/{self.project}/attempts/{attempt_id}"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -29,3 +30,17 @@ def test_a_ready_task_is_claimed_launched_and_submitted(
     assert final["task"] == task["id"] and final["pid"] and final["released"] is True
     assert final["outcome"] == "left as it is (submitted)"
     assert loop.records() == [] and loop.leftovers() == []
+    # The commit was published through the launch's candidate push helper, which is gone.
+    refs = subprocess.run(
+        ["git", "-C", str(loop.origin), "for-each-ref", "--format=%(refname) %(objectname)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    [candidate] = [r for r in refs if r.startswith("refs/agent-coordinator/candidates/")]
+    ref, revision = candidate.split()
+    assert ref == f"refs/agent-coordinator/candidates/{task['id']}/{final['launch_id']}"
+    submission = loop.submission(task["id"])
+    assert submission["candidate_ref"] == ref and submission["candidate_revision"] == revision
+    push_dir = loop.state / "push"
+    assert [p.name for p in push_dir.iterdir() if not p.name.startswith(".")] == []

@@ -16,6 +16,19 @@ from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
 
 
+def _helpers_of(launch_id: str) -> list[int]:
+    """The pids of agentc-push helpers serving ``launch_id``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"agentc.push.cli" in cmdline and f"--launch={launch_id}".encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 def _handoff(loop: LoopKit, attempt_id: str) -> str:
     detail = loop.attempt(attempt_id)
     handoff: str = detail["attempt"]["handoff"] or ""
@@ -53,8 +66,12 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
-    # The launch died with its loop (bwrap --die-with-parent): nothing of it may still run.
+    # The launch died with its loop (bwrap --die-with-parent), and so did its candidate push
+    # helper (a parent-death signal): nothing of either may still run.
     loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"))
+    loop.wait_for(lambda: not _helpers_of(record["launch_id"]), why="agentc-push still runs")
+    push_dirs = [p for p in (loop.state / "push").iterdir() if not p.name.startswith(".")]
+    assert push_dirs, "the killed launch's push-helper directory is left for the next poll"
     assert loop.show(task["id"])["work_status"] == "in_progress"
     assert (loop.state / "impl/runs" / record["launch_id"]).is_dir()
     (loop.state / "kill-switch").touch()  # settle, but claim nothing afterwards
@@ -66,6 +83,7 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     assert loop.show(task["id"])["work_status"] == "ready"
     handoff = _handoff(loop, record["attempt"])
     assert "ended while no supervisor watched it" in handoff
+    assert [p for p in (loop.state / "push").iterdir() if not p.name.startswith(".")] == []
 
 
 def test_kill_9_right_after_the_claim_is_recovered(

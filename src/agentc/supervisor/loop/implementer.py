@@ -24,8 +24,9 @@ from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
-from agentc.supervisor.loop import coordinator, repo
+from agentc.supervisor.loop import coordinator, push, repo
 from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
+from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 from agentc.supervisor.rundir import RunLayout
 
@@ -80,7 +81,11 @@ def layout_of(loop: Loop, launch_id: str) -> RunLayout:
 
 
 def remove_launch(loop: Loop, launch_id: str) -> None:
-    """Remove the launch's clone, run and private coordinator state (never following links)."""
+    """Remove the launch's clone, run and private coordinator state (never following links),
+    and every push-helper directory no running launch holds."""
+    base = push.base_dir(Path(os.path.realpath(loop.state)))
+    if base.is_dir():
+        push.sweep(base)
     layout = layout_of(loop, launch_id)
     for path in (layout.clone, layout.run, loop.records.sessions / launch_id):
         if path.is_symlink():
@@ -106,6 +111,7 @@ class ImplementerLaunch:
         self.layout = layout_of(loop, self.launch_id)
         self.private = loop.records.sessions / self.launch_id
         self.record: LaunchRecord | None = None
+        self.push: PushHelper | None = None
 
     # -- claim and prepare -------------------------------------------------------------------
 
@@ -136,12 +142,16 @@ class ImplementerLaunch:
             try:
                 running = self._prepare_and_start(client, claim, head, url)
             except (AgentcError, OSError) as exc:
+                self._stop_push()
                 why = coordinator.describe_error(exc)
                 log(f"task {self.action['task_id']}: the launch failed: {why}")
                 self._settle(client, lease, handoff(f"the launch failed: {why}."))
                 return f"Failed({self.action['task_id']}: {why})"
-            exit_note = self._supervise(client, lease, running)
-            outcome = launch_execute.finish(running)
+            try:
+                exit_note = self._supervise(client, lease, running)
+                outcome = launch_execute.finish(running)
+            finally:
+                self._stop_push()
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
             text = f"the launch exited with code {code}{exit_note}."
             self._settle(client, lease, handoff(text), empty_exit=code == 0)
@@ -206,14 +216,16 @@ class ImplementerLaunch:
         coordinator.hand_over(
             loop.binding, self.private, layout.run / "state/coordinator", self.launch_id
         )
-        return self._start(attempt)
+        return self._start(attempt, url)
 
-    def _start(self, attempt: dict[str, Any]) -> launch_execute.RunningLaunch:
+    def _start(self, attempt: dict[str, Any], url: str) -> launch_execute.RunningLaunch:
         loop, layout = self.loop, self.layout
+        self.push = PushHelper.prepare(loop.state, self.launch_id)
         access = CoordinatorAccess(
             session=self.launch_id,
             repo_config=layout.run / BINDING_COPY,
             allow_insecure_loopback=loop.binding.allow_insecure_loopback,
+            push_socket=self.push.socket,
         )
         request = LaunchRequest(
             role="implementer",
@@ -238,7 +250,21 @@ class ImplementerLaunch:
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
         loop.records.write(self.record)
+        self.push.start(
+            parent_pid=running.pid,
+            task=str(self.action["task_id"]),
+            launch=self.launch_id,
+            remote=url,
+            digests=token_digests(loop.binding.credential_file),
+        )
         return running
+
+    def _stop_push(self) -> None:
+        if self.push is not None:
+            self.push.stop()
+            for note in self.push.notes:
+                log(f"launch {self.launch_id}: {note}")
+            self.push = None
 
     # -- while it runs -----------------------------------------------------------------------
 
