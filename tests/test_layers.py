@@ -32,6 +32,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # agentc-integrator: the coordinator through the client, the checks in the supervisor's
     # sandbox, git's environment from the push helper (one home for it).
     "integrator": frozenset({"client", "core", "files", "supervisor", "push"}),
+    # agentc up starts the other programs as processes and reaches the coordinator over HTTP
+    # through the client; nothing imports it.
+    "up": frozenset({"client", "core", "files", "push"}),
     # agentns-claude is installed and run on its own.
     "agentns": frozenset(),
     # Test doubles and harness drivers for tests and benchmarks: they may use anything.

@@ -117,6 +117,15 @@ class Transport:
             ) from exc
         return classify(method, path, resp)
 
+    def sign_in(self, username: str, password: str) -> None:
+        """Sign in as a person (the console's way): later requests carry the session cookie,
+        the Origin and the CSRF token that person writes need."""
+        self._client.headers["Origin"] = self.origin
+        answer = self.send(
+            "POST", "/api/v1/auth/login", {"username": username, "password": password}
+        )
+        self._client.headers["X-CSRF-Token"] = str(answer.data["csrf_token"])
+
 
 def classify(method: str, path: str, resp: httpx.Response) -> Answer:
     status = resp.status_code

@@ -91,6 +91,9 @@ class Loop:
         self.costs_retry_at = 0
 
     def start(self) -> None:
+        if self.config.mode == "personal":  # the user's own tree: made on first use
+            for sub in ("", "impl", "impl/runs", "impl/clones", "rev", "rev/runs", "rev/clones"):
+                (self.state / sub).mkdir(mode=0o700, parents=not sub, exist_ok=True)
         self.records.ensure()
         bound = self.config.run.binding
         assert bound is not None

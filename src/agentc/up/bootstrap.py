@@ -1,0 +1,216 @@
+"""The first ``agentc up`` on a state directory: check everything, then create it all.
+
+Every check that can refuse (the state directory, ``--repo``, ``--check``, the harness, the
+port) runs before anything is written. Setting up has two halves: before the coordinator runs
+(the directory, the database's first admin through the server's own ``init-admin``, the bare
+remote, its first commit) and once it answers (the project, the role credentials and the
+configurations, through the API as the admin). ``up.json`` is written last; a first ``up`` that
+fails removes the directory it created, so nothing is left half made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentc.client.transport import Transport
+from agentc.core.errors import ConfigError
+from agentc.up import sample
+from agentc.up.layout import Layout, write_credential
+
+# Role -> (credential class, access) of the agent principal up issues for it.
+PRINCIPALS = {
+    "implementer": ("supervised", "write"),
+    "reviewer": ("supervised", "write"),
+    "integrator": ("integrator", "write"),
+    "status": ("interactive", "read"),
+}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "agentc up",
+    "GIT_AUTHOR_EMAIL": "up@agentc.invalid",
+    "GIT_COMMITTER_NAME": "agentc up",
+    "GIT_COMMITTER_EMAIL": "up@agentc.invalid",
+}
+
+
+@dataclass
+class Options:
+    state: Path
+    port: int
+    repo: Path | None = None
+    checks: list[str] = field(default_factory=list)
+    harness: str = "example"
+    seed_demo: bool = False
+    password: str | None = None  # None: generated
+
+
+def program(name: str) -> str:
+    """One of agentc's console scripts, from the environment this ``up`` runs in."""
+    here = Path(sys.executable).parent / name
+    found = here if here.exists() else shutil.which(name)
+    if found is None:
+        raise ConfigError(f"{name} is not installed next to {sys.executable}")
+    return str(found)
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **GIT_ENV}
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise ConfigError(f"git {' '.join(args[:2])}: {done.stderr.strip() or done.stdout}")
+    return done.stdout.strip()
+
+
+def check_repo(repo: Path) -> str:
+    """``--repo`` must be a git work tree with a commit; returns its current branch's name."""
+    if not repo.is_dir():
+        raise ConfigError(f"--repo {repo}: no such directory")
+    try:
+        inside = git("-C", str(repo), "rev-parse", "--is-inside-work-tree")
+    except ConfigError:
+        inside = ""
+    if inside != "true":
+        raise ConfigError(f"--repo {repo}: not a git repository (git init it, commit, retry)")
+    try:
+        git("-C", str(repo), "rev-parse", "--verify", "HEAD^{commit}")
+    except ConfigError:
+        raise ConfigError(f"--repo {repo}: the repository has no commit yet") from None
+    try:
+        return git("-C", str(repo), "symbolic-ref", "--short", "HEAD")
+    except ConfigError:
+        return "main"  # a detached HEAD lands on main
+
+
+def check_new_state(layout: Layout) -> None:
+    root = layout.root
+    if root.exists() and any(root.iterdir()):
+        raise ConfigError(
+            f"--state-dir {root}: the directory is not empty and holds no up.json (it was not "
+            "made by agentc up): choose another --state-dir or empty it"
+        )
+
+
+def init_admin(layout: Layout, password: str) -> None:
+    """The first admin, created with the server's own host command (nothing else writes the
+    database directly)."""
+    argv = [program("agent-coordinator-server"), "--database", str(layout.database)]
+    argv += ["init-admin", "--username", "admin", "--password-stdin"]
+    done = subprocess.run(argv, input=password + "\n", capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"creating the admin failed: {done.stderr.strip()}")
+    fd = os.open(layout.admin_password, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+
+
+def make_remote(layout: Layout, repo: Path | None, branch: str) -> None:
+    """The bare repository the project lives in: ``--repo``'s current branch, or the sample."""
+    git("init", "--quiet", "--bare", "--initial-branch", branch, str(layout.remote))
+    if repo is not None:
+        git(
+            "-C",
+            str(layout.remote),
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            str(repo.resolve()),
+            f"HEAD:refs/heads/{branch}",
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="agentc-sample-") as scratch:
+        work = Path(scratch)
+        git("init", "--quiet", "--initial-branch", branch, str(work))
+        for name, text in sample.FILES.items():
+            (work / name).write_text(text)
+        git("add", ".", cwd=work)
+        git("commit", "--quiet", "-m", "calc: a tiny sample project", cwd=work)
+        git("push", "--quiet", str(layout.remote), f"HEAD:refs/heads/{branch}", cwd=work)
+
+
+def before_server(options: Options, layout: Layout, branch: str) -> str:
+    """Create the directory, the admin and the remote; returns the admin's password."""
+    layout.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for sub in ("credentials", "logs"):
+        (layout.root / sub).mkdir(mode=0o700, exist_ok=True)
+    password = options.password or secrets.token_urlsafe(18)
+    init_admin(layout, password)
+    make_remote(layout, options.repo, branch)
+    return password
+
+
+def check_names(checks: list[str]) -> list[str]:
+    """The integrator's (and the project's) names for the required checks."""
+    return ["tests"] if len(checks) == 1 else [f"check-{i + 1}" for i in range(len(checks))]
+
+
+def _post(admin: Transport, path: str, body: dict[str, Any]) -> Any:
+    return admin.send("POST", path, body, key=str(uuid.uuid4())).data
+
+
+def after_server(
+    options: Options, layout: Layout, origin: str, password: str, branch: str
+) -> dict[str, Any]:
+    """The project, the role credentials and the configurations; returns the record."""
+    with Transport(origin, None) as admin:
+        admin.sign_in("admin", password)
+        checks = options.checks or [" ".join(sample.TEST_CHECK)]
+        project = _post(
+            admin,
+            "/api/v1/projects",
+            {
+                "name": "sample" if options.repo is None else options.repo.resolve().name[:100],
+                "repository_url": layout.remote.resolve().as_uri(),
+                "target_branch": branch,
+                "required_checks": [{"identity": name} for name in check_names(checks)],
+            },
+        )
+        for role, (klass, access) in PRINCIPALS.items():
+            body = {"name": f"up-{role}", "credential_class": klass, "access": access}
+            issued = _post(admin, "/api/v1/admin/agents", body)
+            write_credential(layout.credential(role), origin, str(issued["token"]))
+    return {
+        "project_id": str(project["id"]),
+        "branch": branch,
+        "checks": checks,
+        "repo": str(options.repo.resolve()) if options.repo else None,
+        "demo_seeded": False,
+    }
+
+
+def seed_demo(origin: str, layout: Layout, project_id: str) -> None:
+    password = layout.admin_password.read_text().strip()
+    with Transport(origin, None) as admin:
+        admin.sign_in("admin", password)
+        for body in sample.demo_tasks():
+            _post(admin, f"/api/v1/projects/{project_id}/tasks", body)
+
+
+def rewrite_origin(layout: Layout, origin: str) -> None:
+    """A later ``up`` on another port: the credentials name the new origin (same tokens)."""
+    from agentc.files import load_toml
+
+    for role in PRINCIPALS:
+        path = layout.credential(role)
+        if path.suffix == ".token":
+            continue  # a bare token: no origin in it
+        data = load_toml(path, what="credentials file")
+        token = data["credentials"][0]["token"]
+        write_credential(path, origin, str(token))
+
+
+def dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2)

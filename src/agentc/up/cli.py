@@ -1,0 +1,350 @@
+"""``agentc up`` and ``agentc status`` (docs/getting-started.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+from rich.console import Console
+from rich.live import Live
+
+from agentc.client.errors import TransportFailure
+from agentc.core.errors import AgentcError, ConfigError
+from agentc.up import bootstrap, configs, status
+from agentc.up.bootstrap import Options, program
+from agentc.up.harnesses import check_harness
+from agentc.up.layout import Layout, check_writable
+from agentc.up.procs import Tree
+
+DEFAULT_PORT = 8080
+STOP_ORDER = [("supervisor", 60.0), ("integrator", 15.0), ("coordinator", 15.0)]
+HEALTH_SECONDS = 60.0
+
+
+def fail(message: str, code: int = 2) -> None:
+    click.echo(f"agentc: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group()
+def main() -> None:
+    """agentc: hand coding tasks to agents and get reviewed, tested, landed commits back."""
+
+
+def state_option(fn: Any) -> Any:
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=True, path_type=Path),
+        default=Path(".agentc"),
+        show_default=True,
+        help="Where everything lives (database, credentials, repositories, logs).",
+    )(fn)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def child_env() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return {
+        "PATH": f"{bin_dir}:{path}",
+        "LANG": "C.UTF-8",
+        "HOME": os.environ.get("HOME", "/nonexistent"),
+    }
+
+
+def wait_healthy(origin: str, tree: Tree) -> None:
+    deadline = time.monotonic() + HEALTH_SECONDS
+    while time.monotonic() < deadline:
+        for child in tree.exited():
+            raise ConfigError(f"the coordinator exited at start:\n{child.tail()}")
+        try:
+            if httpx.get(f"{origin}/healthz", timeout=2, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise ConfigError(f"the coordinator did not answer on {origin} within {HEALTH_SECONDS:g} s")
+
+
+class Up:
+    """One ``agentc up``: set up (first time) or resume, run the tree, stop it on a signal."""
+
+    def __init__(self, options: Options, live: bool) -> None:
+        self.options = options
+        self.layout = Layout(options.state)
+        self.live = live
+        self.tree = Tree()
+        self.stopping = False
+        self.created = False  # this up created the state directory (removed if setup fails)
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.options.port}"
+
+    def check(self, record: dict[str, Any] | None) -> str:
+        """Everything that can refuse, before anything is written; returns the branch."""
+        layout, options = self.layout, self.options
+        if record is not None and layout.running_pid() is not None:
+            raise ConfigError(
+                f"agentc up already runs on {layout.root} (pid {layout.running_pid()})"
+            )
+        check_harness(options.harness)
+        if not port_free(options.port):
+            raise ConfigError(
+                f"--port {options.port}: the port is busy (another program listens on "
+                "127.0.0.1 there): stop it or choose another --port"
+            )
+        if record is not None:
+            if options.repo is not None and record.get("repo") != str(options.repo.resolve()):
+                raise ConfigError(
+                    f"--repo: {layout.root} is bound to {record.get('repo') or 'the sample'}; "
+                    "use another --state-dir for another repository"
+                )
+            return str(record["branch"])
+        check_writable(layout.root)
+        bootstrap.check_new_state(layout)
+        if options.repo is not None:
+            if not options.checks:
+                raise ConfigError(
+                    "--check: name the command that tests your repository (it is the required "
+                    "check every change must pass), e.g. --check 'make test'"
+                )
+            return bootstrap.check_repo(options.repo)
+        return "main"
+
+    def start(self) -> dict[str, Any]:
+        layout, options = self.layout, self.options
+        record = layout.read_record()
+        branch = self.check(record)
+        password = None
+        if record is None:
+            self.created = not layout.root.exists()
+            password = bootstrap.before_server(options, layout, branch)
+        coordinator = [program("agent-coordinator-server"), "--database", str(layout.database)]
+        coordinator += ["--public-origin", self.origin, "--allow-insecure-loopback"]
+        coordinator += ["--listen", f"127.0.0.1:{options.port}", "serve"]
+        self.tree.start("coordinator", coordinator, layout.log("coordinator"), child_env())
+        wait_healthy(self.origin, self.tree)
+        if record is None:
+            assert password is not None
+            record = bootstrap.after_server(options, layout, self.origin, password, branch)
+        elif record.get("port") != options.port:
+            bootstrap.rewrite_origin(layout, self.origin)
+        record.update(port=options.port, harness=options.harness)
+        configs.write_supervisor(layout, record, self.origin, options.harness)
+        configs.write_integrator(layout, record, self.origin)
+        if options.seed_demo and not record.get("demo_seeded"):
+            bootstrap.seed_demo(self.origin, layout, record["project_id"])
+            record["demo_seeded"] = True
+        record["pid"] = os.getpid()
+        layout.write_record(record)
+        self.created = False  # set up: from now on it is kept
+        supervisor = [program("agentc-supervisor"), "--config", str(layout.supervisor_config)]
+        self.tree.start("supervisor", [*supervisor, "run"], layout.log("supervisor"), child_env())
+        integrator = [program("agentc-integrator"), "--config", str(layout.integrator_config)]
+        self.tree.start("integrator", [*integrator, "run"], layout.log("integrator"), child_env())
+        return record
+
+    def processes(self) -> dict[str, int | None]:
+        return {c.name: c.proc.pid if c.proc.poll() is None else None for c in self.tree.children}
+
+    def watch(self, record: dict[str, Any]) -> int:
+        console = Console()
+        console.print(f"agentc is up: console {self.origin}/console")
+        console.print(f"  sign in as admin; the password is in {self.layout.admin_password}")
+        console.print(f"  logs in {self.layout.root / 'logs'}; Ctrl-C stops everything")
+        last = ""
+        with contextlib.ExitStack() as stack:
+            view = (
+                stack.enter_context(Live(console=console, auto_refresh=False))
+                if self.live
+                else None
+            )
+            while not self.stopping:
+                died = [c for c in self.tree.exited()]
+                if died:
+                    for child in died:
+                        console.print(f"[red]{child.name} exited ({child.proc.returncode})[/red]")
+                        console.print(child.tail())
+                    return 1
+                try:
+                    snap = status.snapshot(self.origin, self.layout, record, self.processes())
+                except (AgentcError, TransportFailure) as exc:
+                    snap = None
+                    console.print(f"status unavailable: {exc}")
+                if snap is not None:
+                    if view is not None:
+                        view.update(status.table(snap), refresh=True)
+                    else:
+                        line = " ".join(f"{k}={v}" for k, v in snap["tasks"].items() if v)
+                        if line != last:
+                            console.print(f"tasks: {line or 'none'}")
+                            last = line
+                self.pause(1.0)
+        return 0
+
+    def pause(self, seconds: float) -> None:
+        """Sleep, waking early when a signal asked us to stop."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.tree.stop_all(STOP_ORDER)
+        record = self.layout.read_record() if self.layout.record.exists() else None
+        if record is not None and record.get("pid") == os.getpid():
+            record.pop("pid", None)
+            self.layout.write_record(record)
+
+    def run(self) -> int:
+        def on_signal(_signum: int, _frame: object) -> None:
+            self.stopping = True
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, on_signal)
+        try:
+            record = self.start()
+            code = self.watch(record)
+        except (AgentcError, OSError) as exc:
+            self.stop()
+            if self.created:
+                shutil.rmtree(self.layout.root, ignore_errors=True)
+            fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
+            return 2
+        click.echo("agentc: stopping (the supervisor drains its launch first)...", err=True)
+        self.stop()
+        click.echo("agentc: stopped; `agentc up` again resumes where this left off", err=True)
+        return code
+
+
+@main.command()
+@state_option
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Loopback port of the coordinator (default 8080, then the last one used).",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A git repository to work on (default: a sample it creates).",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    help="A command that tests the repository: the required check (repeatable).",
+)
+@click.option(
+    "--harness",
+    default="example",
+    show_default=True,
+    help="example, claude, codex, pi or command:<path>.",
+)
+@click.option("--seed-demo", is_flag=True, help="File three sample tasks (sample repository only).")
+@click.option(
+    "--live/--no-live", default=None, help="The live status table (default: on a terminal)."
+)
+def up(
+    state_dir: Path,
+    port: int | None,
+    repo: Path | None,
+    checks: tuple[str, ...],
+    harness: str,
+    seed_demo: bool,
+    live: bool | None,
+) -> None:
+    """Run the whole system on this machine: coordinator, supervisor, integrator."""
+    layout = Layout(state_dir.absolute())
+    try:
+        record = layout.read_record()
+    except ConfigError as exc:
+        fail(str(exc))
+        return
+    if seed_demo and (repo is not None or (record is not None and record.get("repo"))):
+        fail("--seed-demo: the demo tasks are for the sample repository (omit --repo)")
+    chosen = port or (record.get("port") if record else None) or DEFAULT_PORT
+    password = None
+    if record is None and sys.stdin.isatty():
+        password = (
+            click.prompt(
+                "Password for the console's admin (empty: generate one)",
+                default="",
+                hide_input=True,
+                show_default=False,
+            )
+            or None
+        )
+    options = Options(
+        state=layout.root,
+        port=int(chosen),
+        repo=repo,
+        checks=list(checks),
+        harness=harness,
+        seed_demo=seed_demo,
+        password=password,
+    )
+    sys.exit(Up(options, sys.stdout.isatty() if live is None else live).run())
+
+
+@main.command("status")
+@state_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+def status_cmd(state_dir: Path, as_json: bool) -> None:
+    """Tasks by work status, the processes, the launches and the cost."""
+    layout = Layout(state_dir.absolute())
+    try:
+        record = layout.read_record()
+        if record is None:
+            fail(f"{layout.root}: no agentc up here yet (run `agentc up` first)")
+            return
+        snap = _status(layout, record)
+    except (AgentcError, TransportFailure) as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        click.echo(json.dumps(snap, indent=2))
+    else:
+        Console().print(status.table(snap))
+
+
+def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:
+    """While ``up`` runs, ask its coordinator; after, start one briefly on a free port."""
+    running = layout.running_pid()
+    processes = {"up": running}
+    if running is not None:
+        return status.snapshot(f"http://127.0.0.1:{record['port']}", layout, record, processes)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    origin = f"http://127.0.0.1:{port}"
+    tree = Tree()
+    argv = [program("agent-coordinator-server"), "--database", str(layout.database)]
+    argv += ["--public-origin", origin, "--allow-insecure-loopback"]
+    argv += ["--listen", f"127.0.0.1:{port}", "serve"]
+    tree.start("coordinator", argv, layout.log("status-coordinator"), child_env())
+    try:
+        wait_healthy(origin, tree)
+        return status.snapshot(origin, layout, record, processes)
+    finally:
+        tree.stop("coordinator", 15.0)

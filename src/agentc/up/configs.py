@@ -1,0 +1,92 @@
+"""The supervisor's and the integrator's configuration files ``agentc up`` writes.
+
+Both are ordinary configuration files of those programs (docs/supervisor.md,
+docs/integrator.md), so what ``up`` runs is what an operator could run by hand. The whole state
+directory is masked inside launches and checks, so no agent reads another role's credential.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentc.files import write_atomic
+from agentc.up.layout import Layout
+
+EXAMPLE_AGENT = Path(__file__).with_name("example_agent.py")
+
+
+def harness_value(harness: str) -> str:
+    """``supervisor.toml``'s harness for ``--harness`` (``example``: the bundled agent)."""
+    return f"command:{EXAMPLE_AGENT}" if harness == "example" else harness
+
+
+def _toml(tables: dict[str, dict[str, Any]]) -> bytes:
+    lines: list[str] = []
+    for name, table in tables.items():
+        if name:
+            lines.append(f"\n[{name}]")
+        for key, value in table.items():
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, list):
+                value = [str(v) if isinstance(v, Path) else v for v in value]
+            lines.append(f"{key} = {json.dumps(value)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_supervisor(layout: Layout, record: dict[str, Any], origin: str, harness: str) -> None:
+    root = layout.root.resolve()
+    project = record["project_id"]
+    agent = harness_value(harness)
+    tables: dict[str, dict[str, Any]] = {
+        "": {
+            "mode": "personal",
+            "state_dir": layout.supervisor_state.resolve(),
+            "egress_listen": "",
+            "gateway_listen": "",
+            "coordinator_listen": origin.removeprefix("http://"),
+            "masks": [root],
+        },
+        "run": {
+            "poll_seconds": 2,
+            "harness": agent,
+            "reviewer": False,
+            "reviewer_harness": agent,
+            "allow_insecure_loopback": True,
+            "min_free_mib": 512,
+            "drain_seconds": 10,
+            "branch": record["branch"],
+        },
+        "run.binding": {
+            "service_url": origin,
+            "project_id": project,
+            "credential_file": layout.credential("implementer").resolve(),
+        },
+        f"setup.{project}": {"repository_url": str(layout.remote.resolve())},
+    }
+    write_atomic(layout.supervisor_config, _toml(tables), mode=0o600)
+
+
+def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> None:
+    from agentc.up.bootstrap import check_names
+
+    root = layout.root.resolve()
+    tables: dict[str, dict[str, Any]] = {
+        "": {
+            "origin": origin,
+            "project_id": record["project_id"],
+            "credential_file": layout.credential("integrator").resolve(),
+            "allow_insecure_loopback": True,
+            "remote": str(layout.remote.resolve()),
+            "target_branch": record["branch"],
+            "merge_policy": "rebase",
+            "work_dir": layout.integrator_state.resolve(),
+            "poll_seconds": 2,
+            "masks": [root],
+        }
+    }
+    for name, command in zip(check_names(record["checks"]), record["checks"], strict=True):
+        tables[f"checks.{name}"] = {"argv": ["/bin/sh", "-c", command]}
+    write_atomic(layout.integrator_config, _toml(tables), mode=0o600)

@@ -1,0 +1,132 @@
+"""Where ``agentc up`` keeps everything: one state directory (default ``./.agentc``).
+
+```
+.agentc/
+  coordinator.sqlite3     the coordinator's database
+  admin-password          the first admin's password (0600)
+  up.json                 the project, port and harness, and the running ``up``'s pid
+  credentials/            one client credentials file per role (0600): implementer,
+                          reviewer, integrator, status (read-only)
+  remote.git              the project's repository: candidates and landings go here
+  supervisor.toml         the supervisor loop's configuration (personal mode)
+  supervisor/             the loop's state (mirror, runs, clones, records, heartbeat)
+  integrator.toml         the integrator's configuration
+  integrator/             the integrator's private repository, journal and reports
+  logs/                   one log per process
+```
+
+The whole directory is masked inside every launch and every check: no agent sees another
+role's credential.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentc.core.errors import ConfigError
+from agentc.files import UnsafeFile, read_private, write_atomic
+
+ROLES = ("implementer", "reviewer", "integrator", "status")
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def database(self) -> Path:
+        return self.root / "coordinator.sqlite3"
+
+    @property
+    def admin_password(self) -> Path:
+        return self.root / "admin-password"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "up.json"
+
+    def credential(self, role: str) -> Path:
+        """A client credentials file; the integrator's is a bare token file
+        (docs/integrator.md)."""
+        suffix = "token" if role == "integrator" else "toml"
+        return self.root / "credentials" / f"{role}.{suffix}"
+
+    @property
+    def remote(self) -> Path:
+        return self.root / "remote.git"
+
+    @property
+    def supervisor_config(self) -> Path:
+        return self.root / "supervisor.toml"
+
+    @property
+    def supervisor_state(self) -> Path:
+        return self.root / "supervisor"
+
+    @property
+    def integrator_config(self) -> Path:
+        return self.root / "integrator.toml"
+
+    @property
+    def integrator_state(self) -> Path:
+        return self.root / "integrator"
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    # -- the record ---------------------------------------------------------------------------
+
+    def read_record(self) -> dict[str, Any] | None:
+        """``up.json``, or None before the first ``up`` finished setting up."""
+        if not os.path.lexists(self.record):
+            return None
+        try:
+            raw = read_private(self.record, max_bytes=64 * 1024)
+        except (OSError, UnsafeFile) as exc:
+            raise ConfigError(f"{self.record}: cannot read it ({exc})") from None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ConfigError(f"{self.record}: not JSON; remove it to set up again") from None
+        if not isinstance(data, dict) or not isinstance(data.get("project_id"), str):
+            raise ConfigError(f"{self.record}: no project_id; remove it to set up again")
+        return data
+
+    def write_record(self, data: dict[str, Any]) -> None:
+        write_atomic(self.record, (json.dumps(data, indent=2) + "\n").encode(), mode=0o600)
+
+    def running_pid(self) -> int | None:
+        """The pid of the ``up`` running on this state directory, if one runs."""
+        record = self.read_record()
+        pid = record.get("pid") if record else None
+        if not isinstance(pid, int) or pid <= 1:
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if b"agentc" in cmdline and b"up" in cmdline else None
+
+
+def credential_text(origin: str, token: str) -> bytes:
+    """A client credentials file (``agentc.client.config.read_credentials``)."""
+    return f'[[credentials]]\norigin = "{origin}"\ntoken = "{token}"\n'.encode()
+
+
+def write_credential(path: Path, origin: str, token: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = (token + "\n").encode() if path.suffix == ".token" else credential_text(origin, token)
+    write_atomic(path, data, mode=0o600)
+
+
+def check_writable(root: Path) -> None:
+    """Refuse, before anything is created, a state directory we cannot make or write."""
+    probe = root if root.exists() else next((p for p in root.parents if p.exists()), Path("/"))
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"--state-dir {root}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--state-dir {root}: {probe} is not writable by this user")

@@ -1,0 +1,120 @@
+"""What ``agentc up`` shows while it runs and ``agentc status`` prints: tasks by work status,
+the processes, the running launches and what the model calls cost.
+
+Read over HTTP with the read-only ``status`` credential, the supervisor loop's heartbeat and
+the gateway's ledger (``<state>/supervisor/gateway/ledger.jsonl``, absent when no model was
+called).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import quote
+
+from rich.table import Table
+
+from agentc.client.transport import Transport
+from agentc.core.model import WorkStatus
+from agentc.files import load_toml
+from agentc.up.layout import Layout
+
+PAGE = 200
+
+
+def task_counts(origin: str, layout: Layout, project_id: str) -> dict[str, int]:
+    """Every work status with its number of tasks (zeros included)."""
+    token = status_token(layout)
+    counts = {status.value: 0 for status in WorkStatus}
+    cursor: str | None = None
+    with Transport(origin, token) as client:
+        while True:
+            path = f"/api/v1/projects/{project_id}/tasks?limit={PAGE}"
+            if cursor:
+                path += f"&cursor={quote(cursor, safe='')}"
+            data = client.send("GET", path).data
+            for task in data.get("items", []):
+                status = str(task.get("work_status"))
+                counts[status] = counts.get(status, 0) + 1
+            cursor = data.get("next_cursor")
+            if not cursor:
+                return counts
+
+
+def status_token(layout: Layout) -> str:
+    """The read-only credential's token (whatever origin the file names: ``status`` may ask a
+    coordinator it started on another port)."""
+    data = load_toml(layout.credential("status"), what="credentials file")
+    token = data["credentials"][0]["token"]
+    return str(token)
+
+
+def launches(layout: Layout) -> list[dict[str, Any]]:
+    """The launch the supervisor loop reports in its heartbeat (none when it is idle)."""
+    try:
+        beat = json.loads((layout.supervisor_state / "loop/heartbeat.json").read_text())
+    except (OSError, ValueError):
+        return []
+    launch = beat.get("launch") if isinstance(beat, dict) else None
+    return [launch] if isinstance(launch, dict) else []
+
+
+def cost_usd(layout: Layout) -> float:
+    """The model calls' cost so far, from the gateway's ledger."""
+    total = 0.0
+    try:
+        with (layout.supervisor_state / "gateway/ledger.jsonl").open() as ledger:
+            for line in ledger:
+                try:
+                    usd = json.loads(line).get("usd")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(usd, int | float):
+                    total += float(usd)
+    except OSError:
+        pass
+    return round(total, 6)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def snapshot(
+    origin: str, layout: Layout, record: dict[str, Any], processes: dict[str, int | None]
+) -> dict[str, Any]:
+    """The status object (``agentc status --json``)."""
+    return {
+        "project_id": record["project_id"],
+        "console": f"{origin}/console",
+        "tasks": task_counts(origin, layout, record["project_id"]),
+        "processes": {
+            name: {"pid": pid, "running": pid is not None and alive(pid)}
+            for name, pid in processes.items()
+        },
+        "launches": launches(layout),
+        "cost_usd": cost_usd(layout),
+    }
+
+
+def table(status: dict[str, Any]) -> Table:
+    """The terminal view of a snapshot."""
+    view = Table(title=f"agentc: {status['console']}", show_header=True, expand=False)
+    view.add_column("tasks")
+    view.add_column("", justify="right")
+    for name, count in status["tasks"].items():
+        if count:
+            view.add_row(name.replace("_", " "), str(count))
+    for name, proc in status["processes"].items():
+        view.add_row(f"[dim]{name}[/dim]", "running" if proc["running"] else "[red]stopped[/red]")
+    for launch in status["launches"]:
+        view.add_row(f"launch ({launch.get('role')})", str(launch.get("task", ""))[:8])
+    view.add_row("model cost", f"${status['cost_usd']:.2f}")
+    return view
