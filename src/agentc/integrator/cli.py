@@ -101,3 +101,7 @@ def _serve(config: IntegratorConfig, token: str, once: bool) -> int:
                 time.sleep(config.poll_seconds)
         finally:
             integrator.close()
+
+
+if __name__ == "__main__":  # python -m agentc.integrator.cli
+    main()

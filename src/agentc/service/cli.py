@@ -358,3 +358,7 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
         _serve(settings, banner)
 
     _guard(run)
+
+
+if __name__ == "__main__":  # python -m agentc.service.cli
+    main()

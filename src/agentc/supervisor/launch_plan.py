@@ -98,7 +98,22 @@ def _agent_cli_dir(config: SupervisorConfig) -> list[str]:
     if config.mode == "host":
         return []
     found = Path(sys.prefix) / "bin"
-    return [str(found)] if (found / "agent-coordinator").exists() else []
+    if (found / "agent-coordinator").exists():
+        return [str(found)]
+    return [str(SHIM_DIR)]  # runs AGENTC_PYTHON -m agentc.client.cli
+
+
+# agentc run from a source tree (no console scripts): the agent CLI's shim (agentc/client/bin).
+SHIM_DIR = Path(__file__).resolve().parent.parent / "client" / "bin"
+
+
+def _python_env() -> dict[str, str]:
+    """How Python code of this agentc runs inside a launch (the agent CLI's shim, the netns
+    relay): this interpreter, and this process's PYTHONPATH when it has one."""
+    env = {"AGENTC_PYTHON": sys.executable}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
@@ -157,6 +172,7 @@ def _exposures(
     program's symlink hops, package root and interpreter (agentc.supervisor.toolpaths), the
     Python environment, agentc's own source, and ``expose``. Nothing else of a mask returns."""
     wanted = [*config.expose, Path(sys.prefix), Path(sys.base_prefix)]
+    wanted += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(":") if p.startswith("/")]
     source = _agentc_source()
     if source is not None:
         wanted.append(source)
@@ -215,6 +231,7 @@ def build_env(
         "AGENT_COORDINATOR_STATE_DIR": str(run / "state/coordinator"),
         "AGENTC_SESSION_ID": request.launch_id,
         "AGENTC_TEST_NESTED_SANDBOX": "1",
+        **_python_env(),
     }
     access = request.coordinator
     if access is not None:
@@ -331,7 +348,7 @@ def _check_relays(relays: list[Relay]) -> None:
 
     for item in relays:
         addresses.endpoint(item.name, item.address, item.target)
-        addresses.check_socket_path(str(item.socket), what=f"relay {item.name}")
+        addresses.check_socket_path(str(item.socket), what=f"relay {item.name}", via_directory=True)
 
 
 def _description(

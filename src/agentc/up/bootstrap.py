@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,13 +55,16 @@ class Options:
     password: str | None = None  # None: generated
 
 
-def program(name: str) -> str:
-    """One of agentc's console scripts, from the environment this ``up`` runs in."""
-    here = Path(sys.executable).parent / name
-    found = here if here.exists() else shutil.which(name)
-    if found is None:
-        raise ConfigError(f"{name} is not installed next to {sys.executable}")
-    return str(found)
+PROGRAMS = {
+    "agent-coordinator-server": "agentc.service.cli",
+    "agentc-supervisor": "agentc.supervisor.cli",
+    "agentc-integrator": "agentc.integrator.cli",
+}
+
+
+def program(name: str) -> list[str]:
+    """One of agentc's programs, run by this interpreter (whatever way agentc is installed)."""
+    return [sys.executable, "-m", PROGRAMS[name]]
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
@@ -107,7 +109,7 @@ def check_new_state(layout: Layout) -> None:
 def init_admin(layout: Layout, password: str) -> None:
     """The first admin, created with the server's own host command (nothing else writes the
     database directly)."""
-    argv = [program("agent-coordinator-server"), "--database", str(layout.database)]
+    argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
     argv += ["init-admin", "--username", "admin", "--password-stdin"]
     done = subprocess.run(argv, input=password + "\n", capture_output=True, text=True)
     if done.returncode != 0:

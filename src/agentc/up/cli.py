@@ -63,11 +63,14 @@ def port_free(port: int) -> bool:
 def child_env() -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
-    return {
+    env = {
         "PATH": f"{bin_dir}:{path}",
         "LANG": "C.UTF-8",
         "HOME": os.environ.get("HOME", "/nonexistent"),
     }
+    if os.environ.get("PYTHONPATH"):  # agentc run from a source tree
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def wait_healthy(origin: str, tree: Tree) -> None:
@@ -138,7 +141,7 @@ class Up:
         if record is None:
             self.created = not layout.root.exists()
             password = bootstrap.before_server(options, layout, branch)
-        coordinator = [program("agent-coordinator-server"), "--database", str(layout.database)]
+        coordinator = [*program("agent-coordinator-server"), "--database", str(layout.database)]
         coordinator += ["--public-origin", self.origin, "--allow-insecure-loopback"]
         coordinator += ["--listen", f"127.0.0.1:{options.port}", "serve"]
         self.tree.start("coordinator", coordinator, layout.log("coordinator"), child_env())
@@ -157,9 +160,9 @@ class Up:
         record["pid"] = os.getpid()
         layout.write_record(record)
         self.created = False  # set up: from now on it is kept
-        supervisor = [program("agentc-supervisor"), "--config", str(layout.supervisor_config)]
+        supervisor = [*program("agentc-supervisor"), "--config", str(layout.supervisor_config)]
         self.tree.start("supervisor", [*supervisor, "run"], layout.log("supervisor"), child_env())
-        integrator = [program("agentc-integrator"), "--config", str(layout.integrator_config)]
+        integrator = [*program("agentc-integrator"), "--config", str(layout.integrator_config)]
         self.tree.start("integrator", [*integrator, "run"], layout.log("integrator"), child_env())
         return record
 
@@ -209,7 +212,10 @@ class Up:
 
     def stop(self) -> None:
         self.tree.stop_all(STOP_ORDER)
-        record = self.layout.read_record() if self.layout.record.exists() else None
+        try:
+            record = self.layout.read_record()
+        except ConfigError:
+            return
         if record is not None and record.get("pid") == os.getpid():
             record.pop("pid", None)
             self.layout.write_record(record)
@@ -339,7 +345,7 @@ def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:
         port = probe.getsockname()[1]
     origin = f"http://127.0.0.1:{port}"
     tree = Tree()
-    argv = [program("agent-coordinator-server"), "--database", str(layout.database)]
+    argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
     argv += ["--public-origin", origin, "--allow-insecure-loopback"]
     argv += ["--listen", f"127.0.0.1:{port}", "serve"]
     tree.start("coordinator", argv, layout.log("status-coordinator"), child_env())
@@ -348,3 +354,7 @@ def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:
         return status.snapshot(origin, layout, record, processes)
     finally:
         tree.stop("coordinator", 15.0)
+
+
+if __name__ == "__main__":  # python -m agentc.up.cli
+    main()

@@ -27,6 +27,9 @@ MIN_RELAY_PORT = 1024
 UNIX_PREFIX = "unix:"
 # sun_path is 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 107
+# A per-launch relay socket whose path is longer is reached as /proc/self/fd/<dir fd>/<name>
+# (agentc.supervisor.net.unix_path): only its name must fit after this prefix.
+PROC_FD_PREFIX_BYTES = len("/proc/self/fd/2147483647/")
 
 _DECIMAL_OCTET = re.compile(r"0|[1-9][0-9]{0,2}")
 _DECIMAL_PORT = re.compile(r"[1-9][0-9]{0,4}")
@@ -147,17 +150,22 @@ def parse_relay_spec(text: str) -> RelaySpec:
     if not sep:
         raise RelayAddressError(f"relay {text!r}: expected 127.0.0.1:PORT=/path/to/socket")
     listen = parse_loopback_address(address, what=f"relay {text!r}")
-    check_socket_path(path, what=f"relay {text!r}")
+    check_socket_path(path, what=f"relay {text!r}", via_directory=True)
     return RelaySpec(listen, Path(path))
 
 
-def check_socket_path(path: str, *, what: str = "socket path") -> None:
-    """A Unix socket path must be absolute, NUL-free and fit in sun_path."""
+def check_socket_path(path: str, *, what: str = "socket path", via_directory: bool = False) -> None:
+    """A Unix socket path must be absolute, NUL-free and fit in sun_path; with
+    ``via_directory`` a longer one is allowed when its name fits after
+    :data:`PROC_FD_PREFIX_BYTES` (it is then reached through its directory's descriptor)."""
     if not path.startswith("/"):
         raise RelayAddressError(f"{what}: socket path {path!r} is not absolute")
     if "\0" in path:
         raise RelayAddressError(f"{what}: socket path contains NUL")
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+    size, name = len(os.fsencode(path)), len(os.fsencode(os.path.basename(path)))
+    if size > MAX_SOCKET_PATH_BYTES and (
+        not via_directory or name > MAX_SOCKET_PATH_BYTES - PROC_FD_PREFIX_BYTES or not name
+    ):
         raise RelayAddressError(
             f"{what}: socket path is longer than {MAX_SOCKET_PATH_BYTES} bytes: {path}"
         )

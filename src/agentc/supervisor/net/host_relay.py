@@ -40,6 +40,7 @@ from agentc.supervisor.net.pipe import (
     open_unix,
     report_stderr,
 )
+from agentc.supervisor.net.unix_path import sun_path
 
 
 def _opener(target: HostTarget, source: str) -> Opener:
@@ -113,7 +114,7 @@ class HostRelay:
 
     def _bind(self, name: str) -> socket.socket:
         path = self.socket_path(name)
-        check_socket_path(str(path), what=f"relay {name}")
+        check_socket_path(str(path), what=f"relay {name}", via_directory=True)
         with contextlib.suppress(FileNotFoundError):
             st = path.lstat()
             # Only a stale socket (e.g. from a preflight probe) is replaced, never another file.
@@ -122,7 +123,8 @@ class HostRelay:
             path.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind(str(path))
+            with sun_path(str(path)) as short:
+                sock.bind(short)
             # The directory is 0700, so the window before chmod exposes nothing.
             os.chmod(path, 0o600)
             sock.listen(128)

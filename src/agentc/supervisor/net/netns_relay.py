@@ -29,6 +29,7 @@ from agentc.supervisor.net.pipe import (
     listen_tcp,
     report_stderr,
 )
+from agentc.supervisor.net.unix_path import sun_path
 
 # Exit codes of the namespace half itself, following env(1)/timeout(1): the relay failed (125),
 # the command could not be executed (126) or was not found (127).
@@ -84,6 +85,7 @@ def run_netns_relay(
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     loop = LoopThread("agentc-netns-relay", report)
     socks: list[socket.socket] = []
+    paths = contextlib.ExitStack()  # directory descriptors of long socket paths (unix_path)
     try:
         ensure_loopback_up()
         for r in relays:
@@ -91,7 +93,9 @@ def run_netns_relay(
         loop.start()
         for r, sock in zip(relays, socks, strict=True):
             path = str(r.socket)
-            opener = functools.partial(asyncio.open_unix_connection, path)
+            opener = functools.partial(
+                asyncio.open_unix_connection, paths.enter_context(sun_path(path))
+            )
             fw = Forwarder(f"relay {r.listen} -> {path}", opener, max_connections, report)
             loop.serve(sock, fw.handle)
         stops = [s for s in early if s in _STOP_SIGNALS]
@@ -113,6 +117,7 @@ def run_netns_relay(
         loop.stop()
         for sock in socks:
             sock.close()
+        paths.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
 

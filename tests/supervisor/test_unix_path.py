@@ -1,0 +1,60 @@
+"""Relay sockets under a long run directory (a state kept deep in a home): bound and reached
+through the directory's descriptor, so only the socket's name must fit in sun_path."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from agentc.supervisor.net.addresses import (
+    MAX_SOCKET_PATH_BYTES,
+    RelayAddressError,
+    check_socket_path,
+    parse_relay_spec,
+)
+from agentc.supervisor.net.unix_path import sun_path
+
+
+def _deep(tmp_path: Path) -> Path:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    return deep
+
+
+def test_a_socket_under_a_long_directory_is_bound_and_reached(tmp_path: Path) -> None:
+    path = str(_deep(tmp_path) / "coordinator.sock")
+    assert len(path) > MAX_SOCKET_PATH_BYTES
+    with socket.socket(socket.AF_UNIX) as bare, pytest.raises(OSError):
+        bare.bind(path)  # what the relay did before: the kernel refuses the path
+    with socket.socket(socket.AF_UNIX) as server:
+        with sun_path(path) as short:
+            assert short.startswith("/proc/self/fd/") and short.endswith("/coordinator.sock")
+            server.bind(short)
+        server.listen(1)
+        assert Path(path).is_socket()
+        with socket.socket(socket.AF_UNIX) as client:
+            with sun_path(path) as short:
+                client.connect(short)
+            peer, _ = server.accept()
+            with peer:
+                client.sendall(b"ping")
+                assert peer.recv(4) == b"ping"
+
+
+def test_a_short_path_is_used_as_it_is(tmp_path: Path) -> None:
+    with sun_path("/run/x.sock") as short:
+        assert short == "/run/x.sock"
+
+
+def test_only_relay_sockets_may_be_long_and_their_names_must_fit(tmp_path: Path) -> None:
+    long_path = "/" + "d" * 120 + "/coordinator.sock"
+    check_socket_path(long_path, via_directory=True)
+    parse_relay_spec(f"127.0.0.1:3128={long_path}")
+    with pytest.raises(RelayAddressError, match="longer than 107 bytes"):
+        check_socket_path(long_path)  # a configured socket (gateway_address) stays strict
+    with pytest.raises(RelayAddressError, match="longer than 107 bytes"):
+        check_socket_path(
+            "/" + "d" * 60 + "/" + "n" * 90, via_directory=True
+        )  # the name cannot fit

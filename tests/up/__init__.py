@@ -1,0 +1,1 @@
+"""Tests of agentc up and agentc status."""

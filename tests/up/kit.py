@@ -1,0 +1,121 @@
+"""Running ``agentc up`` and ``agentc status`` as real processes, as root or as a throwaway
+unprivileged user (the system Python with this checkout's packages on PYTHONPATH: a user cannot
+run an interpreter under root's home)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.kit.pg import free_port
+from tests.supervisor.kit import REPO, VENV_SITE
+
+PYTHON = "/usr/bin/python3"
+
+
+@dataclass
+class Runner:
+    """``agentc`` commands in ``workdir``, as ``user`` (None: as this process's user)."""
+
+    workdir: Path
+    user: str | None = None
+
+    def env(self) -> dict[str, str]:
+        home = pwd.getpwnam(self.user).pw_dir if self.user else str(self.workdir)
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": home,
+            "PYTHONPATH": f"{VENV_SITE}:{REPO / 'src'}",
+        }
+
+    def argv(self, *args: str) -> list[str]:
+        prefix: list[str] = []
+        if self.user:
+            entry = pwd.getpwnam(self.user)
+            prefix = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}"]
+            prefix.append("--clear-groups")
+        return [*prefix, PYTHON, "-m", "agentc.up.cli", *args]
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args),
+            cwd=self.workdir,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv(*args),
+            cwd=self.workdir,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def status(self) -> dict[str, Any] | None:
+        done = self.run("status", "--json", timeout=60)
+        if done.returncode != 0:
+            return None
+        data: dict[str, Any] = json.loads(done.stdout)
+        return data
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    """Ctrl-C (SIGINT), then the output."""
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=timeout)
+    return out
+
+
+def wait_for(check: Any, timeout: float, why: Any) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out: {why() if callable(why) else why}")
+
+
+def processes_of(uid: int) -> list[str]:
+    """The processes ``uid`` runs (pid and command)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found.append(f"{entry.name} {cmd.strip()}")
+    return found
+
+
+def git_log(repo: Path, ref: str = "main") -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%s", ref],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"},
+    ).stdout
+    return out.splitlines()
+
+
+__all__ = ["free_port", "git_log", "processes_of", "stop", "wait_for", "Runner"]

@@ -1,0 +1,81 @@
+"""``agentc up --seed-demo`` end to end as an unprivileged user in a fresh directory: the
+coordinator, the supervisor loop (implementer and reviewer launches of the bundled example
+agent in the full sandbox), the candidate push helper and the integrator land all three demo
+tasks on the sample repository's main branch; Ctrl-C leaves nothing running; a second ``up``
+resumes with the same state."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.supervisor.kit import create_user, delete_user
+from tests.up.kit import Runner, free_port, git_log, processes_of, stop, wait_for
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
+
+
+@pytest.fixture
+def user() -> Iterator[str]:
+    name = create_user("agentc-d")
+    try:
+        yield name
+    finally:
+        delete_user(name)
+
+
+def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
+    entry = pwd.getpwnam(user)
+    work = Path(entry.pw_dir) / "demo"
+    work.mkdir()
+    os.chown(work, entry.pw_uid, entry.pw_gid)
+    runner = Runner(work, user)
+    port = str(free_port())
+    proc = runner.start("up", "--seed-demo", "--port", port, "--no-live")
+    state = work / ".agentc"
+    try:
+
+        def landed() -> dict[str, object] | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"agentc up exited: {proc.communicate()[0]}")
+            snap = runner.status()
+            return snap if snap and snap["tasks"]["done"] == 3 else None
+
+        def why() -> str:
+            logs = sorted((state / "logs").glob("*.log")) if state.exists() else []
+            return "\n".join(f"{p.name}:\n{p.read_text()[-3000:]}" for p in logs)
+
+        snap = wait_for(landed, 420, why)
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
+    assert "agentc is up: console http://127.0.0.1:" in out
+    assert "stopped; `agentc up` again resumes" in out
+    assert {k: v for k, v in snap["tasks"].items() if v} == {"done": 3}
+    subjects = git_log(state / "remote.git")
+    assert {"Add subtract", "Add multiply", "Start a changelog"} <= set(subjects), subjects
+    assert subjects[-1] == "calc: a tiny sample project"
+    # Nothing of the tree is left: no process of the user runs.
+    wait_for(lambda: not processes_of(entry.pw_uid), 30, lambda: processes_of(entry.pw_uid))
+    for sub in ("supervisor/impl/runs", "supervisor/impl/clones", "supervisor/rev/runs"):
+        assert list((state / sub).iterdir()) == [], sub
+    mode = os.stat(state / "admin-password").st_mode & 0o777
+    assert mode == 0o600
+    # After up: status starts a coordinator briefly and reads the same state.
+    after = runner.status()
+    assert after is not None and after["tasks"]["done"] == 3
+    assert after["project_id"] == snap["project_id"]
+    # A second up resumes: same project, no new tasks, the demo is not filed twice.
+    again = runner.start("up", "--seed-demo", "--port", port, "--no-live")
+    try:
+        resumed = wait_for(lambda: runner.status() if again.poll() is None else None, 60, "")
+    finally:
+        out = stop(again)
+    assert again.returncode == 0, out
+    assert resumed["project_id"] == snap["project_id"]
+    assert sum(resumed["tasks"].values()) == 3 and resumed["tasks"]["done"] == 3
+    wait_for(lambda: not processes_of(entry.pw_uid), 30, lambda: processes_of(entry.pw_uid))
