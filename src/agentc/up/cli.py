@@ -53,6 +53,8 @@ def state_option(fn: Any) -> Any:
 
 def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the server binds: a listener refuses it, a closed connection's TIME_WAIT does not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -5,7 +5,7 @@ The launch holds no push credential. Before it starts, the loop makes a per-laun
 ``/tmp`` named after the state root when that path would be too long for a Unix socket), holds
 an exclusive lock on ``<id>.lock`` for the launch's life, and binds the directory read-only into
 the launch, whose agent CLI finds the socket as ``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``.
-Once the sandbox runs, the loop starts the helper with only PATH, LANG and HOME, serving that
+Once the sandbox runs, the loop starts the helper with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving that
 socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
 refusing a candidate that carries the launch's coordinator token (matched by digest). When the
 launch ends the helper gets SIGTERM, SIGKILL after :data:`STOP_SECONDS`, and its directory and
@@ -163,6 +163,8 @@ class PushHelper:
             "LANG": "C.UTF-8",
             "HOME": str(self.work),
         }
+        if os.environ.get("PYTHONPATH"):  # agentc run from a source tree
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         self.log_path = self.work / "helper.log"
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
