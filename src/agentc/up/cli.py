@@ -22,12 +22,18 @@ from agentc.client.errors import TransportFailure
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
-from agentc.up.harnesses import check_harness
+from agentc.up.gateway import write_gateway
+from agentc.up.harnesses import ModelAccess, check_harness
 from agentc.up.layout import Layout, check_writable
 from agentc.up.procs import Tree
 
 DEFAULT_PORT = 8080
-STOP_ORDER = [("supervisor", 60.0), ("integrator", 15.0), ("coordinator", 15.0)]
+STOP_ORDER = [
+    ("supervisor", 60.0),
+    ("integrator", 15.0),
+    ("gateway", 15.0),
+    ("coordinator", 15.0),
+]
 HEALTH_SECONDS = 60.0
 
 
@@ -99,6 +105,7 @@ class Up:
         self.tree = Tree()
         self.stopping = False
         self.created = False  # this up created the state directory (removed if setup fails)
+        self.access: ModelAccess | None = None
 
     @property
     def origin(self) -> str:
@@ -111,7 +118,7 @@ class Up:
             raise ConfigError(
                 f"agentc up already runs on {layout.root} (pid {layout.running_pid()})"
             )
-        check_harness(options.harness)
+        self.access = check_harness(options.harness)
         if not port_free(options.port):
             raise ConfigError(
                 f"--port {options.port}: the port is busy (another program listens on "
@@ -154,7 +161,11 @@ class Up:
         elif record.get("port") != options.port:
             bootstrap.rewrite_origin(layout, self.origin)
         record.update(port=options.port, harness=options.harness)
-        configs.write_supervisor(layout, record, self.origin, options.harness)
+        gw = write_gateway(layout, self.access) if self.access is not None else None
+        if gw is not None:
+            argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
+            self.tree.start("gateway", argv, layout.log("gateway"), child_env())
+        configs.write_supervisor(layout, record, self.origin, options.harness, gw)
         configs.write_integrator(layout, record, self.origin)
         if options.seed_demo and not record.get("demo_seeded"):
             bootstrap.seed_demo(self.origin, layout, record["project_id"])

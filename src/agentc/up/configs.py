@@ -8,10 +8,12 @@ directory is masked inside launches and checks, so no agent reads another role's
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 from agentc.files import write_atomic
+from agentc.up.gateway import INNER, GatewaySetup
 from agentc.up.layout import Layout
 
 EXAMPLE_AGENT = Path(__file__).with_name("example_agent.py")
@@ -20,6 +22,12 @@ EXAMPLE_AGENT = Path(__file__).with_name("example_agent.py")
 def harness_value(harness: str) -> str:
     """``supervisor.toml``'s harness for ``--harness`` (``example``: the bundled agent)."""
     return f"command:{EXAMPLE_AGENT}" if harness == "example" else harness
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):  # an inline table
+        return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 def _toml(tables: dict[str, dict[str, Any]]) -> bytes:
@@ -32,23 +40,42 @@ def _toml(tables: dict[str, dict[str, Any]]) -> bytes:
                 value = str(value)
             elif isinstance(value, list):
                 value = [str(v) if isinstance(v, Path) else v for v in value]
-            lines.append(f"{key} = {json.dumps(value)}")
+            if isinstance(value, dict):
+                value = {k: str(v) for k, v in value.items()}
+            lines.append(f"{key} = {_value(value)}")
     return ("\n".join(lines) + "\n").encode()
 
 
-def write_supervisor(layout: Layout, record: dict[str, Any], origin: str, harness: str) -> None:
+def write_supervisor(
+    layout: Layout,
+    record: dict[str, Any],
+    origin: str,
+    harness: str,
+    gateway: GatewaySetup | None = None,
+) -> None:
     root = layout.root.resolve()
     project = record["project_id"]
     agent = harness_value(harness)
+    top: dict[str, Any] = {
+        "mode": "personal",
+        "state_dir": layout.supervisor_state.resolve(),
+        "egress_listen": "",
+        "gateway_listen": "",
+        "coordinator_listen": origin.removeprefix("http://"),
+        "masks": [root],
+    }
+    health: dict[str, Any] = {}
+    if gateway is not None:
+        found = shutil.which(harness)
+        top.update(
+            gateway_listen=INNER,
+            gateway_address=gateway.address,
+            gateway_control=gateway.control,
+            harness_paths={harness: found} if found else {},
+        )
+        health = {"ledger": gateway.ledger, "vendors": gateway.vendors}
     tables: dict[str, dict[str, Any]] = {
-        "": {
-            "mode": "personal",
-            "state_dir": layout.supervisor_state.resolve(),
-            "egress_listen": "",
-            "gateway_listen": "",
-            "coordinator_listen": origin.removeprefix("http://"),
-            "masks": [root],
-        },
+        "": top,
         "run": {
             "poll_seconds": 2,
             "harness": agent,
@@ -66,6 +93,8 @@ def write_supervisor(layout: Layout, record: dict[str, Any], origin: str, harnes
         },
         f"setup.{project}": {"repository_url": str(layout.remote.resolve())},
     }
+    if health:
+        tables["health"] = health
     write_atomic(layout.supervisor_config, _toml(tables), mode=0o600)
 
 

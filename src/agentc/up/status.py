@@ -2,8 +2,7 @@
 the processes, the running launches and what the model calls cost.
 
 Read over HTTP with the read-only ``status`` credential, the supervisor loop's heartbeat and
-the gateway's ledger (``<state>/supervisor/gateway/ledger.jsonl``, absent when no model was
-called).
+the gateway's ledger (``<state>/gateway/ledger.jsonl``, absent when no model was called).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ def cost_usd(layout: Layout) -> float:
     """The model calls' cost so far, from the gateway's ledger."""
     total = 0.0
     try:
-        with (layout.supervisor_state / "gateway/ledger.jsonl").open() as ledger:
+        with (layout.root / "gateway/ledger.jsonl").open() as ledger:
             for line in ledger:
                 try:
                     usd = json.loads(line).get("usd")

@@ -1,17 +1,17 @@
 """The candidate push helper of one implementer launch (``agentc-push``, docs/push.md).
 
-The launch holds no push credential. Before it starts, the loop makes a per-launch directory
-``<push base>/<id>/`` (mode 0700; the base is ``<state>/push``, or a short directory under
-``/tmp`` named after the state root when that path would be too long for a Unix socket), holds
-an exclusive lock on ``<id>.lock`` for the launch's life, and binds the directory read-only into
+The launch holds no push credential. Before it starts, the loop makes a per-launch directory ``<push
+base>/<id>/`` (mode 0700; the base is ``<state>/push``, or a short directory under ``/tmp``
+named after the state root when that path would be too long for a Unix socket), holds an
+exclusive lock on ``<id>.lock`` for the launch's life, and binds the directory read-only into
 the launch, whose agent CLI finds the socket as ``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``.
-Once the sandbox runs, the loop starts the helper with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving that
-socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
-refusing a candidate that carries the launch's coordinator token (matched by digest). When the
-launch ends the helper gets SIGTERM, SIGKILL after :data:`STOP_SECONDS`, and its directory and
-private repository are removed; if the loop dies the helper dies with it (parent-death signal).
-Each new launch first sweeps, under ``<base>/.sweep`` locked, every directory whose lock no
-running loop holds.
+Once the sandbox runs, the loop starts the helper with only PATH, LANG and HOME (and PYTHONPATH
+when agentc runs from a source tree), serving that socket for that launch's processes alone (its
+``--parent-pid`` is the sandbox's root) and refusing a candidate that carries the launch's
+coordinator token (matched by digest). When the launch ends the helper gets SIGTERM, SIGKILL
+after :data:`STOP_SECONDS`, and its directory and private repository are removed; if the loop
+dies the helper dies with it (parent-death signal). Each new launch first sweeps, under
+``<base>/.sweep`` locked, every directory whose lock no running loop holds.
 """
 
 from __future__ import annotations
