@@ -44,30 +44,32 @@ class Runner:
             prefix.append("--clear-groups")
         return [*prefix, PYTHON, "-m", "agentc.up.cli", *args]
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.argv(*args),
             cwd=self.workdir,
-            env=self.env(),
+            env=env or self.env(),
             capture_output=True,
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
             self.argv(*args),
             cwd=self.workdir,
-            env=self.env(),
+            env=env or self.env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
 
-    def status(self) -> dict[str, Any] | None:
-        done = self.run("status", "--json", timeout=60)
+    def status(self, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+        done = self.run("status", "--json", timeout=60, env=env)
         if done.returncode != 0:
             return None
         data: dict[str, Any] = json.loads(done.stdout)

@@ -95,7 +95,26 @@ def write_supervisor(
     }
     if health:
         tables["health"] = health
+    if harness == "claude":
+        _claude_settings(layout)
     write_atomic(layout.supervisor_config, _toml(tables), mode=0o600)
+
+
+# Claude Code's tools a launch may use without asking (nobody is there to answer); the sandbox,
+# not these lists, is what confines them, and a reviewer's Bash runs in the candidate shell.
+CLAUDE_TOOLS = {"impl": ["Bash", "Write", "Edit", "Read"], "rev": ["Bash", "Read"]}
+
+
+def _claude_settings(layout: Layout) -> None:
+    for role, tools in CLAUDE_TOOLS.items():
+        for private in (layout.supervisor_state, layout.supervisor_state / role):
+            private.mkdir(mode=0o700, exist_ok=True)
+        folder = layout.supervisor_state / role / "claude-config"
+        folder.mkdir(mode=0o755, exist_ok=True)
+        path = folder / "settings.json"
+        if not path.exists():
+            body = json.dumps({"permissions": {"allow": tools}}, indent=2) + "\n"
+            write_atomic(path, body.encode(), mode=0o644)
 
 
 def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> None:
