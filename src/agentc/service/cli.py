@@ -251,6 +251,29 @@ def recover_operator_password(ctx: click.Context, username: str, password_stdin:
     _guard(run)
 
 
+@main.command("designate-digest-sender")
+@click.option("--project", "project_id", required=True, help="The project's id.")
+@click.option("--agent", "agent", default=None, help="The agent that sends the project's digest.")
+@click.option("--clear", is_flag=True, help="The project has no digest sender any more.")
+@click.pass_context
+def designate_digest_sender(
+    ctx: click.Context, project_id: str, agent: str | None, clear: bool
+) -> None:
+    """Record which agent sends a project's attention digest (audited)."""
+    from agentc.service.work.attention import designate_sender
+
+    settings = _settings(ctx)
+    if (agent is None) == (not clear):
+        _fail("give exactly one of --agent NAME and --clear")
+
+    def run() -> None:
+        with _database(settings, create=False) as ex:
+            done = ex.write(lambda tx: designate_sender(tx.conn, tx.now, project_id, agent))
+        click.echo(done)
+
+    _guard(run)
+
+
 def _issue(tx: Any, fn: Any, agent: str, credential_class: str, access: str) -> Any:
     from agentc.store.audit import write_event
 

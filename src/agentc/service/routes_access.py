@@ -335,3 +335,17 @@ async def admin_people(request: Request, body: NewPersonIn) -> Response:
     return await mutate(
         request, person, lambda op, b: accounts.add_person(op, b.name, b.role, password_hash)
     )
+
+
+@router.get("/api/v1/browser-sessions", tags=["access"])
+async def list_browser_sessions(request: Request) -> Response:
+    cookie = presented(request).cookie
+    current = verifier(cookie) if cookie else None
+    return await read(
+        request, lambda tx, actor: accounts.browser_sessions(tx.conn, tx.now, actor, current)
+    )
+
+
+@router.post("/api/v1/browser-sessions/{session_id}/end", tags=["access"])
+async def end_chosen_session(request: Request, session_id: str) -> Response:
+    return await mutate(request, None, lambda op, _b: accounts.end_browser_session(op, session_id))

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from agentc.core.model import Role, TelemetryStream
 from agentc.core.rules import rfc3339
-from agentc.service.api import B, JsonObject, Op, Result, mutate, read
+from agentc.service.api import B, JsonObject, Op, Result, mutate, read, runtime_of
 from agentc.service.auth import Actor
 from agentc.service.schemas import (
     ActivityClaimIn,
@@ -34,7 +34,16 @@ from agentc.service.schemas import (
     TelemetryIn,
     UnblockIn,
 )
-from agentc.service.work import integration, leases, projects, reviews, tasks, telemetry, workflow
+from agentc.service.work import (
+    attention,
+    integration,
+    leases,
+    projects,
+    reviews,
+    tasks,
+    telemetry,
+    workflow,
+)
 from agentc.service.work.views import (
     project_row,
     project_view,
@@ -90,6 +99,18 @@ async def create_project(request: Request, body: ProjectIn) -> Response:
 @router.get(P, tags=["projects"])
 async def get_project(request: Request, project_id: str) -> Response:
     return await read(request, lambda tx, _a: project_view(project_row(tx.conn, project_id)))
+
+
+@router.get(P + "/attention", tags=["projects"])
+async def get_attention(request: Request, project_id: str) -> Response:
+    weekly_budget = runtime_of(request).settings.agent_task_weekly_budget
+
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        project_row(tx.conn, project_id)
+        attention.may_read(tx.conn, actor, project_id)
+        return attention.digest(tx.conn, project_id, tx.now, weekly_budget)
+
+    return await read(request, fn)
 
 
 @router.patch(P + "/policy", tags=["projects"])

@@ -197,3 +197,37 @@ def live_browser_sessions(conn: Connection, now: int) -> dict[str, int]:
         now=now,
     )
     return {r.principal_id: r.live for r in rows}
+
+
+class SessionListing(NamedTuple):
+    """A live browser session with its person (the Access and My account pages)."""
+
+    id: str
+    principal_id: str
+    principal_name: str
+    token_hash: str
+    created_at: int
+    expires_at: int
+
+
+_SESSION_LIST = (
+    "SELECT b.id, b.principal_id, p.name, b.token_hash, b.created_at, b.expires_at "
+    "FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
+    "WHERE b.revoked_at IS NULL AND b.expires_at > :now"
+)
+
+
+def browser_session_list(
+    conn: Connection, now: int, principal_id: str | None = None
+) -> list[SessionListing]:
+    """The live browser sessions (of one person, or everyone's), by person then age."""
+    if principal_id is None:
+        sql = _SESSION_LIST + " ORDER BY p.name, b.created_at, b.id"
+        return fetch_all(conn, sql, SessionListing, now=now)
+    sql = _SESSION_LIST + " AND b.principal_id = :p ORDER BY b.created_at, b.id"
+    return fetch_all(conn, sql, SessionListing, now=now, p=principal_id)
+
+
+def delete_browser_session(conn: Connection, session_id: str) -> None:
+    """End one chosen session: its verifier is deleted, so its cookie matches nothing."""
+    run(conn, "DELETE FROM browser_sessions WHERE id = :id", id=session_id)

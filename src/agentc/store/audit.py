@@ -7,7 +7,16 @@ from typing import NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.rules import canonical_json
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, insert, run, table
+from agentc.store.sql import (
+    columns,
+    fetch_all,
+    fetch_exists,
+    fetch_one,
+    insert,
+    placeholders,
+    run,
+    table,
+)
 
 
 class Event(NamedTuple):
@@ -107,3 +116,51 @@ def add_telemetry(conn: Connection, row: TelemetryRow) -> bool:
         return False
     insert(conn, row)
     return True
+
+
+_TELEMETRY_SINCE = (
+    f"SELECT {columns(TelemetryRow)} FROM telemetry_rows WHERE project_id = :project_id "
+    "AND stream = :stream AND received_at >= :since ORDER BY received_at DESC LIMIT :limit"
+)
+_HOSTS_LAST_SEEN = (
+    "SELECT host, MAX(received_at) FROM telemetry_rows WHERE project_id = :project_id "
+    "GROUP BY host ORDER BY host"
+)
+_RECENT_EVENTS = (
+    f"SELECT {columns(Event)} FROM events WHERE project_id = :project_id "
+    "AND kind IN ({kinds}) AND created_at >= :since ORDER BY seq DESC LIMIT :limit"
+)
+
+
+class HostSeen(NamedTuple):
+    host: str
+    last_seen: int
+
+
+def telemetry_since(
+    conn: Connection, project_id: str, stream: str, since: int, limit: int
+) -> list[TelemetryRow]:
+    """The project's rows of one stream received since the given time, newest first."""
+    return fetch_all(
+        conn,
+        _TELEMETRY_SINCE,
+        TelemetryRow,
+        project_id=project_id,
+        stream=stream,
+        since=since,
+        limit=limit,
+    )
+
+
+def hosts_last_seen(conn: Connection, project_id: str) -> list[HostSeen]:
+    """Every host that reported telemetry for the project, with when it last did."""
+    return fetch_all(conn, _HOSTS_LAST_SEEN, HostSeen, project_id=project_id)
+
+
+def recent_events(
+    conn: Connection, project_id: str, kinds: list[str], since: int, limit: int
+) -> list[Event]:
+    """The project's events of the given kinds since the given time, newest first."""
+    marks, params = placeholders("k", kinds)
+    sql = _RECENT_EVENTS.format(kinds=marks)
+    return fetch_all(conn, sql, Event, project_id=project_id, since=since, limit=limit, **params)

@@ -216,3 +216,20 @@ def contributed(conn: Connection, task_id: str, principal_id: str, session_id: s
     return fetch_exists(
         conn, _INDEPENDENT, task_id=task_id, principal_id=principal_id, session_id=session_id
     )
+
+
+_ENDED_WITH_NEWS = _ATTEMPT + (
+    " WHERE project_id = :project_id AND ended_at >= :since AND "
+    f"(state = '{AttemptState.EXPIRED}' OR (state IN ('{AttemptState.RELEASED}', "
+    f"'{AttemptState.BLOCKED}') AND handoff IS NOT NULL)) ORDER BY ended_at DESC, id LIMIT :limit"
+)
+
+
+def ended_attempts_since(
+    conn: Connection, project_id: str, since: int, limit: int
+) -> list[Attempt]:
+    """The project's attempts that expired, or were released or blocked with a handoff, since
+    the given time; newest first."""
+    return fetch_all(
+        conn, _ENDED_WITH_NEWS, Attempt, project_id=project_id, since=since, limit=limit
+    )

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.store.sql import columns, fetch_all, fetch_exists, run, table
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
 @table("projects")
@@ -48,3 +48,23 @@ def save_project(conn: Connection, project: Project) -> None:
     values = project._asdict()
     del values["name"], values["created_at"]
     run(conn, _SAVE_POLICY, **values)
+
+
+# Which agent sends a project's attention digest: a service_state entry per project (the key
+# names the project, the value is the agent's principal id); no entry, no sender.
+_SENDER_KEY = "digest_sender:{project_id}"
+_SENDER = "SELECT value FROM service_state WHERE key = :key"
+_CLEAR_SENDER = "DELETE FROM service_state WHERE key = :key"
+_ADD_SENDER = "INSERT INTO service_state (key, value) VALUES (:key, :value)"
+
+
+def digest_sender(conn: Connection, project_id: str) -> str | None:
+    """The principal id of the agent designated to send the project's digest, if any."""
+    return fetch_one(conn, _SENDER, str, key=_SENDER_KEY.format(project_id=project_id))
+
+
+def set_digest_sender(conn: Connection, project_id: str, principal_id: str | None) -> None:
+    key = _SENDER_KEY.format(project_id=project_id)
+    run(conn, _CLEAR_SENDER, key=key)
+    if principal_id is not None:
+        run(conn, _ADD_SENDER, key=key, value=principal_id)

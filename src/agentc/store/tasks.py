@@ -182,3 +182,18 @@ def prerequisites_done(conn: Connection, task_id: str) -> bool:
 def restart_dependents(conn: Connection, task_id: str, now: int) -> None:
     """The open tasks that depend on task_id are ready from now."""
     run(conn, _RESTART_DEPENDENTS, now=now, id=task_id)
+
+
+_MAY_NEED_A_HUMAN = _SELECT + (
+    " WHERE project_id = :project_id AND ("
+    f"(lifecycle = '{Lifecycle.OPEN}' AND (blocked_reason IS NOT NULL "
+    "OR current_attempt_id IS NOT NULL)) "
+    f"OR (lifecycle = '{Lifecycle.PLANNED}' AND budget_held_at IS NOT NULL)) "
+    "ORDER BY priority, updated_at, id LIMIT :limit"
+)
+
+
+def tasks_that_may_need_a_human(conn: Connection, project_id: str, limit: int) -> list[Task]:
+    """Open tasks blocked with a reason or with a current attempt (it may have lapsed), and
+    planned tasks the weekly budget holds; by priority."""
+    return fetch_all(conn, _MAY_NEED_A_HUMAN, Task, project_id=project_id, limit=limit)

@@ -3,6 +3,7 @@ Playwright (Playwright's own browser download is not used)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -10,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
+from tests.service.kit import ORIGIN, Caller, Service
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -79,3 +82,24 @@ class Agent:
         resp = self.client.post(path, json=body, headers=h)
         assert resp.status_code < 300, resp.text
         return resp.json()["data"]
+
+
+def form_of(svc: Service, path: str = "/console/access") -> dict[str, str]:
+    """The hidden fields a console form at path carries: the CSRF token and a fresh key."""
+    text = svc.client.get(path).text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', text)
+    assert csrf, text
+    return {"csrf": csrf.group(1), "idempotency_key": "key-" + uuid.uuid4().hex}
+
+
+def post_form(
+    svc: Service, path: str, data: dict[str, str], origin: str | None = ORIGIN
+) -> httpx2.Response:
+    headers = {"Origin": origin} if origin else {}
+    return svc.client.post(path, data=data, headers=headers, follow_redirects=False)
+
+
+def browse_as(svc: Service, caller: Caller) -> None:
+    """The test client's cookie jar holds the caller's browser session (and nothing else)."""
+    svc.client.cookies.clear()
+    svc.client.cookies.set("coordinator_local", caller.cookies["coordinator_local"])

@@ -4,10 +4,13 @@ Chromium at 1280 px and at phone width."""
 
 from __future__ import annotations
 
+import random
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import httpx
 from playwright.sync_api import Page, sync_playwright
 
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
@@ -49,15 +52,64 @@ def seed(live: LiveServer) -> tuple[str, str]:
                 f"/api/v1/projects/{pid}/tasks", json=body, headers={"Idempotency-Key": f"seed-{n}"}
             ).json()["data"]["task"]["id"]
         )
+    admin.patch(
+        f"/api/v1/projects/{pid}/policy",
+        json={
+            "expected_revision": 1,
+            "required_checks": [{"identity": "unit"}, {"identity": "lint"}],
+        },
+        headers={"Idempotency-Key": "seed-policy"},
+    )
     admin.close()
     with Agent(live, "claude-worker") as agent:
         _work(agent, pid, ids)
+    _telemetry(live, pid, ids)
+    live.cli("designate-digest-sender", "--project", pid, "--agent", "claude-worker")
     return pid, ids[1]
 
 
+def _outcome(days_ago: int, harness: str) -> str:
+    if days_ago in (4, 11) or (days_ago == 0 and harness == "codex"):
+        return "fail"
+    return "pass"
+
+
+def _telemetry(live: LiveServer, pid: str, ids: list[str]) -> None:
+    """Three weeks of cost rows from two hosts, and canary results with two failures."""
+    day = 24 * 3600 * 1000
+    now = int(time.time() * 1000)
+    pick = random.Random(7)
+    costs = [
+        {
+            "session_id": f"launch-{n}",
+            "task_id": ids[n % 3],
+            "usd": round(pick.uniform(0.2, 3.5), 2),
+            "occurred_at_ms": now - pick.randrange(21) * day,
+        }
+        for n in range(40)
+    ]
+    canaries = [
+        {"harness": harness, "outcome": _outcome(n, harness), "at_ms": now - n * day}
+        for n in range(14)
+        for harness in ("claude", "codex")
+    ]
+    for who, cls, stream, host, rows in (
+        ("host-a", "supervised", "cost-rows", "build-1", costs[:25]),
+        ("host-b", "supervised", "cost-rows", "build-2", costs[25:]),
+        ("canary-bot", "supervised", "canary-results", "build-1", canaries),
+    ):
+        token = live.issue_token(who, credential_class=cls)
+        resp = httpx.post(
+            f"{live.url}/api/v1/projects/{pid}/telemetry/{stream}",
+            json={"host": host, "rows": rows},
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": f"seed-{who}"},
+        )
+        resp.raise_for_status()
+
+
 def _work(agent: Agent, pid: str, ids: list[str]) -> None:
-    """Task 0 in progress, task 1 submitted for review."""
-    for n in (0, 1):
+    """Task 0 in progress, task 1 submitted for review, task 3 blocked with a handoff."""
+    for n in (0, 1, 3):
         got = agent.client.get(f"/api/v1/projects/{pid}/tasks/{ids[n]}").json()["data"]
         att = agent.post(
             f"/api/v1/projects/{pid}/claims",
@@ -67,6 +119,15 @@ def _work(agent: Agent, pid: str, ids: list[str]) -> None:
             f"/api/v1/projects/{pid}/attempts/{att['id']}/checkpoints",
             {"generation": att["generation"], "summary": "reproduced; fixing"},
         )
+        if n == 3:
+            agent.post(
+                f"/api/v1/projects/{pid}/attempts/{att['id']}/release",
+                {
+                    "generation": att["generation"],
+                    "handoff": "The translations need the legal team's wording; asked in #legal.",
+                    "blocked": True,
+                },
+            )
         if n == 1:
             agent.post(
                 f"/api/v1/projects/{pid}/attempts/{att['id']}/submissions",
@@ -92,7 +153,8 @@ def shoot(page: Page, live: LiveServer, path: str, name: str) -> None:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="agentc-screens-"))
-    with live_server(str(work / "c.sqlite3"), work) as live, sync_playwright() as pw:
+    canary = ("--canary-principals", "canary-bot")
+    with live_server(str(work / "c.sqlite3"), work, *canary) as live, sync_playwright() as pw:
         pid, review = seed(live)
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         for width, suffix in ((1280, ""), (390, "-phone")):
@@ -104,10 +166,13 @@ def main() -> None:
             page.wait_for_url("**/console/projects")
             shoot(page, live, f"/console/projects/{pid}", "board" + suffix)
             shoot(page, live, f"/console/projects/{pid}/tasks/{review}", "task-review" + suffix)
+            shoot(page, live, f"/console/projects/{pid}/costs", "costs" + suffix)
+            shoot(page, live, "/console/attention", "attention" + suffix)
             if not suffix:
                 shoot(page, live, "/console/projects", "projects")
                 shoot(page, live, f"/console/projects/{pid}/tasks/new", "new-task")
                 shoot(page, live, "/console/access", "access")
+                shoot(page, live, f"/console/projects/{pid}/settings", "settings")
                 shoot(page, live, "/console/account", "account")
             page.close()
         browser.close()

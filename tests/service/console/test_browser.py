@@ -142,3 +142,54 @@ def _no_secret_left(server: LiveServer, secrets: list[str]) -> None:
     for secret in secrets:
         assert secret.encode() not in stored
         assert secret.encode() not in log
+
+
+def test_settings_charts_attention_and_ending_a_session(page: Page, server: LiveServer) -> None:
+    admin = server.admin_client()  # a second session of the admin's, to be ended from the page
+    pid = admin.post(
+        "/api/v1/projects",
+        json={"name": "shop", "repository_url": "https://git.example/shop.git"},
+        headers={"Idempotency-Key": "shop"},
+    ).json()["data"]["id"]
+    host = server.issue_token("host-1", credential_class="supervised")
+    rows = [{"session_id": f"launch-{n}", "usd": 0.75 * n} for n in range(1, 4)]
+    resp = httpx.post(
+        f"{server.url}/api/v1/projects/{pid}/telemetry/cost-rows",
+        json={"host": "build-1", "rows": rows},
+        headers={"Authorization": f"Bearer {host}", "Idempotency-Key": "costs"},
+    )
+    assert resp.status_code == 200, resp.text
+
+    sign_in(page, server)
+    page.get_by_role("link", name="shop").click()
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Review").select_option("human")
+    page.get_by_label("Required checks (one a line: a name, or name, version, environment)").fill(
+        "unit\nlint, 2, ci"
+    )
+    page.get_by_role("button", name="Save the policy").click()
+    expect(page.get_by_text("The policy was saved.")).to_be_visible()
+    expect(page.locator("#policy")).to_contain_text("lint (version 2, environment ci)")
+    assert admin.get(f"/api/v1/projects/{pid}").json()["data"]["policy"]["review_mode"] == "human"
+
+    page.get_by_role("link", name="shop").click()
+    page.get_by_role("link", name="Cost and canaries").click()
+    expect(page.get_by_role("img", name="Cost per day")).to_be_visible()
+    expect(page.get_by_role("img", name="Cost per host")).to_be_visible()
+    page.get_by_text("Cost per host as a table").click()
+    expect(page.get_by_role("table", name="Cost per host")).to_contain_text("$4.50")
+
+    out = server.cli("designate-digest-sender", "--project", pid, "--agent", "host-1")
+    assert out.returncode == 0, out.stderr
+    page.get_by_role("link", name="Attention", exact=True).first.click()
+    expect(page.get_by_role("heading", name="What needs a human now")).to_be_visible()
+    expect(page.locator(f'[data-project="{pid}"] .sender')).to_have_text("host-1")
+
+    page.get_by_role("link", name="Access").click()
+    ends = page.locator("#sessions").get_by_role("button", name="End admin's session")
+    expect(ends).to_have_count(1)  # the API client's session; this one says "this session"
+    ends.click()
+    expect(ends).to_have_count(0)
+    assert admin.get("/api/v1/me").status_code == 401  # the ended session is refused at once
+    admin.close()
+    expect(page.get_by_role("heading", name="Access")).to_be_visible()  # this one lives on

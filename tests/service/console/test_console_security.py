@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import re
 
+from tests.service.console.kit import browse_as, form_of, post_form
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, Service
 
 
 def _form(svc: Service, path: str = "/console/access") -> dict[str, str]:
-    text = svc.client.get(path).text
-    csrf = re.search(r'name="csrf" value="([^"]+)"', text)
-    assert csrf, text
-    return {"csrf": csrf.group(1), "idempotency_key": "key-" + csrf.group(1)[:8]}
-
-
-def _post(svc: Service, path: str, data: dict[str, str], origin: str | None = ORIGIN):
-    headers = {"Origin": origin} if origin else {}
-    return svc.client.post(path, data=data, headers=headers, follow_redirects=False)
+    form = form_of(svc, path)
+    return {**form, "idempotency_key": "key-" + form["csrf"][:8]}
 
 
 def _signed_in(svc: Service) -> None:
-    svc.client.cookies.clear()
-    svc.client.cookies.set("coordinator_local", svc.admin.cookies["coordinator_local"])
+    browse_as(svc, svc.admin)
+
+
+_post = post_form
 
 
 def test_writes_need_the_origin_and_the_csrf_token(svc: Service) -> None:
@@ -92,6 +88,10 @@ def test_every_page_keeps_the_strict_policy(svc: Service) -> None:
         f"/console/projects/{pid}",
         f"/console/projects/{pid}/tasks/new",
         f"/console/projects/{pid}/tasks/{task['id']}",
+        f"/console/projects/{pid}/settings",
+        f"/console/projects/{pid}/costs",
+        f"/console/projects/{pid}/attention",
+        "/console/attention",
         "/console/access",
         "/console/account",
         "/console/sign-in",
@@ -103,6 +103,8 @@ def test_every_page_keeps_the_strict_policy(svc: Service) -> None:
         assert "unsafe-inline" not in csp
         assert re.search(r"<script(?![^>]*\bsrc=)", resp.text) is None, path  # no inline script
         assert re.search(r"<[^>]+\son[a-z]+=", resp.text) is None, path  # no inline handler
+        assert re.search(r"<[^>]+\sstyle=", resp.text) is None, path  # no inline style
+        assert "<style" not in resp.text, path
         assert "http://" not in resp.text.replace(ORIGIN, "")  # nothing from elsewhere
 
 

@@ -32,7 +32,7 @@ from agentc.service.routes_access import (
     sign_in,
     sign_out,
 )
-from agentc.service.schemas import AgentIn, ProjectIn, ReviewIn, TaskEditIn, TaskIn
+from agentc.service.schemas import AgentIn, PolicyIn, ProjectIn, ReviewIn, TaskEditIn, TaskIn
 from agentc.service.work import accounts, projects, reviews, tasks
 
 Fn = Callable[[Op, Any], Result]
@@ -287,5 +287,56 @@ async def account_state_form(request: Request, principal_id: str, action: str) -
         fn: Fn = lambda op, _b: accounts.set_disabled(op, principal_id, disabled)  # noqa: E731
         await run_write(request, form, None, fn)
         return _go("/console/access")
+
+    return await _guarded(request, handle)
+
+
+def _number(text: str) -> int | str:
+    """A form's whole number; anything else stays text, for the schema to name the field."""
+    return int(text) if text.strip().isdigit() else text
+
+
+def _checks(text: str) -> list[dict[str, str]]:
+    """Required checks, one a line: `identity` or `identity, version[, environment]`."""
+    checks = []
+    for n, line in enumerate(_lines(text), start=1):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) > 3 or not all(parts):
+            raise CoordinatorError(
+                "invalid_input",
+                f"required_checks: line {n}: a name, or name, version, environment",
+                status=422,
+            )
+        checks.append(dict(zip(("identity", "version", "environment"), parts, strict=False)))
+    return checks
+
+
+@router.post("/console/projects/{project_id}/settings")
+async def settings_form(request: Request, project_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fields = {
+            "expected_revision": _number(_field(form, "expected_revision")),
+            "repository_url": _field(form, "repository_url"),
+            "target_branch": _field(form, "target_branch"),
+            "review_mode": _field(form, "review_mode"),
+            "lease_seconds": _number(_field(form, "lease_seconds")),
+            "max_attempt_seconds": _number(_field(form, "max_attempt_seconds")),
+            "required_checks": _checks(_field(form, "required_checks")),
+        }
+        body = _model(lambda: PolicyIn.model_validate(fields))
+        fn: Fn = lambda op, b: projects.update_policy(op, project_id, b)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go(f"/console/projects/{quote(project_id, safe='')}/settings?saved=1")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/sessions/{session_id}/end")
+async def end_session_form(request: Request, session_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fn: Fn = lambda op, _b: accounts.end_browser_session(op, session_id)  # noqa: E731
+        await run_write(request, form, None, fn)
+        back = _field(form, "back") == "access"
+        return _go("/console/access" if back else "/console/account?changed=session")
 
     return await _guarded(request, handle)

@@ -11,6 +11,7 @@ from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.service.console.render import HERE, Viewer, html, page, router
 from agentc.service.work import tasks
+from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
 from agentc.store.accounts import all_credentials, all_principals, live_browser_sessions
 from agentc.store.audit import events_after
@@ -138,17 +139,33 @@ def _task_events(tx: Tx, project_id: str, task: dict[str, Any]) -> list[dict[str
 
 @router.get("/console/access")
 async def access_page(request: Request) -> Response:
-    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+    def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
         return "access.html", {
             "principals": all_principals(tx.conn),
             "credentials": all_credentials(tx.conn),
             "sessions": live_browser_sessions(tx.conn, tx.now),
+            "session_list": _sessions(tx, v) if v.is_admin else [],
         }
 
     return await page(request, build)
 
 
+def _sessions(tx: Tx, v: Viewer) -> list[dict[str, Any]]:
+    """The live browser sessions the viewer may end (an admin's: everyone's)."""
+    items: list[dict[str, Any]] = browser_sessions(tx.conn, tx.now, v.actor, v.session)["items"]
+    return items
+
+
 @router.get("/console/account")
 async def account_page(request: Request, changed: str = "") -> Response:
-    message = "The password was changed; your other sessions have ended." if changed else None
-    return await page(request, lambda _tx, _v: ("account.html", {"message": message}))
+    messages = {
+        "1": "The password was changed; your other sessions have ended.",
+        "session": "The session was ended.",
+    }
+    message = messages.get(changed)
+
+    def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
+        own = [s for s in _sessions(tx, v) if s["principal_id"] == v.actor.principal_id]
+        return "account.html", {"message": message, "session_list": own}
+
+    return await page(request, build)

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import WorkStatus
 from agentc.service.api import new_id, presented, runtime_of
-from agentc.service.auth import Actor, authenticate, csrf_token
+from agentc.service.auth import Actor, authenticate, csrf_token, verifier
 from agentc.store.tx import Tx
 
 router = APIRouter(include_in_schema=False)
@@ -35,10 +35,12 @@ _env.globals["statuses"] = [s.value for s in WorkStatus]
 
 @dataclass(frozen=True)
 class Viewer:
-    """The signed-in person viewing a page, and the CSRF token their forms carry."""
+    """The signed-in person viewing a page, the CSRF token their forms carry, and the
+    verifier of their session (to tell it apart in a list of sessions)."""
 
     actor: Actor
     csrf: str
+    session: str
 
     @property
     def is_admin(self) -> bool:
@@ -61,7 +63,7 @@ def viewer_of(tx: Tx, request: Request) -> Viewer | None:
         return None
     if not actor.is_human:
         return None
-    return Viewer(actor, csrf_token(creds.cookie))
+    return Viewer(actor, csrf_token(creds.cookie), verifier(creds.cookie))
 
 
 def to_sign_in(request: Request) -> RedirectResponse:

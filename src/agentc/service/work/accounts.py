@@ -9,11 +9,19 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
 from agentc.core.rules import rfc3339
 from agentc.service.api import JsonObject, Op, Result, new_id
-from agentc.service.auth import denied, hash_password, new_secret, require_admin, verifier
+from agentc.service.auth import (
+    Actor,
+    denied,
+    hash_password,
+    new_secret,
+    require_admin,
+    require_human,
+    verifier,
+)
 from agentc.service.schemas import AgentIn, SessionIn
 from agentc.service.work.refusals import conflict, missing
 from agentc.store import accounts, leases
-from agentc.store.accounts import AgentSession, Credential, Principal
+from agentc.store.accounts import AgentSession, BrowserSession, Credential, Principal
 from agentc.store.audit import write_event
 from agentc.store.sql import fetch_row, insert
 
@@ -270,3 +278,36 @@ def _issued(
         access=access,
         **extra,
     )
+
+
+def browser_sessions(conn: Connection, now: int, actor: Actor, current: str | None) -> JsonObject:
+    """The live browser sessions an actor may see and end: an admin's view holds everyone's,
+    a person's their own; `current` is the verifier of the session asking."""
+    require_human(actor, "list browser sessions")
+    mine = None if actor.role == PrincipalRole.ADMIN else actor.principal_id
+    return {
+        "items": [
+            {
+                "id": s.id,
+                "principal_id": s.principal_id,
+                "name": s.principal_name,
+                "created_at": rfc3339(s.created_at),
+                "expires_at": rfc3339(s.expires_at),
+                "current": s.token_hash == current,
+            }
+            for s in accounts.browser_session_list(conn, now, mine)
+        ]
+    }
+
+
+def end_browser_session(op: Op, session_id: str) -> Result:
+    """End one chosen browser session at once (its verifier is deleted): an admin ends
+    anyone's, a person their own. Another person's session is, to a non-admin, no session."""
+    require_human(op.actor, "end browser sessions")
+    row = fetch_row(op.conn, BrowserSession, session_id)
+    admin = op.actor.role == PrincipalRole.ADMIN
+    if row is None or not (admin or row.principal_id == op.actor.principal_id):
+        raise missing(f"no browser session {session_id}")
+    accounts.delete_browser_session(op.conn, session_id)
+    op.event("browser_session_ended", None, session_id, principal_id=row.principal_id)
+    return Result({"session_id": session_id, "principal_id": row.principal_id, "ended": True})

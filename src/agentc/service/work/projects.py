@@ -6,7 +6,7 @@ import json
 from typing import TypeVar
 
 from agentc.service.api import Op, Result, new_id
-from agentc.service.auth import require_human
+from agentc.service.auth import require_admin, require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
 from agentc.service.work.refusals import conflict, invalid
 from agentc.service.work.views import project_row, project_view
@@ -49,7 +49,7 @@ def _check_max_attempt(value: int | None) -> None:
 
 
 def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
-    require_human(op.actor, "change a project's policy")
+    require_admin(op.actor, "change a project's policy")
     row = op.tx.lock(Project, project_id)
     if row is None:
         project_row(op.conn, project_id)  # raises project_not_found
@@ -61,8 +61,10 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
             current_revision=row.policy_revision,
         )
     _check_max_attempt(body.max_attempt_seconds)
-    changes = body.model_dump(exclude_none=True, exclude={"expected_revision"})
-    checks = changes.get("required_checks")
+    given = body.model_dump(exclude_none=True, exclude={"expected_revision"})
+    checks = given.get("required_checks")
+    current = {**row._asdict(), "required_checks": json.loads(row.required_checks_json)}
+    changes = {name: value for name, value in given.items() if current[name] != value}
     updated = row._replace(
         repository_url=_given(body.repository_url, row.repository_url),
         target_branch=_given(body.target_branch, row.target_branch),

@@ -1,0 +1,142 @@
+"""The console's project settings, cost and canary charts, and attention digest pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+from agentc.core import model as m
+from agentc.service.api import JsonObject, runtime_of
+from agentc.service.console.charts import Chart, bars, columns
+from agentc.service.console.render import Viewer, page, router
+from agentc.service.work import attention, spend
+from agentc.service.work.views import project_row, project_view
+from agentc.store.projects import all_projects
+from agentc.store.tx import Tx
+
+MONEY = "${:,.2f}"
+COUNT = "{:,.0f}"
+
+
+def checks_text(checks: list[JsonObject]) -> str:
+    """The required checks as the settings form shows them: one a line, `identity` alone or
+    `identity, version, environment`."""
+    lines = []
+    for c in checks:
+        plain = c["version"] == "1" and c["environment"] == "default"
+        lines.append(
+            c["identity"] if plain else f"{c['identity']}, {c['version']}, {c['environment']}"
+        )
+    return "\n".join(lines)
+
+
+@router.get("/console/projects/{project_id}/settings")
+async def settings_page(request: Request, project_id: str, saved: str = "") -> Response:
+    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+        project = project_view(project_row(tx.conn, project_id))
+        return "settings.html", {
+            "project": project,
+            "checks_text": checks_text(project["policy"]["required_checks"]),
+            "review_modes": [r.value for r in m.ReviewMode],
+            "lease_range": (m.LEASE_SECONDS_MIN, m.LEASE_SECONDS_MAX),
+            "attempt_range": (m.MAX_ATTEMPT_SECONDS_MIN, m.MAX_ATTEMPT_SECONDS_MAX),
+            "message": "The policy was saved." if saved == "1" else None,
+        }
+
+    return await page(request, build)
+
+
+def cost_charts(costs: JsonObject, canaries: JsonObject) -> list[Chart]:
+    days = [d["day"] for d in costs["by_day"]]
+    span = f"the {costs['window_days']} days from {days[0]} to {days[-1]} (UTC)"
+    costliest = max(costs["by_day"], key=lambda d: d["usd"])
+    per_day = columns(
+        "cost-day",
+        "Cost per day",
+        f"Dollars reported per day over {span}: {MONEY.format(costs['total_usd'])} in all "
+        f"from {costs['rows']} cost rows ({costs['unpriced_rows']} without a price)"
+        + (
+            f"; the costliest day was {costliest['day']} at {MONEY.format(costliest['usd'])}."
+            if costliest["usd"] > 0
+            else "."
+        ),
+        days,
+        [("dollars", "bar", [d["usd"] for d in costs["by_day"]])],
+        MONEY,
+    )
+    tasks = [(t["title"], t["usd"], str(t["rows"])) for t in costs["by_task"]]
+    per_task = bars(
+        "cost-task",
+        "Cost per task",
+        f"Dollars per task over {span}, the costliest first ({len(tasks)} shown)"
+        + (f"; the costliest is {tasks[0][0]} at {MONEY.format(tasks[0][1])}." if tasks else "."),
+        tasks,
+        MONEY,
+        "Task",
+    )
+    hosts = [(h["host"], h["usd"], str(h["rows"])) for h in costs["by_host"]]
+    per_host = bars(
+        "cost-host",
+        "Cost per host",
+        f"Dollars per reporting host over {span}: {len(hosts)} host(s).",
+        hosts,
+        MONEY,
+        "Host",
+    )
+    passed = [d["passed"] for d in canaries["by_day"]]
+    failed = [d["failed"] for d in canaries["by_day"]]
+    canary = columns(
+        "canary-day",
+        "Canary results per day",
+        f"Canary runs per day over {span}, passed and failed stacked: {sum(passed)} passed, "
+        f"{sum(failed)} failed.",
+        days,
+        [
+            ("passed", "pass", [float(v) for v in passed]),
+            ("failed", "fail", [float(v) for v in failed]),
+        ],
+        COUNT,
+    )
+    return [per_day, per_task, per_host, canary]
+
+
+@router.get("/console/projects/{project_id}/costs")
+async def costs_page(request: Request, project_id: str) -> Response:
+    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+        project = project_view(project_row(tx.conn, project_id))
+        costs = spend.cost_report(tx.conn, project_id, tx.now)
+        canaries = spend.canary_report(tx.conn, project_id, tx.now)
+        return "costs.html", {
+            "project": project,
+            "costs": costs,
+            "canaries": canaries,
+            "charts": cost_charts(costs, canaries),
+        }
+
+    return await page(request, build)
+
+
+@router.get("/console/attention")
+async def attention_page(request: Request) -> Response:
+    budget = runtime_of(request).settings.agent_task_weekly_budget
+
+    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+        digests = [attention.digest(tx.conn, p.id, tx.now, budget) for p in all_projects(tx.conn)]
+        return "attention.html", {"digests": digests, "single": False}
+
+    return await page(request, build)
+
+
+@router.get("/console/projects/{project_id}/attention")
+async def project_attention_page(request: Request, project_id: str) -> Response:
+    budget = runtime_of(request).settings.agent_task_weekly_budget
+
+    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+        return "attention.html", {
+            "digests": [attention.digest(tx.conn, project_id, tx.now, budget)],
+            "single": True,
+        }
+
+    return await page(request, build)

@@ -1,0 +1,240 @@
+"""The attention digest: what needs a human now in one project, and who sends it.
+
+Read by the console's Attention page, and through `GET /api/v1/projects/{id}/attention` by
+admins and by the agent designated as the project's digest sender (a host command,
+`designate-digest-sender`, records which agent that is).
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy.engine import Connection
+
+from agentc.core.model import ActivityKind, PrincipalKind, PrincipalRole, WorkStatus
+from agentc.core.rules import iso_week_start_ms, rfc3339
+from agentc.core.status import work_status
+from agentc.service.api import JsonObject
+from agentc.service.auth import Actor, denied
+from agentc.service.work import spend
+from agentc.service.work.refusals import missing
+from agentc.service.work.views import project_row, task_facts
+from agentc.store import accounts, audit, leases, projects, tasks, workflow
+from agentc.store.accounts import Principal
+from agentc.store.audit import write_event
+from agentc.store.sql import fetch_row
+from agentc.store.workflow import Activity
+
+RECENT_MS = 7 * spend.DAY_MS  # send-backs, landings and ended attempts this recent are listed
+STALE_HOST_MS = 24 * 3600 * 1000  # a host silent this long is stale ...
+FORGOTTEN_HOST_MS = 14 * spend.DAY_MS  # ... until it has been silent this long
+LISTED = 50
+HANDOFF_SHOWN = 600
+
+
+def may_read(conn: Connection, actor: Actor, project_id: str) -> None:
+    """Admins read every project's digest; an agent reads the digest it is designated to send."""
+    if actor.is_human and actor.role == PrincipalRole.ADMIN:
+        return
+    if not actor.is_human and projects.digest_sender(conn, project_id) == actor.principal_id:
+        return
+    raise denied("only an admin or the project's designated digest sender reads the digest")
+
+
+def sender_view(conn: Connection, project_id: str) -> JsonObject | None:
+    sender_id = projects.digest_sender(conn, project_id)
+    if sender_id is None:
+        return None
+    agent = fetch_row(conn, Principal, sender_id)
+    name = agent.name if agent else None
+    return {"agent_id": sender_id, "agent": name}
+
+
+def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> JsonObject:
+    project = project_row(conn, project_id)
+    titles = _Titles(conn, project_id)
+    since = now - RECENT_MS
+    held, blocked, lapsed = _tasks(conn, project_id, now)
+    required = [c["identity"] for c in json.loads(project.required_checks_json)]
+    sections: JsonObject = {
+        "held_tasks": held,
+        "blocked_tasks": blocked,
+        "recovery_required": lapsed,
+        "human_reviews": _reviews(conn, project_id),
+        "send_backs": _send_backs(conn, project_id, since, titles),
+        "unchecked_landings": _unchecked(conn, project_id, since, titles, required),
+        "ended_attempts": _ended(conn, project_id, since, titles),
+        "stale_hosts": _stale_hosts(conn, project_id, now),
+        "canary_failures": [
+            c for c in spend.canary_report(conn, project_id, now)["latest"] if not c["passing"]
+        ],
+    }
+    week = iso_week_start_ms(now)
+    return {
+        "project": {"id": project.id, "name": project.name},
+        "generated_at": rfc3339(now),
+        "recent_since": rfc3339(since),
+        "digest_sender": sender_view(conn, project_id),
+        "needs_attention": sum(len(v) for v in sections.values()),
+        **sections,
+        "spend": {
+            "last_24h": spend.spend_since(conn, project_id, now - spend.DAY_MS, now),
+            "last_7d": spend.spend_since(conn, project_id, now - 7 * spend.DAY_MS, now),
+            "agent_tasks": {
+                "weekly_budget": weekly_budget,
+                "admitted_this_week": tasks.agent_tasks_admitted_since(conn, project_id, week),
+                "week_start": rfc3339(week),
+                "held": len(held),
+            },
+        },
+    }
+
+
+class _Titles:
+    """Task titles, each read once."""
+
+    def __init__(self, conn: Connection, project_id: str) -> None:
+        self.conn, self.project_id = conn, project_id
+        self.known: dict[str, str] = {}
+
+    def __call__(self, task_id: str) -> str:
+        if task_id not in self.known:
+            task = tasks.get_project_task(self.conn, self.project_id, task_id)
+            self.known[task_id] = task.title if task else ""
+        return self.known[task_id]
+
+
+def _tasks(
+    conn: Connection, project_id: str, now: int
+) -> tuple[list[JsonObject], list[JsonObject], list[JsonObject]]:
+    held, blocked, lapsed = [], [], []
+    for task in tasks.tasks_that_may_need_a_human(conn, project_id, 3 * LISTED):
+        status = work_status(task_facts(conn, task), now)
+        item = {"task_id": task.id, "title": task.title, "priority": task.priority}
+        if status == WorkStatus.PLANNED and task.budget_held_at is not None:
+            held.append({**item, "since": rfc3339(task.budget_held_at)})
+        elif status == WorkStatus.BLOCKED and task.blocked_reason:
+            blocked.append({**item, "reason": task.blocked_reason})
+        elif status == WorkStatus.RECOVERY_REQUIRED:
+            lapsed.append({**item, "attempt_id": task.current_attempt_id})
+    return held[:LISTED], blocked[:LISTED], lapsed[:LISTED]
+
+
+def _reviews(conn: Connection, project_id: str) -> list[JsonObject]:
+    kinds = [ActivityKind.HUMAN_REVIEW, ActivityKind.EITHER_REVIEW]
+    return [
+        {"activity_id": r.id, "task_id": r.task_id, "title": r.title, "kind": r.kind}
+        for r in workflow.queued_reviews(conn, project_id, kinds, LISTED)
+    ]
+
+
+def _activity_events(
+    conn: Connection, project_id: str, kind: str, since: int
+) -> list[tuple[audit.Event, Activity]]:
+    found = []
+    for event in audit.recent_events(conn, project_id, [kind], since, LISTED):
+        act = fetch_row(conn, Activity, event.record_id or "")
+        if act is not None:
+            found.append((event, act))
+    return found
+
+
+def _checks_of(act: Activity) -> tuple[JsonObject, list[JsonObject]]:
+    outcome = json.loads(act.outcome_json) if act.outcome_json else {}
+    return outcome, list(outcome.get("checks", []))
+
+
+def _send_backs(conn: Connection, project_id: str, since: int, titles: _Titles) -> list[JsonObject]:
+    found = []
+    for event, act in _activity_events(conn, project_id, "integration.sent_back", since):
+        outcome, checks = _checks_of(act)
+        sent = outcome.get("sent_back") or {}
+        found.append(
+            {
+                "activity_id": act.id,
+                "task_id": act.task_id,
+                "title": titles(act.task_id),
+                "reason_code": sent.get("reason_code"),
+                "reason": sent.get("reason"),
+                "failed_checks": [c["name"] for c in checks if c.get("outcome") != "passed"],
+                "at": rfc3339(event.created_at),
+            }
+        )
+    return found
+
+
+def _unchecked(
+    conn: Connection, project_id: str, since: int, titles: _Titles, required: list[str]
+) -> list[JsonObject]:
+    """Landings whose recorded checks lack a required check of the policy (by name)."""
+    if not required:
+        return []
+    found = []
+    for event, act in _activity_events(conn, project_id, "integration.completed", since):
+        _outcome, checks = _checks_of(act)
+        passed = {c["name"] for c in checks if c.get("outcome") == "passed"}
+        lacking = [name for name in required if name not in passed]
+        if lacking:
+            found.append(
+                {
+                    "activity_id": act.id,
+                    "task_id": act.task_id,
+                    "title": titles(act.task_id),
+                    "landed_revision": act.landed_revision,
+                    "missing_checks": lacking,
+                    "at": rfc3339(event.created_at),
+                }
+            )
+    return found
+
+
+def _ended(conn: Connection, project_id: str, since: int, titles: _Titles) -> list[JsonObject]:
+    return [
+        {
+            "attempt_id": a.id,
+            "task_id": a.task_id,
+            "title": titles(a.task_id),
+            "state": a.state,
+            "outcome": a.outcome,
+            "handoff": (a.handoff or "")[:HANDOFF_SHOWN] or None,
+            "ended_at": rfc3339(a.ended_at),
+        }
+        for a in leases.ended_attempts_since(conn, project_id, since, LISTED)
+    ]
+
+
+def _stale_hosts(conn: Connection, project_id: str, now: int) -> list[JsonObject]:
+    return [
+        {"host": h.host, "last_seen": rfc3339(h.last_seen)}
+        for h in audit.hosts_last_seen(conn, project_id)
+        if STALE_HOST_MS < now - h.last_seen < FORGOTTEN_HOST_MS
+    ]
+
+
+def designate_sender(conn: Connection, now: int, project_id: str, agent: str | None) -> str:
+    """The host's choice of the agent that sends the project's digest (None clears it);
+    audited. Returns what was done, for the operator."""
+    project = fetch_row(conn, projects.Project, project_id)
+    if project is None:
+        raise missing(f"no project {project_id}")
+    if agent is None:
+        projects.set_digest_sender(conn, project_id, None)
+        write_event(conn, now, None, None, "digest_sender_cleared", project_id, project_id, {})
+        return f"project {project.name} has no digest sender now"
+    row = accounts.principal_by_name(conn, agent)
+    if row is None or row.kind != PrincipalKind.AGENT:
+        raise missing(f"no agent named {agent}")
+    if row.disabled_at is not None:
+        raise denied(f"the agent {agent} is disabled")
+    projects.set_digest_sender(conn, project_id, row.id)
+    write_event(
+        conn,
+        now,
+        None,
+        None,
+        "digest_sender_designated",
+        project_id,
+        row.id,
+        {"agent": agent, "via": "host"},
+    )
+    return f"agent {agent} sends the digest of project {project.name}"

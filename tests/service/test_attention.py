@@ -1,0 +1,228 @@
+"""The attention digest (GET /api/v1/projects/{id}/attention): what needs a human now, read by
+admins and by the project's designated digest sender only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentc.core.errors import CoordinatorError
+from agentc.service.work.attention import designate_sender
+from tests.service.kit import (
+    ADMIN_PASSWORD,
+    SHA_A,
+    SHA_B,
+    ApiError,
+    Caller,
+    Clock,
+    Service,
+    claim,
+    evidence,
+    running,
+    submit_general,
+)
+
+DAY = 24 * 3600
+
+
+@pytest.fixture
+def svc(database: str, clock: Clock) -> Iterator[Service]:
+    with running(
+        database, clock, canary_principals=frozenset({"canary-bot"}), agent_task_weekly_budget=1
+    ) as service:
+        yield service
+
+
+def _digest(caller: Caller, pid: str) -> dict[str, Any]:
+    data: dict[str, Any] = caller.get(f"/api/v1/projects/{pid}/attention")
+    return data
+
+
+def _designate(svc: Service, pid: str, agent: str | None) -> str:
+    return svc.executor.write(lambda tx: designate_sender(tx.conn, tx.now, pid, agent))
+
+
+def _send_back(svc: Service, pid: str, worker: Caller) -> dict[str, Any]:
+    task = svc.task(pid, title="land me", acceptance_criteria=["green"])
+    attempt = claim(worker, pid, task)["claim"]["attempt"]
+    sub = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": attempt["generation"],
+            "kind": "code",
+            "summary": "done",
+            "acceptance_evidence": evidence(["green"]),
+            "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
+            "candidate_revision": SHA_A,
+            "base_revision": SHA_B,
+        },
+    )
+    integration = next(a for a in sub["activities"] if a["kind"] == "integration")
+    integrator = svc.agent(credential_class="integrator", session=False)
+    integrator.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/send-back",
+        {
+            "submission_id": sub["submission"]["id"],
+            "reason_code": "check_failed",
+            "reason": "unit failed (exit 1)",
+            "checks": [{"name": "unit", "outcome": "failed", "exit_code": 1}],
+        },
+    )
+    return task
+
+
+def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None:
+    pid = svc.project(review_mode="none")
+    reviewed = svc.project(review_mode="human")
+    worker = svc.agent("worker")
+    assert _digest(svc.admin, pid)["needs_attention"] == 0
+
+    # Held by the weekly budget (1): the agent's second task.
+    svc.task(pid, caller=worker, title="first agent task")
+    held = svc.task(pid, caller=worker, title="second agent task")
+    assert held["budget_held"]
+    # Blocked with a reason, and released with a handoff.
+    blocked = svc.task(pid, title="needs a key")
+    att = claim(worker, pid, blocked)["claim"]["attempt"]
+    worker.post(
+        f"/api/v1/projects/{pid}/attempts/{att['id']}/release",
+        {"generation": att["generation"], "handoff": "no API key on this host", "blocked": True},
+    )
+    # Sent back by the integrator with a failed check.
+    landed = _send_back(svc, pid, worker)
+    # A human review waits in the other project.
+    general = svc.task(reviewed, kind="general")
+    submit_general(worker, reviewed, claim(worker, reviewed, general)["claim"]["attempt"])
+    # A lease that lapses.
+    lapsing = svc.task(pid, title="slow one")
+    claim(svc.agent(), pid, lapsing)
+    # Telemetry: a host that goes quiet, a failing canary, some cost.
+    host = svc.agent(credential_class="supervised", session=False)
+    host.post(
+        f"/api/v1/projects/{pid}/telemetry/cost-rows",
+        {"host": "quiet-host", "rows": [{"session_id": "l1", "usd": 1.25}]},
+    )
+    token = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})["token"]
+    canary = Caller(svc.client, {"Authorization": f"Bearer {token}"})
+    clock.advance(2 * DAY)
+    admin = svc.login("admin", ADMIN_PASSWORD)  # browser sessions last 12 hours
+    canary.post(
+        f"/api/v1/projects/{pid}/telemetry/canary-results",
+        {"host": "busy-host", "rows": [{"harness": "claude", "outcome": "timeout"}]},
+    )
+
+    got = _digest(admin, pid)
+    assert [t["title"] for t in got["held_tasks"]] == ["second agent task"]
+    assert [(t["title"], t["reason"]) for t in got["blocked_tasks"]] == [
+        ("needs a key", "no API key on this host")
+    ]
+    assert [t["title"] for t in got["recovery_required"]] == ["slow one"]
+    assert [(s["task_id"], s["reason_code"], s["failed_checks"]) for s in got["send_backs"]] == [
+        (landed["id"], "check_failed", ["unit"])
+    ]
+    ended = {(a["title"], a["state"], a["handoff"]) for a in got["ended_attempts"]}
+    assert ("needs a key", "blocked", "no API key on this host") in ended
+    assert [h["host"] for h in got["stale_hosts"]] == ["quiet-host"]
+    assert [(c["host"], c["outcome"]) for c in got["canary_failures"]] == [("busy-host", "timeout")]
+    assert got["spend"]["last_7d"]["usd"] == 1.25 and got["spend"]["last_24h"]["usd"] == 0
+    assert got["spend"]["agent_tasks"]["weekly_budget"] == 1
+    assert got["human_reviews"] == []
+    assert got["needs_attention"] == 7
+    other = _digest(admin, reviewed)
+    assert [r["kind"] for r in other["human_reviews"]] == ["human_review"]
+
+    # Old news drops out: a week later the standing problems remain, and both hosts are quiet.
+    clock.advance(8 * DAY)
+    admin = svc.login("admin", ADMIN_PASSWORD)
+    later = _digest(admin, pid)
+    assert later["send_backs"] == [] and later["ended_attempts"] == []
+    assert [h["host"] for h in later["stale_hosts"]] == ["busy-host", "quiet-host"]
+    assert later["blocked_tasks"] and later["held_tasks"] and later["canary_failures"]
+    clock.advance(5 * DAY)  # quiet-host: silent for 15 days, forgotten
+    admin = svc.login("admin", ADMIN_PASSWORD)
+    assert [h["host"] for h in _digest(admin, pid)["stale_hosts"]] == ["busy-host"]
+
+
+def test_a_landing_without_a_required_check_is_listed(svc: Service) -> None:
+    pid = svc.project(review_mode="none", required_checks=[{"identity": "unit"}])
+    worker = svc.agent()
+    task = svc.task(pid, acceptance_criteria=["green"])
+    attempt = claim(worker, pid, task)["claim"]["attempt"]
+    sub = worker.post(
+        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
+        {
+            "generation": attempt["generation"],
+            "kind": "code",
+            "summary": "done",
+            "acceptance_evidence": evidence(["green"]),
+            "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
+            "candidate_revision": SHA_A,
+            "base_revision": SHA_B,
+        },
+    )
+    integration = next(a for a in sub["activities"] if a["kind"] == "integration")
+    integrator = svc.agent(credential_class="integrator", session=False)
+    integrator.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
+        {
+            "submission_id": sub["submission"]["id"],
+            "landed_revision": SHA_A,
+            "checks": [{"name": "lint", "outcome": "passed"}],
+        },
+    )
+    got = _digest(svc.admin, pid)["unchecked_landings"]
+    assert [(x["task_id"], x["missing_checks"]) for x in got] == [(task["id"], ["unit"])]
+
+
+def test_only_admins_and_the_designated_sender_read_the_digest(svc: Service) -> None:
+    pid = svc.project()
+    other = svc.project()
+    sender = svc.agent("digest-bot", access="read", session=False)
+    stranger = svc.agent("stranger", session=False)
+    svc.admin.post(
+        "/api/v1/admin/people",
+        {"name": "olga", "role": "operator", "password": "olga's passphrase"},
+    )
+    operator = svc.login("olga", "olga's passphrase")
+    for caller in (sender, stranger, operator):
+        with pytest.raises(ApiError) as err:
+            _digest(caller, pid)
+        assert err.value.status == 403
+    with pytest.raises(ApiError) as err:
+        _digest(svc.admin, "no-such-project")
+    assert err.value.status == 404
+
+    assert "digest-bot" in _designate(svc, pid, "digest-bot")
+    assert _digest(sender, pid)["digest_sender"]["agent"] == "digest-bot"
+    assert _digest(svc.admin, pid)["digest_sender"]["agent"] == "digest-bot"
+    with pytest.raises(ApiError) as err:  # designated for one project only
+        _digest(sender, other)
+    assert err.value.status == 403
+    with pytest.raises(ApiError):
+        _digest(stranger, pid)
+
+    _designate(svc, pid, None)
+    assert _digest(svc.admin, pid)["digest_sender"] is None
+    with pytest.raises(ApiError) as err:
+        _digest(sender, pid)
+    assert err.value.status == 403
+
+
+def test_designating_refuses_unknown_projects_and_agents(svc: Service) -> None:
+    pid = svc.project()
+    svc.agent("digest-bot", session=False)
+    retired = svc.agent("retired-bot", session=False)
+    retired_id = retired.get("/api/v1/me")["actor"]["id"]
+    svc.admin.post(f"/api/v1/admin/principals/{retired_id}/disable")
+    for project, agent, message in (
+        ("nope", "digest-bot", "no project nope"),
+        (pid, "nobody", "no agent named nobody"),
+        (pid, "admin", "no agent named admin"),  # a person is not an agent
+        (pid, "retired-bot", "the agent retired-bot is disabled"),
+    ):
+        with pytest.raises(CoordinatorError) as err:
+            _designate(svc, project, agent)
+        assert err.value.message == message
+    assert _digest(svc.admin, pid)["digest_sender"] is None
