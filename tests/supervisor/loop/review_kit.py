@@ -75,33 +75,43 @@ def reviewer_script(loop: LoopKit, mode: str) -> None:
 
 
 def make_review_kit(
-    root: Path, live: LiveServer, admin: httpx.Client, user: str, mode: str = "honest"
+    root: Path,
+    live: LiveServer,
+    admin: httpx.Client,
+    user: str,
+    mode: str | None = "honest",
+    **top: Any,
 ) -> LoopKit:
-    """A loop taking reviews, as ``user``, with its own reviewer credential; implementer
-    claims are held off by the implementer's daily cap (a ledger row), so a task sent back
-    stays ready."""
-    loop = make_loop_kit(root, live, admin, SUBMITTING_AGENT, user=user)
+    """A loop taking reviews, as ``user``, with its own reviewer credential and the
+    ``command:`` reviewer in ``mode`` (None: none); implementer claims are held off by the
+    implementer's daily cap (a ledger row), so a task sent back stays ready."""
+    loop = make_loop_kit(root, live, admin, SUBMITTING_AGENT, user=user, **top)
     creds = write_credentials(
         loop.state / "rev/coordinator", live.url, issue_token(admin, f"rev-{uuid.uuid4().hex[:6]}")
     )
     subprocess.run(["chown", "-R", f"{user}:{user}", str(creds.parent)], check=True)
     spend(loop, "impl", 1000.0)
-    reviewer_script(loop, mode)
+    if mode is not None:
+        reviewer_script(loop, mode)
     return loop
 
 
 def spend(loop: LoopKit, role: str, usd: float) -> None:
     """A ledger row (without a launch: never reported) charging ``usd`` to ``role`` now."""
-    ledger = loop.state / "gateway/ledger.jsonl"
+    ledger = loop.top.get("health", {}).get("ledger") or loop.state / "gateway/ledger.jsonl"
+    ledger = Path(ledger)
     ledger.parent.mkdir(exist_ok=True)
     row = {"role": role, "usd": usd, "at_ms": int(time.time() * 1000)}
     with ledger.open("a") as handle:
         handle.write(json.dumps(row) + "\n")
 
 
-def submit(loop: LoopKit, test_sh: str, files: dict[str, str] | None = None) -> dict[str, Any]:
+def submit(
+    loop: LoopKit, test_sh: str, files: dict[str, str] | None = None, *, push: bool = True
+) -> dict[str, Any]:
     """A task created and submitted by another principal through the agent CLI, its candidate
-    (the commit adding ``test.sh`` and ``files``) pushed to the origin."""
+    (the commit adding ``test.sh`` and ``files``) pushed to the origin (``push``: else the
+    submission names a candidate ref nobody published)."""
     assert loop.clone is not None
     name = f"w-{uuid.uuid4().hex[:6]}"
     root = loop.state.parent.parent / name
@@ -118,9 +128,8 @@ def submit(loop: LoopKit, test_sh: str, files: dict[str, str] | None = None) -> 
     git(tree, "commit", "--quiet", "-m", "greeting")
     evidence = [{"criterion": "greeting exists", "evidence": "greeting.txt"}]
     body = {"summary": "greeting added", "acceptance_evidence": evidence}
-    sub = worker.ok(
-        "submissions", "code", "--push", "origin", "--input", worker.file("sub.json", body)
-    )
+    pushing = ("--push", "origin") if push else ()
+    sub = worker.ok("submissions", "code", *pushing, "--input", worker.file("sub.json", body))
     return {"task": task, "submission": sub["submission"]}
 
 

@@ -9,14 +9,12 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import create_user, delete_user
 from tests.supervisor.loop.kit import LoopKit
 from tests.supervisor.loop.review_kit import (
     FAILING_TEST,
@@ -30,15 +28,6 @@ from tests.supervisor.loop.review_kit import (
 )
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture(scope="module")
-def account() -> Iterator[str]:
-    name = create_user("agentc-r")
-    try:
-        yield name
-    finally:
-        delete_user(name)
 
 
 def test_an_approval_with_evidence_for_every_criterion_is_posted(
@@ -201,3 +190,42 @@ def test_a_hostile_candidate_cannot_reach_the_run_the_verdict_or_the_coordinator
         assert f"blocked-{probe}" in summary, summary
     assert summary.count("reached-") == 1 and "forged events: 0" in summary
     assert loop.records() == [] and loop.leftovers() == []
+
+
+def test_a_candidate_ref_missing_from_the_repository_releases_the_review(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    """A submission naming a candidate ref nobody published (an implementer without a push
+    helper): the fetch fails after the claim, and the review is given back saying so."""
+    loop = make_review_kit(short_tmp, server, admin, account)
+    made = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"}, push=False)
+    task = made["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    ref = made["submission"]["candidate_ref"]
+    assert f"the review could not start: cannot fetch the candidate ref {ref}" in result.stderr
+    activity = review_activity(loop, task)
+    assert activity["state"] == "queued" and activity["generation"] == 1
+    [attempt] = _attempts(loop, task)
+    assert f"cannot fetch the candidate ref {ref}" in str(attempt["handoff"])
+    assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
+
+
+def test_sigterm_during_a_review_releases_it_without_a_strike(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    loop = make_review_kit(short_tmp, server, admin, account, mode="hang")
+    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+    proc = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Review released(" in err and "the host supervisor stopped" in err, err
+    [final] = loop.records("finished")
+    assert final["launch_id"] == record["launch_id"] and final["outcome"].startswith("released")
+    assert review_activity(loop, task)["state"] == "queued"
+    assert not (loop.state / "loop/review-strikes.json").exists()
+    assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []

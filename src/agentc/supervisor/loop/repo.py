@@ -77,7 +77,11 @@ def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> st
     """Fetch a submission's candidate ref from the mirror's origin (the project's repository)
     into ``refs/heads/agentc-review/<launch>``; it must hold ``revision``. Returns the branch."""
     branch = REVIEW_BRANCH + launch_id
-    git("-C", str(mirror), "fetch", "--quiet", "--no-tags", "origin", f"+{ref}:{branch}")
+    try:
+        git("-C", str(mirror), "fetch", "--quiet", "--no-tags", "origin", f"+{ref}:{branch}")
+    except SupervisorError as exc:
+        detail = str(exc).split(" failed: ", 1)[-1]
+        raise SupervisorError(f"cannot fetch the candidate ref {ref}: {detail}") from None
     found = git("-C", str(mirror), "rev-parse", "--verify", f"{branch}^{{commit}}")
     if found != revision:
         raise SupervisorError(

@@ -217,11 +217,13 @@ class ReviewLaunch:
             self._write_record(None, 0)
             try:
                 claim = self._claim(client)
-            except BaseException:
+            except CoordinatorError:  # refused for certain: nothing is held
                 assert self.record is not None
                 remove_review(loop, self.record)
                 loop.records.remove(self.launch_id)
                 raise
+            # Any other failure may have lost the claim's answer: the record stays, and the
+            # next poll resends the journaled claim and releases what it got (release_dead).
             attempt = claim["attempt"]
             lease = Lease(
                 str(attempt["id"]),
