@@ -229,3 +229,20 @@ def test_sigterm_during_a_review_releases_it_without_a_strike(
     assert review_activity(loop, task)["state"] == "queued"
     assert not (loop.state / "loop/review-strikes.json").exists()
     assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
+
+
+def test_a_reviewer_past_review_minutes_is_stopped_and_its_review_released(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    loop = make_review_kit(short_tmp, server, admin, account, mode="hang")
+    loop.write_config(review_minutes=0.02, drain_seconds=1)
+    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "the reviewer ran past 0.02 minutes and was stopped" in result.stderr, result.stderr
+    [final] = loop.records("finished")
+    assert final["pid"] and final["outcome"].startswith("released: the reviewer ran past")
+    assert review_activity(loop, task)["state"] == "queued"
+    strikes = json.loads((loop.state / "loop/review-strikes.json").read_text())
+    assert list(strikes.values())[0]["failures"] == 1
+    assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
