@@ -103,6 +103,14 @@ def _loop(live: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
     assert queued["action"]["task_id"] == task["id"]
     rc = reviewer.ok("reviews", "claim")
     assert rc["submission"]["id"] == sub["submission"]["id"]
+    assert reviewer.ok("status")["review"]["activity_id"] == rc["activity"]["id"]
+    # Given back undecided (the loop does this when its reviewer posts no verdict), then
+    # claimed again.
+    released = reviewer.ok("reviews", "release", "--summary", "no verdict this time")
+    assert released["activity"]["state"] == "queued"
+    assert reviewer.ok("status")["review"] is None
+    rc = reviewer.ok("reviews", "claim")
+    assert rc["attempt"]["generation"] == 2
     decided = reviewer.ok(
         "reviews",
         "decide",

@@ -51,9 +51,17 @@ class Shell:
         cwd: Path | None = None,
         script: bool = False,
         extra: tuple[str, ...] = (),
+        plain: tuple[str, ...] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """One call: ``command`` (Claude Code's protocol), or with ``plain`` a command:
+        reviewer's call of candidate-run with these arguments."""
         if script:
-            argv = [str(self.run / "candidate-shell"), command]
+            name = "candidate-shell" if plain is None else "candidate-run"
+            argv = [str(self.run / name), *([command] if plain is None else plain)]
+        elif plain is not None:
+            argv = [*PORTABLE_PYTHON, "-m", "agentc.supervisor.cli", "candidate-shell",
+                    "--plain", "--run", str(self.run), "--clone", str(self.clone), "--bwrap",
+                    "/usr/bin/bwrap", "--state-dir", str(self.state), "--", *plain]  # fmt: skip
         else:
             argv = [*PORTABLE_PYTHON, "-m", "agentc.supervisor.cli", "candidate-shell",
                     "--run", str(self.run), "--clone", str(self.clone), "--bwrap",
@@ -168,6 +176,53 @@ def test_the_generated_script_runs_candidate_shell(shell: Shell) -> None:
     result = shell(f"echo ok > {shell.run}/target/via-script" + shell.ending(), script=True)
     assert result.returncode == 0, result.stderr
     assert (shell.run / "target/via-script").read_text() == "ok\n"
+
+
+# -- plain mode: a command: reviewer's $AGENTC_CANDIDATE_SHELL ---------------------------
+
+
+def test_plain_mode_runs_one_shell_command_in_the_clone(shell: Shell) -> None:
+    secrets_seen = " ".join(f"${{{name}:-}}" for name in SECRETS)
+    command = f'pwd; echo "[{secrets_seen}]"; cat {shell.state}/rev/claude-token; exit 5'
+    result = shell("", cwd=shell.clone / "sub", plain=("-c", command))
+    assert result.returncode == 5, result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        str(shell.clone),
+        "[" + " " * (len(SECRETS) - 1) + "]",
+    ]
+    assert "token-stand-in" not in result.stdout and "No such file" in result.stderr
+    assert not shell.cwd_file.exists()  # no working-directory protocol
+
+
+def test_plain_mode_runs_a_program_with_its_arguments_as_given(shell: Shell) -> None:
+    args = ("printf", "%s|", "a b", "it's", "$HOME", "*", "-c")
+    result = shell("", plain=args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "a b|it's|$HOME|*|-c|"
+
+
+@pytest.mark.parametrize("args", [(), ("-c",), ("-c", "  "), ("-c", "true", "extra")])
+def test_plain_mode_without_one_command_is_refused(shell: Shell, args: tuple[str, ...]) -> None:
+    result = shell("", plain=args)
+    assert result.returncode == candidate_shell.EXIT_REFUSED
+    assert "usage: $AGENTC_CANDIDATE_SHELL -c '<command>'" in result.stderr
+
+
+def test_the_generated_plain_script_is_candidate_run(shell: Shell) -> None:
+    text = candidate_shell.script_text(
+        list(PORTABLE_PYTHON) + ["-m", "agentc.supervisor.cli"],
+        shell.run,
+        shell.clone,
+        Path("/usr/bin/bwrap"),
+        shell.state,
+        plain=True,
+    )
+    script = shell.run / "candidate-run"
+    _user_file(shell, script, text)
+    os.chmod(script, 0o500)
+    result = shell("", script=True, plain=("-c", f"echo ok > {shell.run}/target/via-run"))
+    assert result.returncode == 0, result.stderr
+    assert (shell.run / "target/via-run").read_text() == "ok\n"
 
 
 @pytest.mark.parametrize(

@@ -379,6 +379,16 @@ def reviews_decide(source: str, activity_id: str | None) -> None:
     emit(agent().review_decide(read_input(source), activity_id), render.decision)
 
 
+@reviews.command("release")
+@click.option("--summary", required=True, help="Why the review is given back undecided.")
+@click.option("--activity", "activity_id", help="Activity id (default: the held review).")
+@click.option("--generation", type=int, help="The review attempt's generation (default: held).")
+@json_option
+def reviews_release(summary: str, activity_id: str | None, generation: int | None) -> None:
+    """Give the held review back to the queue undecided."""
+    emit(agent().review_release(summary, activity_id, generation), render.generic)
+
+
 @cli.group()
 def worktree() -> None:
     """The attempt's local git checkout."""

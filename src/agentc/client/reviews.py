@@ -1,4 +1,4 @@
-"""Reviews: claiming the next review (or a named one) and deciding the held review."""
+"""Reviews: claiming the next review (or a named one), deciding or releasing the held review."""
 
 from __future__ import annotations
 
@@ -28,12 +28,7 @@ class Reviews(Leases):
         return self.mutate("review_claim", "POST", path, {"expected_submission_id": submission_id})
 
     def review_decide(self, body: dict[str, Any], activity_id: str | None = None) -> Outcome:
-        held = self.state().review
-        if activity_id is None:
-            if held is None:
-                raise ConfigError("no review is held by this session: run `reviews claim`")
-            activity_id = str(held["activity_id"])
-        check_id(activity_id, "activity id")
+        held, activity_id = self._held_review(activity_id)
         if held is not None and held.get("activity_id") == activity_id:
             body = {
                 "generation": held["generation"],
@@ -42,6 +37,28 @@ class Reviews(Leases):
             }
         path = self.project(f"/workflow-activities/{activity_id}/review")
         return self.mutate("review_decide", "POST", path, body)
+
+    def review_release(
+        self, summary: str, activity_id: str | None = None, generation: int | None = None
+    ) -> Outcome:
+        """Give the held review back to the queue undecided, saying why."""
+        held, activity_id = self._held_review(activity_id)
+        if generation is None:
+            if held is None or held.get("activity_id") != activity_id:
+                raise ConfigError("--generation goes with an activity this session does not hold")
+            generation = int(held["generation"])
+        path = self.project(f"/workflow-activities/{activity_id}/release")
+        body = {"generation": generation, "summary": summary}
+        return self.mutate("review_release", "POST", path, body)
+
+    def _held_review(self, activity_id: str | None) -> tuple[dict[str, Any] | None, str]:
+        held = self.state().review
+        if activity_id is None:
+            if held is None:
+                raise ConfigError("no review is held by this session: run `reviews claim`")
+            activity_id = str(held["activity_id"])
+        check_id(activity_id, "activity id")
+        return held, activity_id
 
 
 def _claimed(st: State, _pending: Pending, data: Any) -> Any:
@@ -56,6 +73,7 @@ def _claimed(st: State, _pending: Pending, data: Any) -> Any:
 
 
 def _decided(st: State, pending: Pending, data: Any) -> Any:
+    """The held review was decided or released: it is held no more."""
     if (
         st.review is not None
         and f"/workflow-activities/{st.review['activity_id']}/" in pending.path
@@ -64,4 +82,8 @@ def _decided(st: State, pending: Pending, data: Any) -> Any:
     return data
 
 
-LEARNERS: dict[str, Learner] = {"review_claim": _claimed, "review_decide": _decided}
+LEARNERS: dict[str, Learner] = {
+    "review_claim": _claimed,
+    "review_decide": _decided,
+    "review_release": _decided,
+}

@@ -11,6 +11,12 @@ must end with Claude Code's ``pwd -P >| <file>`` naming a plain file directly in
 so ``cd`` never persists. A command past 45 minutes is stopped with exit 252; after two stopped
 commands in a row every further command is refused (126).
 
+Plain mode (``--plain``) is the same sandbox for a ``command:`` reviewer, which runs candidate
+code through ``$AGENTC_CANDIDATE_SHELL`` = ``$RUN/candidate-run`` (generated like
+``candidate-shell``): one command per call, given as ``-c '<shell command>'`` or as a program
+and its arguments (quoted, never re-split), always in the clone, with no working-directory
+protocol. Its stdin, stdout and stderr are the caller's: a reviewer captures them.
+
 Each command runs alone: its PID namespace ends with it, so a background process it started (a
 dev server, a watcher) is stopped when the command returns. The command's own shell lists
 what is still running at that moment and candidate-shell names it on stderr
@@ -32,6 +38,8 @@ from pathlib import Path
 
 from agentc.supervisor import reaper, seccomp
 
+SCRIPT = "candidate-shell"  # $RUN/candidate-shell: Claude Code's CLAUDE_CODE_SHELL_PREFIX
+PLAIN_SCRIPT = "candidate-run"  # $RUN/candidate-run: a command: reviewer's AGENTC_CANDIDATE_SHELL
 TIMEOUT_SECONDS = 45 * 60
 EXIT_REFUSED = 126
 EXIT_STOPPED = 252
@@ -77,10 +85,28 @@ def quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 
 
-def script_text(prefix: list[str], run: Path, clone: Path, bwrap: Path, state: Path) -> str:
-    args = [*prefix, "candidate-shell", "--run", str(run), "--clone", str(clone)]
+def script_text(
+    prefix: list[str], run: Path, clone: Path, bwrap: Path, state: Path, *, plain: bool = False
+) -> str:
+    args = [*prefix, "candidate-shell", *(["--plain"] if plain else [])]
+    args += ["--run", str(run), "--clone", str(clone)]
     args += ["--bwrap", str(bwrap), "--state-dir", str(state), "--"]
     return "#!/bin/sh\nexec " + " ".join(quote(a) for a in args) + ' "$@"\n'
+
+
+def plain_command(args: list[str]) -> str | None:
+    """Plain mode's one command: ``-c <string>``, else the arguments quoted into a command line
+    (so a program and its arguments run as given); None when empty or not UTF-8."""
+    try:
+        for arg in args:
+            arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if len(args) == 2 and args[0] == "-c":
+        return args[1] if args[1].strip() else None
+    if not args or args[0] == "-c":
+        return None
+    return " ".join(quote(a) for a in args)
 
 
 def cwd_file(command: str, run: Path) -> Path | None:
@@ -168,17 +194,30 @@ def main(
     state: Path,
     args: list[str],
     timeout: float | None = None,
+    *,
+    plain: bool = False,
 ) -> int:
     limit = TIMEOUT_SECONDS if timeout is None else timeout
 
     def say(message: str) -> None:
         print(f"candidate-shell: {message}", file=sys.stderr, flush=True)
 
-    command = args[-1] if args else ""
-    target = cwd_file(command, run)
-    if target is None:
-        say("no harness cwd file in the command; refused")
-        return EXIT_REFUSED
+    target: Path | None = None
+    if plain:
+        found = plain_command(args)
+        if found is None:
+            say(
+                "usage: $AGENTC_CANDIDATE_SHELL -c '<command>' | <program> [<argument>...]; refused"
+            )
+            return EXIT_REFUSED
+        command, cwd = found, str(clone)
+    else:
+        command = args[-1] if args else ""
+        target = cwd_file(command, run)
+        if target is None:
+            say("no harness cwd file in the command; refused")
+            return EXIT_REFUSED
+        cwd = os.getcwd()
     stuck_file = run / "tmp/candidate-stuck"
     if _stuck_count(stuck_file) >= STUCK_LIMIT:
         say(
@@ -186,7 +225,6 @@ def main(
             "refused. Return your verdict now."
         )
         return EXIT_REFUSED
-    cwd = os.getcwd()
     try:
         filter_fd = seccomp.program_fd(seccomp.build_filter("implementer"))
     except seccomp.SeccompError as exc:
@@ -221,7 +259,8 @@ def main(
         status = EXIT_STOPPED
     if status < 0:
         status = 128 - status
-    for path, text in ((stuck_file, f"{stuck}\n"), (target, f"{clone}\n")):
+    writes = [(stuck_file, f"{stuck}\n")] + ([(target, f"{clone}\n")] if target else [])
+    for path, text in writes:
         try:
             write_plain(path, text)
         except OSError as exc:

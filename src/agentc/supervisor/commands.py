@@ -187,6 +187,12 @@ def launch_root_command(ctx: click.Context, /, **params: Any) -> None:
     default=None,
     help="stop a command after this long (exit 252); default 45 minutes",
 )
+@click.option(
+    "--plain",
+    is_flag=True,
+    help="a command: reviewer's call: -c '<command>' or a program and its arguments, in the "
+    "clone, without Claude Code's working-directory protocol",
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def candidate_shell_command(
     run: Path,
@@ -194,12 +200,15 @@ def candidate_shell_command(
     bwrap: Path,
     state_dir: Path,
     timeout_seconds: float | None,
+    plain: bool,
     args: tuple[str, ...],
 ) -> None:
-    """Run one reviewer Bash command in the nested candidate sandbox (internal)."""
+    """Run one reviewer command in the nested candidate sandbox (internal)."""
     from agentc.supervisor import candidate_shell
 
-    code = candidate_shell.main(run, clone, bwrap, state_dir, list(args), timeout_seconds)
+    code = candidate_shell.main(
+        run, clone, bwrap, state_dir, list(args), timeout_seconds, plain=plain
+    )
     sys.exit(code)
 
 

@@ -184,7 +184,7 @@ def _prepare(plan_: Plan, sentinel: str | None, env: dict[str, str]) -> tuple[in
             handle.write(f"export PATH={shlex.quote(env['PATH'])}\n")
     if plan_.candidate_script is not None:
         # Generated, read-only inside the launch (the run dir is bound read-only).
-        script_fd = rundir.create_new(layout.run / "candidate-shell", 0o500)
+        script_fd = rundir.create_new(layout.run / plan_.candidate_script_name, 0o500)
         with os.fdopen(script_fd, "w", encoding="utf-8") as handle:
             handle.write(plan_.candidate_script)
     events = rundir.create_new(layout.run / "events.jsonl")

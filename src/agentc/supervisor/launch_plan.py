@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import grp
+import json
 import os
 import pwd
 import sys
@@ -25,6 +26,7 @@ from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
 from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
+from agentc.supervisor.review.verdict import VERDICT_SCHEMA
 from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay
@@ -59,6 +61,8 @@ class Plan:
     candidate_script: str | None = None
     gateway: GatewayPlan | None = None
     limits: Limits = field(default_factory=Limits)
+    # The script's name in the run: candidate-shell (Claude) or candidate-run (command:).
+    candidate_script_name: str = candidate_shell.SCRIPT
 
     def model_access(self) -> str:
         """How the harness reaches its model, for the records and ``--dry-run``."""
@@ -76,6 +80,8 @@ def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         args += ["--permission-mode", "dontAsk", "--strict-mcp-config"]
         args += ["--session-id", request.launch_id]  # Claude Code's session is the launch
+        if request.role == "reviewer":  # read-only tools; the final result is the verdict
+            args += ["--tools", REVIEWER_TOOLS, "--json-schema", verdict_schema_json()]
         return (*args, *(["--model", request.model] if request.model != "default" else []))
     if request.harness == "codex":
         # $CODEX_HOME/config.toml is the launch's own (the gateway provider table).
@@ -252,9 +258,11 @@ def build_env(
         # (written by the launch, read-only inside) ahead of each command to restore it.
         env["CLAUDE_ENV_FILE"] = str(run / CLAUDE_ENV_FILE)
         if request.role == "reviewer":
-            env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / "candidate-shell")
+            env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / candidate_shell.SCRIPT)
     elif request.harness == "codex":
         env["CODEX_HOME"] = str(run / "state/codex-home")
+    elif request.role == "reviewer" and is_command(request.harness):
+        env["AGENTC_CANDIDATE_SHELL"] = str(run / candidate_shell.PLAIN_SCRIPT)
     if request.agent_session is not None:  # the harness and its children see their session
         env.update(request.agent_session.env())
     return env
@@ -331,12 +339,11 @@ def _gateway(
 
 
 def _relays(config: SupervisorConfig, layout: RunLayout) -> list[Relay]:
-    """The egress proxy's and the coordinator's relays, those configured."""
+    """The egress proxy's and the coordinator's relays, those configured; a reviewer never
+    reaches the coordinator (the loop posts its verdict)."""
     relays: list[Relay] = []
-    for name, address in (
-        ("proxy", config.egress_listen),
-        ("coordinator", config.coordinator_listen),
-    ):
+    coordinator = config.coordinator_listen if layout.role != "reviewer" else None
+    for name, address in (("proxy", config.egress_listen), ("coordinator", coordinator)):
         if address:
             relays.append(Relay(name, address, PurePosixPath(layout.net / f"{name}.sock")))
     return relays
@@ -386,20 +393,36 @@ def _description(
 
 
 # Harnesses whose every command a reviewer launch can confine (candidate-shell): Claude Code
-# runs its Bash commands through CLAUDE_CODE_SHELL_PREFIX; Codex and Pi have no such hook.
+# runs its Bash commands through CLAUDE_CODE_SHELL_PREFIX; Codex and Pi have no such hook. A
+# command: reviewer is the operator's own program, trusted, and is given $AGENTC_CANDIDATE_SHELL
+# (candidate-run) to run candidate code in the same nested sandbox (docs/security.md).
 REVIEWER_HARNESSES = ("claude",)
+REVIEWER_TOOLS = "Bash,Read,Glob,Grep"
+
+
+def verdict_schema_json() -> str:
+    """The verdict's JSON schema, compact, for Claude Code's ``--json-schema``."""
+    return json.dumps(VERDICT_SCHEMA, separators=(",", ":"), sort_keys=True)
+
+
+def reviewer_refusal(harness: str) -> str | None:
+    """Why ``harness`` may not review (None: it may)."""
+    if harness in REVIEWER_HARNESSES or is_command(harness):
+        return None
+    return (
+        f"a {harness} reviewer cannot have its commands confined (only Claude Code's run "
+        "through candidate-shell, and a command: reviewer's through $AGENTC_CANDIDATE_SHELL), "
+        "and a reviewer is never run unconfined: use the claude harness or a command: reviewer"
+    )
 
 
 def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     """Validate everything and build the argv and environment; writes nothing."""
     if request.harness not in HARNESSES and not is_command(request.harness):
         raise SupervisorError(f"unknown harness {request.harness!r}")
-    if request.role == "reviewer" and request.harness not in REVIEWER_HARNESSES:
-        raise SupervisorError(
-            f"a {request.harness} reviewer cannot have its commands confined (only Claude Code's "
-            "run through candidate-shell), and a reviewer is never run unconfined: use the "
-            "claude harness for reviewers"
-        )
+    refusal = reviewer_refusal(request.harness) if request.role == "reviewer" else None
+    if refusal is not None:
+        raise SupervisorError(refusal)
     state_dir = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state_dir, request.role, request.run, request.clone)
     _check_account(config, request)
@@ -418,18 +441,31 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     except ValueError as exc:
         raise SupervisorError(str(exc)) from None
     script = None
-    if request.role == "reviewer" and request.harness == "claude":
+    plain = is_command(request.harness)
+    if request.role == "reviewer":
         script = candidate_shell.script_text(
             list(supervisor_program(config)),
             request.run,
             request.clone,
             config.bubblewrap,
             state_dir,
+            plain=plain,
         )
     env = build_env(config, layout, request)
     gateway_plan = gateway[1] if gateway is not None else None
+    name = candidate_shell.PLAIN_SCRIPT if plain else candidate_shell.SCRIPT
     return Plan(
-        request, layout, description, argv, env, token, prompt, script, gateway_plan, config.limits
+        request,
+        layout,
+        description,
+        argv,
+        env,
+        token,
+        prompt,
+        script,
+        gateway_plan,
+        config.limits,
+        candidate_script_name=name,
     )
 
 

@@ -2,7 +2,8 @@
 
 ``$RUN = <state>/<role slug>/runs/<run>`` holds ``prompt.md`` (written before the launch),
 the private per-launch trees (``state/home``, ``state/cargo``, ``state/coordinator``,
-``tmp``, ``target``, ``net``; reviewers also ``candidate-home`` and ``candidate-tmp``) and
+``tmp``, ``target``, ``net``; reviewers also ``candidate-home`` and ``candidate-tmp``, and the
+generated ``candidate-shell`` (Claude) or ``candidate-run`` (``command:``)) and
 the markers: ``.state-started`` before spawn, ``.state-terminal.json`` after the harness
 exited and every leftover process was reaped, ``events.jsonl`` and ``stderr.log`` for the
 harness's output. Each marker is created new with mode 0600 (``O_EXCL|O_NOFOLLOW``), so a
@@ -26,6 +27,7 @@ MARKERS = (
     "events.jsonl",
     "stderr.log",
     "candidate-shell",
+    "candidate-run",
 )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit.shared_server import admin, server
+from tests.supervisor.kit import create_user, delete_user
 
 __all__ = ["admin", "server"]
 
@@ -18,3 +19,14 @@ def short_tmp() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="lp", dir="/tmp"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def account() -> Iterator[str]:
+    """An unprivileged account the loop runs as when it takes reviews (a reviewer's candidate
+    sandbox cannot nest under a root launcher)."""
+    name = create_user("agentc-r")
+    try:
+        yield name
+    finally:
+        delete_user(name)

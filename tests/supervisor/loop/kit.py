@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import httpx
 
 from tests.client.kit import admin_get, admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import Kit, make_kit
+from tests.supervisor.kit import PORTABLE_PYTHON, Kit, make_kit
 
 # A scripted agent: reads its prompt, edits, commits and submits through the agent CLI with no
 # flags but --checkout and --input (everything else comes from the launch's environment).
@@ -58,6 +59,8 @@ class LoopKit:
     extra: str = ""
     top: dict[str, Any] = field(default_factory=dict)
     binding_url: str | None = None  # the loop's coordinator origin (default: the server's)
+    user: str | None = None  # run the loop as this unprivileged account (reviews need one)
+    clone: Path | None = None  # a working clone of the origin (the test's own pushes)
 
     @property
     def state(self) -> Path:
@@ -89,10 +92,16 @@ class LoopKit:
         self.config.write_text("\n".join(lines) + "\n" + self.extra)
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "agentc.supervisor.cli", "--config", str(self.config), *args]
+        tail = ["-m", "agentc.supervisor.cli", "--config", str(self.config), *args]
+        if self.user is None:
+            return [sys.executable, *tail]
+        entry = pwd.getpwnam(self.user)
+        as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}"]
+        return [*as_user, "--clear-groups", *PORTABLE_PYTHON, *tail]
 
     def env(self) -> dict[str, str]:
-        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root"}
+        home = "/root" if self.user is None else pwd.getpwnam(self.user).pw_dir
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home}
 
     def once(self, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -161,7 +170,7 @@ class LoopKit:
 
     def leftovers(self) -> list[str]:
         found = []
-        for role_dir in ("impl/runs", "impl/clones", "loop/sessions"):
+        for role_dir in ("impl/runs", "impl/clones", "rev/runs", "rev/clones", "loop/sessions"):
             folder = self.state / role_dir
             if folder.is_dir():
                 found += [f"{role_dir}/{p.name}" for p in folder.iterdir()]
@@ -178,13 +187,25 @@ class LoopKit:
 
 
 def make_loop_kit(
-    root: Path, live: LiveServer, admin: httpx.Client, agent: str, **top: Any
+    root: Path,
+    live: LiveServer,
+    admin: httpx.Client,
+    agent: str,
+    user: str | None = None,
+    **top: Any,
 ) -> LoopKit:
-    kit = make_kit(root / "kit")
+    """A loop kit; with ``user``, everything the loop reads or writes belongs to that account
+    (the state tree, the credentials, the origin) and the loop runs as it."""
+    kit = make_kit(root / "kit", user=user)
     project = admin_project(admin)
-    origin, _clone = make_clone(root / "repo")
+    origin, clone = make_clone(root / "repo")
     token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}")
     write_credentials(kit.state / "impl/coordinator", live.url, token)
+    if user is not None:
+        os.chmod(root, 0o755)  # noqa: S103 - the account must reach its kit
+        for tree in (kit.state, origin):
+            subprocess.run(["chown", "-R", f"{user}:{user}", str(tree)], check=True)
+        top.setdefault("supervisor_program", [*PORTABLE_PYTHON, "-m", "agentc.supervisor.cli"])
     (root / "agent").mkdir()
     program = root / "agent" / "agent.sh"  # its directory is bound back into the launch
     program.write_text(agent)
@@ -196,7 +217,17 @@ def make_loop_kit(
         "drain_seconds": 2,
     }
     loop = LoopKit(
-        kit, live, admin, project, origin, program, root / "supervisor.toml", run, top=top
+        kit,
+        live,
+        admin,
+        project,
+        origin,
+        program,
+        root / "supervisor.toml",
+        run,
+        top=top,
+        user=user,
+        clone=clone,
     )
     loop.write_config()
     return loop

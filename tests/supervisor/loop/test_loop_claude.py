@@ -8,6 +8,7 @@ marks the vendor exhausted, and the next claim goes to the fallback vendor.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from agentc.testing.script import parse_script
 from tests.kit.live import LiveServer
 from tests.supervisor.kit import HARNESS_BIN
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
+from tests.supervisor.loop.review_kit import make_review_kit, submit, workflow
 
 pytestmark = pytest.mark.root
 
@@ -45,10 +47,10 @@ SUBMIT = (
 USAGE = {"input_tokens": 1200, "cache_creation_input_tokens": 5000, "output_tokens": 40}
 
 
-@pytest.fixture
-def gateway_loop(
-    server: LiveServer, admin: httpx.Client, short_tmp: Path
-) -> Iterator[tuple[LoopKit, ScriptedProvider]]:
+@contextlib.contextmanager
+def _gateway(short_tmp: Path, user: str | None = None) -> Iterator[tuple[Any, Any, Any]]:
+    """A scripted provider behind a real gateway; with ``user``, its control socket and ledger
+    belong to that account (the loop runs as it)."""
     secret_dir = Path(tempfile.mkdtemp(prefix=".agc-loop-cred-", dir=Path.home()))
     credential = secret_dir / "claude.key"
     credential.write_text("sk-ant-" + uuid.uuid4().hex + "\n")
@@ -74,26 +76,43 @@ def gateway_loop(
                 while not config.control_socket.exists():
                     assert time.monotonic() < deadline, "no control socket"
                     time.sleep(0.01)
-                loop = make_loop_kit(
-                    short_tmp,
-                    server,
-                    admin,
-                    SUBMITTING_AGENT,
-                    gateway_listen=INNER,
-                    gateway_address=gateway.address,
-                    gateway_control=str(config.control_socket),
-                    harness_paths={"claude": str(HARNESS_BIN / "claude")},
-                    health={"ledger": str(config.ledger), "vendors": str(config.vendors)},
-                )
-                loop.write_config(harness="claude", model=MODEL)
-                settings_dir = loop.state / "impl/claude-config"
-                settings_dir.mkdir(mode=0o755)
-                allow = {"permissions": {"allow": ["Bash", "Write", "Edit", "Read"]}}
-                (settings_dir / "settings.json").write_text(json.dumps(allow))
-                os.chmod(settings_dir / "settings.json", 0o644)
-                yield loop, provider
+                if user is not None:
+                    os.chmod(short_tmp, 0o755)  # noqa: S103 - the account reaches its kit
+                    config.ledger.touch(mode=0o600)
+                    for path in (host, config.control_socket, config.ledger):
+                        shutil.chown(path, user, user)
+                yield gateway, config, provider
     finally:
         shutil.rmtree(secret_dir, ignore_errors=True)
+
+
+def _gateway_settings(gateway: Any, config: Any) -> dict[str, Any]:
+    return {
+        "gateway_listen": INNER,
+        "gateway_address": gateway.address,
+        "gateway_control": str(config.control_socket),
+        "harness_paths": {"claude": str(HARNESS_BIN / "claude")},
+        "health": {"ledger": str(config.ledger), "vendors": str(config.vendors)},
+    }
+
+
+def _allow(loop: LoopKit, role_dir: str, tools: list[str]) -> None:
+    settings_dir = loop.state / role_dir / "claude-config"
+    settings_dir.mkdir(mode=0o755)
+    (settings_dir / "settings.json").write_text(json.dumps({"permissions": {"allow": tools}}))
+    os.chmod(settings_dir / "settings.json", 0o644)
+
+
+@pytest.fixture
+def gateway_loop(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> Iterator[tuple[LoopKit, ScriptedProvider]]:
+    with _gateway(short_tmp) as (gateway, config, provider):
+        settings = _gateway_settings(gateway, config)
+        loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT, **settings)
+        loop.write_config(harness="claude", model=MODEL)
+        _allow(loop, "impl", ["Bash", "Write", "Edit", "Read"])
+        yield loop, provider
 
 
 def _ledger(loop: LoopKit) -> list[dict[str, Any]]:
@@ -159,3 +178,72 @@ def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
     assert loop.show(task["id"])["work_status"] == "waiting_review"
     finals = sorted(loop.records("finished"), key=lambda r: r["recorded_ms"])
     assert [f["vendor"]["harness"] for f in finals] == ["claude", f"command:{loop.agent}"]
+
+
+# The candidate's test, run by Claude's Bash through candidate-shell: it shows what it sees.
+CANDIDATE_TEST = """echo "prefix=[${CLAUDE_CODE_SHELL_PREFIX:-}] token=[${ANTHROPIC_API_KEY:-}]"
+if cat "$(dirname "$TMPDIR")/prompt.md" >/dev/null 2>&1; then echo reached-prompt; fi
+test -f greeting.txt && echo greeting-present
+"""
+VERDICT = {
+    "decision": "approve",
+    "summary": "The greeting is there and the test passes.",
+    "findings": ["say hello too"],
+    "criteria_evidence": [
+        {"criterion": "greeting exists", "evidence": "sh ./test.sh printed greeting-present"}
+    ],
+    "amendment_decision": None,
+}
+
+
+def _tool_results(provider: ScriptedProvider) -> list[str]:
+    """The text of every tool result Claude sent back to the provider."""
+    found: list[str] = []
+    for request in provider.main_requests():
+        for message in request.body.get("messages", []):
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    inner = block.get("content")
+                    parts = inner if isinstance(inner, list) else [{"text": inner}]
+                    found += [str(p.get("text", "")) for p in parts if isinstance(p, dict)]
+    return found
+
+
+def test_claude_reviews_through_candidate_shell_and_its_structured_verdict_is_posted(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    with _gateway(short_tmp, account) as (gateway, config, provider):
+        settings = _gateway_settings(gateway, config)
+        loop = make_review_kit(short_tmp, server, admin, account, mode=None, **settings)
+        loop.run.update(reviewer=True, reviewer_harness="claude", reviewer_model=MODEL)
+        loop.write_config()
+        _allow(loop, "rev", ["Bash", "Read", "Glob", "Grep"])
+        provider.turns = parse_script(
+            {
+                "turns": [
+                    {"tool_calls": [{"tool": "run", "command": "sh ./test.sh"}], "usage": USAGE},
+                    {"tool_calls": [{"tool": "raw", "name": "StructuredOutput", "input": VERDICT}]},
+                    {"text": "Reviewed.", "usage": {"input_tokens": 30, "output_tokens": 5}},
+                ]
+            }
+        ).expanded()
+        task = submit(loop, CANDIDATE_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+        result = loop.once(timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "decision: 'approve'" in result.stderr, (result.stderr, _tool_results(provider))
+        results = " ".join(_tool_results(provider))
+        # The command ran in the candidate sandbox: no shell prefix, no model key, no run.
+        assert "prefix=[] token=[]" in results and "greeting-present" in results, results
+        assert "reached-prompt" not in results
+        assert loop.show(task)["work_status"] == "waiting_integration"
+        [decision] = workflow(loop, task)["reviews"]
+        assert decision["summary"].startswith("The greeting is there and the test passes.")
+        assert decision["findings"][0]["remedy"] == "say hello too"
+        [final] = loop.records("finished")
+        assert final["role"] == "reviewer" and final["outcome"] == "decided: approve"
+        rows = [r for r in _ledger(loop) if r.get("session") == final["launch_id"]]
+        assert rows and {r["role"] for r in rows} == {"rev"}
+        assert {r["attempt"] for r in rows} == {final["attempt"]}
+        assert len((loop.state / "loop/costs.reported").read_text().split()) == 1
+        assert loop.records() == [] and loop.leftovers() == []

@@ -17,7 +17,8 @@ from agentc.files.settings import Settings
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop import settings as loop_settings
-from agentc.supervisor.loop.run import check_binding
+from agentc.supervisor.loop.run import check_binding, check_reviewer_binding
+from tests.client.kit import write_credentials
 
 DOC = Path(__file__).resolve().parents[3] / "docs/supervisor.md"
 TABLES: dict[str, type[Settings]] = {
@@ -25,12 +26,13 @@ TABLES: dict[str, type[Settings]] = {
     "`[limits]`": Limits,
     "`[run]`": loop_settings.RunSettings,
     "`[run.binding]`": loop_settings.Binding,
+    "`[run.reviewer_binding]`": loop_settings.ReviewerBinding,
     "`[health]`": loop_settings.HealthSettings,
     "`[health.fallback]`": loop_settings.Fallback,
     "`[setup.<project-id>]`": loop_settings.ProjectSetup,
     "`[prices.<model>]`": loop_settings.PriceSettings,
 }
-SECTIONS = {"limits", "run", "health", "setup", "prices", "binding", "fallback"}
+SECTIONS = {"limits", "run", "health", "setup", "prices", "binding", "reviewer_binding", "fallback"}
 
 
 def _doc_tables() -> dict[str, dict[str, str]]:
@@ -111,6 +113,9 @@ BINDING = '[run.binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "p1"\
          "run.binding.project_id: required, but missing"),
         ('[run.binding]\nservice_url = "https://c.example"\nproject_id = "p"\nrepository = "x"\n',
          "run.binding.repository: unknown setting"),
+        ('[run.reviewer_binding]\nservice_url = "http://10.0.0.1"\n',
+         "run.reviewer_binding.service_url: plain http is refused for 10.0.0.1"),
+        ("[run]\nreview_minutes = 0\n", "run.review_minutes: must be > 0"),
         ("[health]\nimplementer_daily_usd = -1\n", "health.implementer_daily_usd: must be >= 0"),
         ('[health.fallback]\nharness = "codex"\n', "health.fallback.model: required, but missing"),
         ('[setup."a b"]\nbranch = "x"\n', "setup: 'a b' is not a project id"),
@@ -129,15 +134,47 @@ def test_bad_settings_name_their_key(tmp_path: Path, text: str, message: str) ->
     [
         ("", "run.binding: required by agentc-supervisor run"),
         (BINDING, "run.binding.service_url: plain http needs a loopback host and"),
-        ("[run]\nreviewer = true\n" + BINDING, "run.reviewer: reviewer launches are not"),
+        (
+            '[run]\nreviewer = true\nreviewer_harness = "codex"\n' + BINDING,
+            "run.reviewer_harness: a codex reviewer cannot have its commands confined",
+        ),
+        (
+            '[run]\nreviewer = true\nreviewer_harness = "pi"\n' + BINDING,
+            "run.reviewer_harness: a pi reviewer cannot have its commands confined",
+        ),
+        (
+            "[run]\nreviewer = true\nallow_insecure_loopback = true\n" + BINDING,
+            "run.reviewer_binding.credential_file: "
+            "@STATE@/rev/coordinator/credentials.toml: missing",
+        ),
+        (
+            "[run]\nreviewer = true\nallow_insecure_loopback = true\n[run.reviewer_binding]\n"
+            "credential_file = "
+            '"@STATE@/impl/coordinator/credentials.toml"\n' + BINDING,
+            "run.reviewer_binding.credential_file: @STATE@/impl/coordinator/credentials.toml "
+            "is the implementer's; a reviewer needs its own credential",
+        ),
         ('[setup.p1]\ncommand = ["make"]\n' + BINDING, "setup.p1.command: setup commands"),
     ],
 )
 def test_what_the_loop_cannot_do_is_refused_at_start(
     tmp_path: Path, text: str, message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        check_binding(load_config(_write(tmp_path, text)))
+    state = str(tmp_path / "state")
+    config = load_config(_write(tmp_path, text.replace("@STATE@", state)))
+    with pytest.raises(ConfigError, match=re.escape(message.replace("@STATE@", state))):
+        check_reviewer_binding(config, check_binding(config))
+
+
+@pytest.mark.root
+def test_reviews_are_refused_under_a_root_launcher_in_personal_mode(tmp_path: Path) -> None:
+    """A reviewer's candidate sandbox cannot nest under root (the launch maps root to nobody):
+    the loop says so at start instead of failing every review."""
+    write_credentials(tmp_path / "state/rev/coordinator", "http://127.0.0.1:9", "t")
+    text = "[run]\nreviewer = true\nallow_insecure_loopback = true\n" + BINDING
+    config = load_config(_write(tmp_path, text))
+    with pytest.raises(ConfigError, match=re.escape("run.reviewer: a reviewer's candidate")):
+        check_reviewer_binding(config, check_binding(config))
 
 
 @pytest.mark.parametrize(
@@ -147,6 +184,9 @@ def test_what_the_loop_cannot_do_is_refused_at_start(
         '[run]\nallow_insecure_loopback = true\n[run.binding]\nservice_url = "http://192.0.2.1"\n'
         'project_id = "p"\n',
         BINDING,  # plain http on loopback without allow_insecure_loopback
+        '[run]\nallow_insecure_loopback = true\nreviewer = true\nreviewer_harness = "codex"\n'
+        + BINDING,
+        "[run]\nallow_insecure_loopback = true\nreviewer = true\n" + BINDING,
     ],
 )
 def test_run_with_bad_settings_refuses_and_writes_nothing(tmp_path: Path, text: str) -> None:
@@ -159,7 +199,7 @@ def test_run_with_bad_settings_refuses_and_writes_nothing(tmp_path: Path, text: 
     )
     assert out.returncode == 1
     assert out.stderr.startswith("agentc-supervisor: ") and "Traceback" not in out.stderr
-    assert re.search(r"run\.(poll_secs|binding)", out.stderr), out.stderr
+    assert re.search(r"run\.(poll_secs|binding|reviewer_harness|reviewer_binding)", out.stderr)
     assert not (tmp_path / "state").exists()
 
 

@@ -11,6 +11,7 @@ from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems
 from agentc.supervisor.loop.records import now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
+from agentc.supervisor.roles import role_slug
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -63,8 +64,11 @@ def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
     return total
 
 
-def vendors(config: SupervisorConfig, state_file: Path) -> list[tuple[Vendor, dict[str, str]]]:
-    """The primary and the fallback vendor, with their exhaustion from the gateway's state."""
+def vendors(
+    config: SupervisorConfig, state_file: Path, role: str = "implementer"
+) -> list[tuple[Vendor, dict[str, str]]]:
+    """The role's vendors with their exhaustion from the gateway's state: the implementer's
+    primary and fallback, or the reviewer's one."""
     try:
         data = json.loads(state_file.read_text(encoding="utf-8"))
         until = data.get("exhausted_until") if isinstance(data, dict) else None
@@ -74,7 +78,9 @@ def vendors(config: SupervisorConfig, state_file: Path) -> list[tuple[Vendor, di
     run = config.run
     wanted = [{"harness": run.harness, "model": run.model, "effort": run.effort}]
     fallback = config.health.fallback
-    if fallback is not None:
+    if role == "reviewer":
+        wanted = [{"harness": run.reviewer_harness, "model": run.reviewer_model}]
+    elif fallback is not None:
         wanted.append(
             {"harness": fallback.harness, "model": fallback.model, "effort": fallback.effort}
         )
@@ -89,18 +95,24 @@ def vendors(config: SupervisorConfig, state_file: Path) -> list[tuple[Vendor, di
     return result
 
 
-def admit(config: SupervisorConfig) -> tuple[dict[str, str] | None, list[str]]:
-    """The vendor to claim with, or None and every reason this host must not claim now."""
+def admit(
+    config: SupervisorConfig, role: str = "implementer"
+) -> tuple[dict[str, str] | None, list[str]]:
+    """The vendor to claim with for ``role``, or None and every reason this host must not claim
+    now (the role's own daily cap: ``implementer_daily_usd`` or ``reviewer_daily_usd``)."""
     kill, ledger, vendor_file = paths(config)
     now = now_ms()
     state = config.resolved_state_dir()
     host = HostState(
         free_mib=free_mib(state),
         kill_switch=kill_switch_set(kill),
-        spent_24h_usd=spent_24h(ledger, "impl", now),
+        spent_24h_usd=spent_24h(ledger, role_slug(role), now),
     )
-    cap = config.health.implementer_daily_usd or None
-    choices = vendors(config, vendor_file)
+    health = config.health
+    cap = (
+        health.reviewer_daily_usd if role == "reviewer" else health.implementer_daily_usd
+    ) or None
+    choices = vendors(config, vendor_file, role)
     chosen, problems = admission_problems(
         host,
         min_free_mib=config.run.min_free_mib,

@@ -100,6 +100,23 @@ def handoff(text: str) -> str:
     )
 
 
+def drain(running: launch_execute.RunningLaunch, grace_seconds: float) -> None:
+    """SIGTERM to the launch's process group, SIGKILL after ``grace_seconds``."""
+    pgid = running.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_seconds
+    while running.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running.proc.poll() is None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class ImplementerLaunch:
     """One claimed task, from the claim to the settled end."""
 
@@ -341,20 +358,7 @@ class ImplementerLaunch:
         return None, now + delay
 
     def _drain(self, running: launch_execute.RunningLaunch) -> None:
-        """SIGTERM to the launch's process group, SIGKILL after ``drain_seconds``."""
-        pgid = running.pid
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + self.loop.config.run.drain_seconds
-        while running.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if running.proc.poll() is None:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        drain(running, self.loop.config.run.drain_seconds)
 
     # -- the end -----------------------------------------------------------------------------
 

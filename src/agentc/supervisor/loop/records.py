@@ -1,5 +1,6 @@
 """The loop's own records under ``<state>/loop/`` (never writable by a launch: the state root is
-masked in every launch): one launch record per launch, and the heartbeat.
+masked in every launch): one launch record per launch (implementer or reviewer), and the
+heartbeat.
 
 A launch record is written atomically (:func:`agentc.files.write_atomic`) after the claim and
 before the spawn, and rewritten with the launch's pid and ``/proc`` start time once it runs. On
@@ -24,6 +25,7 @@ NO_PID_GRACE_MS = 120_000
 MAX_RELEASE_TRIES = 5
 KEEP_FINISHED = 50
 KEEP_TAILS = 20
+KEEP_STRIKES = 500
 TAIL_BYTES = 1 << 20
 
 
@@ -52,7 +54,8 @@ def now_ms() -> int:
 
 @dataclass
 class LaunchRecord:
-    """What the loop knows of one implementer launch (``loop/launches/<launch>.json``)."""
+    """What the loop knows of one launch (``loop/launches/<launch>.json``): an implementer's
+    task attempt, or a reviewer's review attempt (``role``, ``activity``, ``submission``)."""
 
     launch_id: str
     project: str
@@ -69,6 +72,9 @@ class LaunchRecord:
     released: bool = False
     release_failures: int = 0
     outcome: str | None = None
+    role: str = "implementer"
+    activity: str | None = None  # a review's workflow activity
+    submission: str | None = None  # the submission under review
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchRecord:
@@ -169,6 +175,42 @@ class Records:
             data["total"] = int(data.get("total", 0)) + 1
         body = json.dumps(data, indent=2, sort_keys=True).encode() + b"\n"
         write_atomic(self.root / "unsubmitted.json", body, mode=0o600)
+
+    @property
+    def strikes_path(self) -> Path:
+        return self.root / "review-strikes.json"
+
+    def review_strikes(self) -> dict[str, dict[str, Any]]:
+        """``review-strikes.json``: per submission, the reviews in a row that posted no verdict
+        (``failures``, the ``task``, the ``last`` reason); an unreadable file is an error."""
+        try:
+            data = json.loads(self.strikes_path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RecordError(f"{self.strikes_path}: cannot be read ({exc})") from None
+        return data if isinstance(data, dict) else {}
+
+    def strike(self, submission: str, task: str, reason: str) -> int:
+        """One more failed review of ``submission``; returns how many in a row."""
+        data = self.review_strikes()
+        entry = data.get(submission) if isinstance(data.get(submission), dict) else None
+        failures = int((entry or {}).get("failures", 0)) + 1
+        data[submission] = {"failures": failures, "task": task, "last": reason[:1000]}
+        for old in list(data)[:-KEEP_STRIKES]:
+            del data[old]
+        self._write_strikes(data)
+        return failures
+
+    def clear_strike(self, submission: str) -> None:
+        """A verdict was posted: the submission's failures no longer count."""
+        data = self.review_strikes()
+        if data.pop(submission, None) is not None:
+            self._write_strikes(data)
+
+    def _write_strikes(self, data: dict[str, Any]) -> None:
+        body = json.dumps(data, indent=2).encode() + b"\n"
+        write_atomic(self.strikes_path, body, mode=0o600)
 
     def write_heartbeat(self, data: dict[str, Any]) -> None:
         body = json.dumps({"pid": os.getpid(), "at_ms": now_ms(), **data}, sort_keys=True)

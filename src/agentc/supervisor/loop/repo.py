@@ -1,6 +1,8 @@
 """The loop's git side: a bare mirror under the state root, and a hardened clone per launch.
 
-The mirror (``<state>/mirror.git``) is fetched from the project's repository before each claim.
+The mirror (``<state>/mirror.git``) is fetched from the project's repository before each claim;
+a review fetches the submission's candidate ref into ``refs/heads/agentc-review/<launch>`` there
+for the time of the review.
 Each launch's clone is made from the mirror with ``--local --no-hardlinks`` (git copies the
 object files: no hard links into the mirror), hooks off (``core.hooksPath=/dev/null`` during
 the clone and in the clone's config), the commit identity preset, ``origin`` pointing at the
@@ -66,6 +68,32 @@ def update_mirror(mirror: Path, url: str, branch: str) -> str:
         "+refs/heads/*:refs/heads/*",
     )
     return git("-C", str(mirror), "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
+
+
+REVIEW_BRANCH = "refs/heads/agentc-review/"
+
+
+def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> str:
+    """Fetch a submission's candidate ref from the mirror's origin (the project's repository)
+    into ``refs/heads/agentc-review/<launch>``; it must hold ``revision``. Returns the branch."""
+    branch = REVIEW_BRANCH + launch_id
+    try:
+        git("-C", str(mirror), "fetch", "--quiet", "--no-tags", "origin", f"+{ref}:{branch}")
+    except SupervisorError as exc:
+        detail = str(exc).split(" failed: ", 1)[-1]
+        raise SupervisorError(f"cannot fetch the candidate ref {ref}: {detail}") from None
+    found = git("-C", str(mirror), "rev-parse", "--verify", f"{branch}^{{commit}}")
+    if found != revision:
+        raise SupervisorError(
+            f"the candidate ref moved: {ref} holds {found}, the submission names {revision}"
+        )
+    return branch
+
+
+def delete_review_branch(mirror: Path, launch_id: str) -> None:
+    """Remove a review's mirror branch (absent already: nothing to do)."""
+    if (mirror / "HEAD").exists():
+        git("-C", str(mirror), "update-ref", "-d", REVIEW_BRANCH + launch_id)
 
 
 def clone(

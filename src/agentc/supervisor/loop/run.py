@@ -1,10 +1,12 @@
 """``agentc-supervisor run``: the live loop (docs/supervisor.md).
 
-Each poll settles what an earlier poll or loop left (:meth:`Loop.settle`), checks admission,
-asks ``next``, and runs at most one implementer launch to its end
+Each poll settles what an earlier poll or loop left (:meth:`Loop.settle`), takes at most one
+review when ``[run] reviewer`` is on (:func:`agentc.supervisor.loop.review.take`), then checks
+the implementer's admission, asks ``next``, and runs at most one implementer launch to its end
 (:class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`); the heartbeat is rewritten
 after every poll and every ``heartbeat_seconds`` during a launch. SIGTERM or SIGINT stop new
-claims, drain a running launch, release its attempt with a handoff, and end the loop.
+claims, drain a running launch, release its attempt (or review) with a handoff, and end the
+loop.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.files import UnsafeFile, read_private
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.loop import admission, coordinator, costs
+from agentc.supervisor.launch_plan import reviewer_refusal
+from agentc.supervisor.loop import admission, coordinator, costs, review
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
 from agentc.supervisor.loop.records import (
@@ -32,6 +36,7 @@ from agentc.supervisor.loop.records import (
 )
 
 LOOP_SESSION = "loop"
+REVIEW_SESSION = "reviewer"
 COSTS_RETRY_MS = 10 * 60 * 1000
 
 
@@ -43,7 +48,9 @@ def unsupported(config: SupervisorConfig) -> None:
             "host mode with role accounts is not in the loop yet"
         )
     if config.run.reviewer:
-        raise ConfigError("run.reviewer: reviewer launches are not in the loop yet")
+        refusal = reviewer_refusal(config.run.reviewer_harness)
+        if refusal is not None:
+            raise ConfigError(f"run.reviewer_harness: {refusal}")
     for project, setup in config.setup.items():
         if setup.command:
             raise ConfigError(
@@ -60,27 +67,74 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
         raise ConfigError(
             "run.binding: required by agentc-supervisor run (service_url, project_id)"
         )
-    scheme = bound.service_url.split(":", 1)[0].lower()
-    host = bound.service_url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
-    if scheme == "http" and not (is_loopback_host(host) and config.run.allow_insecure_loopback):
-        raise ConfigError(
-            "run.binding.service_url: plain http needs a loopback host and "
-            "[run] allow_insecure_loopback = true"
-        )
     state = config.resolved_state_dir()
     return coordinator.Binding(
         repo_config=state / "loop" / "coordinator-binding.toml",
         credential_file=bound.credential_file or state / "impl/coordinator/credentials.toml",
         project_id=bound.project_id,
         project_name=bound.project_name,
-        allow_insecure_loopback=scheme == "http",
+        allow_insecure_loopback=_insecure(config, bound.service_url, "run.binding.service_url"),
     )
+
+
+def _insecure(config: SupervisorConfig, url: str, key: str) -> bool:
+    """Whether ``url`` is plain http, which needs a loopback host and the opt-in."""
+    scheme = url.split(":", 1)[0].lower()
+    host = url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    if scheme == "http" and not (is_loopback_host(host) and config.run.allow_insecure_loopback):
+        raise ConfigError(
+            f"{key}: plain http needs a loopback host and [run] allow_insecure_loopback = true"
+        )
+    return scheme == "http"
+
+
+def check_reviewer_binding(
+    config: SupervisorConfig, binding: coordinator.Binding
+) -> tuple[coordinator.Binding, str] | None:
+    """With ``[run] reviewer``, the reviewer's binding and service URL: ``[run.reviewer_binding]``
+    over ``[run.binding]``, with the reviewer's own credential, which must be readable now."""
+    if not config.run.reviewer:
+        return None
+    bound, own = config.run.binding, config.run.reviewer_binding
+    assert bound is not None
+    state = config.resolved_state_dir()
+    credential = (
+        own.credential_file if own else None
+    ) or state / "rev/coordinator/credentials.toml"
+    key = "run.reviewer_binding.credential_file"
+    if os.path.realpath(credential) == os.path.realpath(binding.credential_file):
+        raise ConfigError(
+            f"{key}: {credential} is the implementer's; a reviewer needs its own credential "
+            "(another principal: the coordinator refuses a reviewer who contributed to the task)"
+        )
+    try:
+        read_private(credential, max_bytes=coordinator.CREDENTIAL_MAX_BYTES)
+    except UnsafeFile as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    url = (own.service_url if own else None) or bound.service_url
+    insecure = _insecure(config, url, "run.reviewer_binding.service_url")
+    reviewer = coordinator.Binding(
+        repo_config=state / "loop" / "reviewer-binding.toml",
+        credential_file=credential,
+        project_id=(own.project_id if own else None) or bound.project_id,
+        project_name=(own.project_name if own else None) or bound.project_name,
+        allow_insecure_loopback=insecure,
+    )
+    if os.geteuid() == 0 and config.mode == "personal":
+        raise ConfigError(
+            "run.reviewer: a reviewer's candidate sandbox cannot nest under a root launcher "
+            "(the launch maps root to nobody); run the loop as an unprivileged user"
+        )
+    return reviewer, url
 
 
 class Loop:
     def __init__(self, config: SupervisorConfig) -> None:
         self.config = config
         self.binding = check_binding(config)  # before anything is written
+        checked = check_reviewer_binding(config, self.binding)
+        self.reviewer: coordinator.Binding | None = checked[0] if checked else None
+        self.reviewer_url: str | None = checked[1] if checked else None
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
         self.mirror = self.state / "mirror.git"
@@ -100,6 +154,11 @@ class Loop:
         coordinator.install_binding(
             self.binding.repo_config, bound.service_url, bound.project_id, bound.project_name
         )
+        if self.reviewer is not None and self.reviewer_url is not None:
+            rev = self.reviewer
+            coordinator.install_binding(
+                rev.repo_config, self.reviewer_url, rev.project_id, rev.project_name
+            )
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -154,6 +213,17 @@ class Loop:
             return refused
         if self.stopping:
             return 'Refused("the loop is stopping; no new claims")'
+        reviewed = review.take(self) if self.reviewer is not None else None
+        if self.stopped():  # a signal during the review
+            return reviewed or 'Refused("the loop is stopping; no new claims")'
+        implemented = self.implement()
+        return implemented if reviewed is None else f"{reviewed}; {implemented}"
+
+    def stopped(self) -> bool:
+        return self.stopping
+
+    def implement(self) -> str:
+        """The implementer's part of a poll: admission, ``next``, at most one launch."""
         vendor, problems = admission.admit(self.config)
         if vendor is None:
             return f"Refused({'; '.join(problems)!r})"
@@ -197,14 +267,27 @@ class Loop:
     def client(self) -> Any:
         return coordinator.session_client(self.binding, self.records.root / "client", LOOP_SESSION)
 
-    def repository(self, project: str) -> tuple[str, str]:
+    def review_client(self) -> Any:
+        """The reviewer's client without a session (``next``, reads); a review claims in a
+        fresh session of its own."""
+        assert self.reviewer is not None
+        root = self.records.root / "client-rev"
+        return coordinator.session_client(self.reviewer, root, REVIEW_SESSION)
+
+    def review_mirror(self, project: str) -> Path:
+        """The mirror a review fetches into: the loop's, or the reviewer project's own."""
+        if project == self.binding.project_id:
+            return self.mirror
+        return self.state / "mirrors" / f"{project}.git"
+
+    def repository(self, project: str, *, reviewer: bool = False) -> tuple[str, str]:
         """The project's repository URL and branch: ``[setup.<project>]``, else the project's
         ``repository_url`` on the coordinator and ``[run] branch``."""
         setup = self.config.setup.get(project)
         branch = (setup.branch if setup else None) or self.config.run.branch
         if setup is not None and setup.repository_url:
             return setup.repository_url, branch
-        with self.client() as client:
+        with self.review_client() if reviewer else self.client() as client:
             view = client.get(client.project())
         url = view.get("repository_url") if isinstance(view, dict) else None
         if not isinstance(url, str) or not url:
@@ -232,9 +315,15 @@ class Loop:
 
     def _settle_dead(self, record: LaunchRecord) -> None:
         private: Path = self.records.sessions / record.launch_id
+        reviewing = record.role == "reviewer"
         try:
+            if reviewing and self.reviewer is None:
+                raise ConfigError("a review was left held: set [run] reviewer = true to settle it")
             if not record.released and private.exists():
-                record.outcome = self._release_dead(record, private)
+                if reviewing:
+                    record.outcome = review.release_dead(self, record, private)
+                else:
+                    record.outcome = self._release_dead(record, private)
         except AgentcError as exc:
             record.release_failures += 1
             record.outcome = f"release failed: {coordinator.describe_error(exc)}"
@@ -244,7 +333,10 @@ class Loop:
                 log(f"error: launch {record.launch_id}: {record.outcome}; left until a restart")
             return
         record.released = True
-        remove_launch(self, record.launch_id)
+        if reviewing:
+            review.remove_review(self, record)
+        else:
+            remove_launch(self, record.launch_id)
         self.records.finish(record)
         log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
 

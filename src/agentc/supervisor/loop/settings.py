@@ -1,5 +1,6 @@
-"""The loop's tables of ``supervisor.toml``: ``[run]``, ``[run.binding]``, ``[health]``,
-``[health.fallback]``, ``[setup.<project-id>]`` and ``[prices.<model>]``.
+"""The loop's tables of ``supervisor.toml``: ``[run]``, ``[run.binding]``,
+``[run.reviewer_binding]``, ``[health]``, ``[health.fallback]``, ``[setup.<project-id>]`` and
+``[prices.<model>]``.
 
 Declared with :mod:`agentc.files.settings` like the rest of the file: one check and one default
 per key, unknown keys refused, every problem named by its dotted key. docs/supervisor.md lists
@@ -78,6 +79,18 @@ class Binding(Settings):
     credential_file: Path | None = setting(optional(absolute_path), default=None)
 
 
+class ReviewerBinding(Settings):
+    """``[run.reviewer_binding]``: the reviewer's own credential (another principal than the
+    implementer's: a reviewer must not have contributed to the task it reviews), and where it
+    reviews (each key none: ``[run.binding]``'s)."""
+
+    # None: <state>/rev/coordinator/credentials.toml
+    credential_file: Path | None = setting(optional(absolute_path), default=None)
+    service_url: str | None = setting(optional(service_url), default=None)
+    project_id: str | None = setting(optional(project_id), default=None)
+    project_name: str | None = setting(optional(string), default=None)
+
+
 class RunSettings(Settings):
     """``[run]``: the live loop (agentc-supervisor run)."""
 
@@ -94,6 +107,7 @@ class RunSettings(Settings):
     git_email: str = setting(string, default="agentc-impl@agentc.invalid")
     reviewer: bool = setting(boolean, default=False)
     review_attempts: int = setting(integer(minimum=1), default=3)
+    review_minutes: float = setting(number(above=0), default=45.0)
     budget_minutes: float = setting(number(above=0), default=240.0)
     drain_seconds: float = setting(number(minimum=0), default=30.0)
     events_stale_seconds: float = setting(number(minimum=1), default=900.0)
@@ -102,6 +116,9 @@ class RunSettings(Settings):
     empty_exit_limit: int = setting(integer(minimum=0), default=2)
     empty_exit_total_limit: int = setting(integer(minimum=0), default=5)
     binding: Binding | None = setting(optional(section(Binding)), default=None)
+    reviewer_binding: ReviewerBinding | None = setting(
+        optional(section(ReviewerBinding)), default=None
+    )
 
 
 class Fallback(Settings):

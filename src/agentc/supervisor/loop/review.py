@@ -1,0 +1,453 @@
+"""One review from the loop: ask, check, claim, fetch, clone, prompt, launch, judge, post.
+
+Each poll, before the implementer's ``next``, the loop takes at most one review
+(:func:`take`) when ``[run] reviewer`` is on and admission allows it (the kill switch, free
+disk, ``[health] reviewer_daily_usd`` from the gateway's ledger, the reviewer's vendor). It asks
+``next`` as the reviewer with the reviewer's own credential (``[run.reviewer_binding]``: another
+principal than the implementer's, as the coordinator refuses a reviewer who contributed to the
+task), checks the offered submission, opens a fresh coordinator session for the launch and
+claims the review there. The candidate ref is fetched from the project's repository into the
+mirror as ``refs/heads/agentc-review/<launch>`` and must hold the submitted revision; the clone
+``<state>/rev/clones/<launch>`` is made from it (hardened, :mod:`.repo`) and the prompt is the
+reviewer contract with the criteria and the submission as quoted data.
+
+The reviewer launch (role ``reviewer``) has no coordinator access: the loop renews the review's
+lease while the reviewer runs, stops it after ``review_minutes``, reads its verdict (Claude: the
+final result's structured output; ``command:``: its last non-empty stdout line), checks it
+(:func:`agentc.supervisor.review.check_verdict`) and posts it, or releases the review saying why.
+Failed verdicts count per submission in ``<state>/loop/review-strikes.json``; after
+``review_attempts`` in a row the submission is skipped. The launch record (role ``reviewer``)
+is written before the claim, so a loop that dies mid-review is settled by the next poll
+(:func:`release_dead`, :func:`remove_review`); clone, run, private session and mirror branch are
+removed after every review.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
+from agentc.core.model import CANDIDATE_REF_PREFIX, Role
+from agentc.core.rules import check_candidate_ref, check_revision_sha
+from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
+from agentc.supervisor.contracts import reviewer_prompt
+from agentc.supervisor.harness.events import summarize
+from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.loop import admission, coordinator, repo
+from agentc.supervisor.loop.gates import Backoff
+from agentc.supervisor.loop.implementer import Loop, drain, log
+from agentc.supervisor.loop.records import LaunchRecord, boot_id, now_ms, start_ticks
+from agentc.supervisor.review import (
+    Verdict,
+    VerdictError,
+    check_verdict,
+    release_summary,
+    review_body,
+    verdict_from_text,
+)
+from agentc.supervisor.rundir import RunLayout
+
+if TYPE_CHECKING:
+    from agentc.client.ops import Agent
+
+MAX_OUTPUT = 64 << 20  # the most of a reviewer's output read for its verdict
+LAST_LINE_BYTES = 1 << 20  # a command: reviewer's verdict line is within its last MiB
+
+
+class Reviewing(Loop, Protocol):
+    """What a review needs of the loop (:class:`agentc.supervisor.loop.run.Loop`)."""
+
+    reviewer: coordinator.Binding | None
+
+    def review_client(self) -> Any: ...
+
+    def review_mirror(self, project: str) -> Path: ...
+
+    def repository(self, project: str, *, reviewer: bool = False) -> tuple[str, str]: ...
+
+
+def layout_of(loop: Loop, launch_id: str) -> RunLayout:
+    state = Path(os.path.realpath(loop.state))
+    role_dir = state / "rev"
+    return RunLayout(
+        state, "reviewer", role_dir / "runs" / launch_id, role_dir / "clones" / launch_id
+    )
+
+
+def remove_review(loop: Reviewing, record: LaunchRecord) -> None:
+    """Remove a review's clone, run, private coordinator state and mirror branch."""
+    layout = layout_of(loop, record.launch_id)
+    for path in (layout.clone, layout.run, loop.records.sessions / record.launch_id):
+        if path.is_symlink():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+    repo.delete_review_branch(loop.review_mirror(record.project), record.launch_id)
+
+
+def release_dead(loop: Reviewing, record: LaunchRecord, private: Path) -> str:
+    """Release the review a dead launch left held, unless it was decided or released."""
+    assert loop.reviewer is not None
+    with coordinator.session_client(loop.reviewer, private, record.launch_id) as client:
+        coordinator.resolve_pending(client)  # a lost claim or verdict answer is finished
+        attempt, generation = record.attempt, record.generation
+        held = client.state().review
+        if attempt is None and held is not None:
+            attempt, generation = str(held["attempt_id"]), int(held["generation"])
+        if attempt is None or record.activity is None:
+            return "nothing to release (no review was claimed)"
+        state = coordinator.task_attempt_state(client, attempt)
+        if state != "active":
+            return f"left as it is ({state or 'unknown'})"
+        why = "its launch ended while no supervisor watched it (crash or restart)"
+        return _release(client, record.activity, generation, release_summary(why))
+
+
+def _release(client: Agent, activity: str, generation: int, summary: str) -> str:
+    try:
+        coordinator.resolve_pending(client)
+        client.review_release(summary, activity, generation)
+    except CoordinatorError as exc:
+        if exc.code in coordinator.FINAL_CODES:
+            return f"not released: the review lease is gone ({exc.code})"
+        raise
+    return "released"
+
+
+def take(loop: Reviewing) -> str | None:
+    """At most one review; its outcome for the poll, or None when there is none to take."""
+    vendor, problems = admission.admit(loop.config, "reviewer")
+    if vendor is None:
+        return f"Review refused({'; '.join(problems)!r})"
+    try:
+        with loop.review_client() as client:
+            offer = client.next(Role.REVIEWER)
+    except AgentcError as exc:
+        return f"Review failed({'next: ' + coordinator.describe_error(exc)!r})"
+    action = offer.get("action") if isinstance(offer, dict) else None
+    if not isinstance(action, dict) or action.get("kind") != "claim_review":
+        return None
+    submission = str(action.get("submission_id"))
+    strike = loop.records.review_strikes().get(submission)
+    limit = loop.config.run.review_attempts
+    if strike is not None and int(strike.get("failures", 0)) >= limit:
+        return f"Skipped {{submission: {submission!r}, failures: {strike['failures']}}}"
+    try:
+        return ReviewLaunch(loop, action, vendor).run()
+    except AgentcError as exc:
+        return f"Review failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+
+
+@dataclasses.dataclass
+class Lease:
+    attempt_id: str
+    generation: int
+    renew_after: float
+
+
+class ReviewLaunch:
+    """One offered review, from the check of its submission to its posted or released end."""
+
+    def __init__(self, loop: Reviewing, action: dict[str, Any], vendor: dict[str, str]) -> None:
+        assert loop.reviewer is not None
+        self.loop = loop
+        self.binding = loop.reviewer
+        self.action = action
+        self.vendor = vendor
+        self.task = str(action["task_id"])
+        self.activity = str(action["activity_id"])
+        self.submission = str(action["submission_id"])
+        self.launch_id = str(uuid.uuid4())
+        self.layout = layout_of(loop, self.launch_id)
+        self.private = loop.records.sessions / self.launch_id
+        self.mirror = loop.review_mirror(self.binding.project_id)
+        self.record: LaunchRecord | None = None
+
+    def failed(self, reason: str) -> str:
+        """Count a failed review of this submission; skipped after ``review_attempts``."""
+        count = self.loop.records.strike(self.submission, self.task, reason)
+        limit = self.loop.config.run.review_attempts
+        log(f"review of submission {self.submission} (task {self.task}) failed: {reason}")
+        if count >= limit:
+            log(
+                f"submission {self.submission} (task {self.task}) is skipped: {count} reviews "
+                f"in a row posted no verdict (review_attempts is {limit}); remove it from "
+                f"{self.loop.records.strikes_path} to review it again"
+            )
+        return f"Review failed({self.task}: {reason})"
+
+    # -- check and claim ---------------------------------------------------------------------
+
+    def _submission(self) -> dict[str, Any]:
+        """The task's current submission, which must be the one offered, with a candidate."""
+        with self.loop.review_client() as client:
+            view = client.get(client.project(f"/tasks/{self.task}/workflow"))
+        current = view.get("submission") if isinstance(view, dict) else None
+        if not isinstance(current, dict) or current.get("id") != self.submission:
+            raise SupervisorError(f"submission {self.submission} is no longer the task's current")
+        try:
+            check_candidate_ref(current.get("candidate_ref"), CANDIDATE_REF_PREFIX)
+            check_revision_sha("candidate_revision", current.get("candidate_revision"))
+            check_revision_sha("base_revision", current.get("base_revision"))
+        except AgentcError as exc:
+            raise SupervisorError(f"the submission cannot be reviewed: {exc}") from None
+        return current
+
+    def run(self) -> str:
+        loop = self.loop
+        try:
+            self._submission()
+        except SupervisorError as exc:
+            return self.failed(str(exc))
+        url, branch = loop.repository(self.binding.project_id, reviewer=True)
+        repo.update_mirror(self.mirror, url, branch)
+        for path in (self.layout.runs, self.layout.clones):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for path in (self.layout.run, self.layout.clone):
+            path.mkdir(mode=0o700)
+        with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
+            self._write_record(None, 0)
+            try:
+                claim = self._claim(client)
+            except CoordinatorError:  # refused for certain: nothing is held
+                assert self.record is not None
+                remove_review(loop, self.record)
+                loop.records.remove(self.launch_id)
+                raise
+            # Any other failure may have lost the claim's answer: the record stays, and the
+            # next poll resends the journaled claim and releases what it got (release_dead).
+            attempt = claim["attempt"]
+            lease = Lease(
+                str(attempt["id"]),
+                int(attempt["generation"]),
+                float(claim.get("renew_after_seconds") or 60),
+            )
+            self._write_record(lease.attempt_id, lease.generation)
+            try:
+                running = self._prepare_and_start(claim, url)
+            except (AgentcError, OSError) as exc:
+                return self._give_back(client, lease, f"the review could not start: "
+                                       f"{coordinator.describe_error(exc)}")  # fmt: skip
+            stopped = self._supervise(client, lease, running)
+            outcome = launch_execute.finish(running)
+            if stopped is not None:
+                return self._give_back(client, lease, stopped, strike=not loop.stopping)
+            return self._judge(client, lease, claim, outcome)
+
+    def _write_record(self, attempt: str | None, generation: int) -> None:
+        if self.record is None:
+            self.record = LaunchRecord(
+                launch_id=self.launch_id,
+                project=self.binding.project_id,
+                task=self.task,
+                attempt=None,
+                generation=0,
+                boot_id=boot_id(),
+                loop_pid=os.getpid(),
+                loop_ticks=start_ticks(os.getpid()),
+                recorded_ms=now_ms(),
+                vendor=dict(self.vendor),
+                role="reviewer",
+                activity=self.activity,
+                submission=self.submission,
+            )
+        self.record.attempt, self.record.generation = attempt, generation
+        self.loop.records.write(self.record)
+
+    def _claim(self, client: Agent) -> dict[str, Any]:
+        harness = self.vendor["harness"].split(":", 1)[0]
+        client.connect(harness=f"agentc-supervisor-reviewer-{harness}", new=True)
+        data: dict[str, Any] = client.review_claim(self.activity, self.submission).data
+        return data
+
+    # -- prepare and launch ------------------------------------------------------------------
+
+    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> launch_execute.RunningLaunch:
+        loop, layout = self.loop, self.layout
+        sub, task = claim["submission"], claim["task"]
+        revision, base = str(sub["candidate_revision"]), str(sub["base_revision"])
+        repo.fetch_candidate(self.mirror, str(sub["candidate_ref"]), self.launch_id, revision)
+        run_cfg = loop.config.run
+        repo.clone(
+            self.mirror,
+            revision,
+            layout.clone,
+            origin_url=url,
+            name=run_cfg.git_name,
+            email=run_cfg.git_email,
+        )
+        text = reviewer_prompt(
+            project=self.binding.project_id,
+            title=str(task.get("title") or ""),
+            base=base,
+            candidate=revision,
+            criteria=[str(c) for c in task.get("acceptance_criteria") or []],
+            submission=sub,
+            instructions=repo.instruction_files(self.mirror, base),
+        )
+        fd = rundir.create_new(layout.prompt)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        attempt = claim["attempt"]
+        request = LaunchRequest(
+            role="reviewer",
+            harness=self.vendor["harness"],
+            run=layout.run,
+            clone=layout.clone,
+            launch_id=self.launch_id,
+            model=self.vendor.get("model", "default"),
+            attempt=str(attempt["id"]),
+            generation=int(attempt["generation"]),
+            task=self.task,
+            project=self.binding.project_id,
+            coordinator=None,  # the loop posts the verdict; the reviewer never reaches it
+        )
+        session = agentsession.ensure(loop.config, "reviewer")
+        plan = launch_plan.plan(loop.config, dataclasses.replace(request, agent_session=session))
+        problems = preflight.launch_problems(loop.config, plan)
+        if problems:
+            raise SupervisorError("preflight: " + "; ".join(problems))
+        running = launch_execute.start(plan, own_group=True)
+        assert self.record is not None
+        self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
+        loop.records.write(self.record)
+        return running
+
+    # -- while it runs -----------------------------------------------------------------------
+
+    def _supervise(
+        self, client: Agent, lease: Lease, running: launch_execute.RunningLaunch
+    ) -> str | None:
+        """Renew the review's lease while the reviewer runs; stop it after ``review_minutes``,
+        when the lease is gone or the loop stops. Returns why it was stopped, if it was."""
+        cfg = self.loop.config.run
+        started = time.monotonic()
+        deadline = started + cfg.review_minutes * 60
+        next_renew, next_beat = started + lease.renew_after, started
+        cap = min(300.0, lease.renew_after)
+        backoff = Backoff(first=min(30.0, cap), cap=cap)
+        while running.proc.poll() is None:
+            now = time.monotonic()
+            if now >= next_beat:
+                self.loop.heartbeat(launch={"role": "reviewer", "task": self.task})
+                next_beat = now + cfg.heartbeat_seconds
+            reason = "the host supervisor stopped" if self.loop.stopping else None
+            if reason is None and now >= deadline:
+                reason = f"the reviewer ran past {cfg.review_minutes:g} minutes and was stopped"
+            if reason is None and now >= next_renew:
+                reason, next_renew = self._renew(client, lease, backoff, now)
+            if reason is not None:
+                log(f"review {self.activity} (task {self.task}): {reason}")
+                drain(running, cfg.drain_seconds)
+                return reason
+            try:
+                running.proc.wait(timeout=min(1.0, max(0.05, min(next_renew, deadline) - now)))
+            except subprocess.TimeoutExpired:
+                pass
+        return None
+
+    def _renew(
+        self, client: Agent, lease: Lease, backoff: Backoff, now: float
+    ) -> tuple[str | None, float]:
+        try:
+            data = coordinator.renew(client, lease.attempt_id, lease.generation)
+        except CoordinatorError as exc:
+            if exc.code in coordinator.FINAL_CODES:
+                return f"the review's lease is gone ({exc.code})", now
+            delay = backoff.failure()
+        except AgentcError as exc:
+            delay = backoff.failure()
+            log(f"renewing review {lease.attempt_id} failed: {coordinator.describe_error(exc)}")
+            return None, now + delay
+        else:
+            backoff.success()
+            lease.renew_after = float(data.get("renew_after_seconds") or lease.renew_after)
+            return None, now + lease.renew_after
+        log(f"renewing review {lease.attempt_id} failed; next try in {delay:g} s")
+        return None, now + delay
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _verdict(self) -> Verdict:
+        harness = self.vendor["harness"]
+        if launch_plan.is_command(harness):
+            data = _read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
+            lines = [x for x in data.decode("utf-8", "replace").splitlines() if x.strip()]
+            return verdict_from_text(None, lines[-1] if lines else None)
+        summary = summarize("claude", _read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
+        return verdict_from_text(summary.structured_output, summary.final_text)
+
+    def _judge(
+        self,
+        client: Agent,
+        lease: Lease,
+        claim: dict[str, Any],
+        outcome: launch_execute.Outcome,
+    ) -> str:
+        """Check the reviewer's verdict and post it; else release the review saying why."""
+        sub = claim["submission"]
+        amendment = sub.get("ac_amendment")
+        amended = list(amendment["new"]) if isinstance(amendment, dict) else None
+        criteria = [str(c) for c in claim["task"].get("acceptance_criteria") or []]
+        try:
+            verdict = self._verdict()
+        except (VerdictError, OSError) as exc:
+            code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
+            why = f"the reviewer (exit code {code}) gave no valid verdict: {exc}"
+            return self._give_back(client, lease, why, strike=True)
+        problems = check_verdict(verdict, criteria, amended)
+        if problems:
+            why = "the verdict is invalid: " + "; ".join(problems)
+            return self._give_back(client, lease, why, strike=True)
+        body = review_body(verdict, submission_id=self.submission, has_amendment=bool(amended))
+        try:
+            client.review_decide(body, self.activity)
+        except CoordinatorError as exc:
+            why = f"the coordinator refused the verdict ({coordinator.describe_error(exc)})"
+            return self._give_back(client, lease, why, strike=True)
+        self.loop.records.clear_strike(self.submission)
+        self._finish("decided: " + verdict.decision)
+        return f"Reviewed {{task: {self.task!r}, decision: {verdict.decision!r}}}"
+
+    def _give_back(self, client: Agent, lease: Lease, why: str, *, strike: bool = True) -> str:
+        """Release the review with ``why`` (a strike unless the loop stops); then clean up.
+        A release that fails keeps everything for the next poll to settle."""
+        assert self.record is not None
+        try:
+            done = _release(client, self.activity, lease.generation, release_summary(why))
+        except AgentcError as exc:
+            self.record.release_failures += 1
+            self.record.outcome = f"release failed: {coordinator.describe_error(exc)}"
+            self.loop.records.write(self.record)
+            log(f"review {self.activity}: {self.record.outcome}; kept for the next poll")
+            return f"Review failed({self.task}: {why}; {self.record.outcome})"
+        self._finish(f"{done}: {why}")
+        if strike:
+            return self.failed(why)
+        return f"Review released({self.task}: {why})"
+
+    def _finish(self, outcome: str) -> None:
+        assert self.record is not None
+        self.record.released, self.record.outcome = True, outcome
+        self.loop.records.write(self.record)
+        remove_review(self.loop, self.record)
+        self.loop.records.finish(self.record)
+
+
+def _read_tail(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of a regular file, opened without following links."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        handle.seek(max(0, info.st_size - limit))
+        return handle.read(limit)
