@@ -177,6 +177,9 @@ def after_server(
                 "name": "sample" if options.repo is None else options.repo.resolve().name[:100],
                 "repository_url": layout.remote.resolve().as_uri(),
                 "target_branch": branch,
+                # An agent's review or a person's, whichever comes first: where the loop takes
+                # no reviews (as root, or with a harness that cannot review), people do.
+                "review_mode": "either",
                 "required_checks": [{"identity": name} for name in check_names(checks)],
             },
         )

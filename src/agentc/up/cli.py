@@ -187,6 +187,13 @@ class Up:
         console.print(f"agentc is up: console {self.origin}/console")
         console.print(f"  sign in as admin; the password is in {self.layout.admin_password}")
         console.print(f"  logs in {self.layout.root / 'logs'}; Ctrl-C stops everything")
+        no_reviews = configs.reviews_by_agents(self.options.harness)
+        if no_reviews is not None:
+            console.print(
+                f"[yellow]note: no agent reviews: {no_reviews}. Review each task in the "
+                "console (Review on the task's page); run agentc up as a normal user for agent "
+                "reviews.[/yellow]"
+            )
         last = ""
         with contextlib.ExitStack() as stack:
             view = (

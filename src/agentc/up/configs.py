@@ -8,6 +8,7 @@ directory is masked inside launches and checks, so no agent reads another role's
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,20 @@ from agentc.up.gateway import INNER, GatewaySetup
 from agentc.up.layout import Layout
 
 EXAMPLE_AGENT = Path(__file__).with_name("example_agent.py")
+
+
+def reviews_by_agents(harness: str) -> str | None:
+    """Why the loop takes no reviews with this harness here (None: it does).
+
+    A reviewer's candidate shell is a sandbox nested in the reviewer's, which bwrap cannot
+    start when the launcher is root; Codex and Pi have no hook to confine a reviewer's commands
+    (docs/security.md).
+    """
+    if os.geteuid() == 0:
+        return "agentc up runs as root, where the reviewer's nested candidate sandbox cannot start"
+    if harness in ("codex", "pi"):
+        return f"{harness} cannot confine a reviewer's commands"
+    return None
 
 
 def harness_value(harness: str) -> str:
@@ -79,7 +94,7 @@ def write_supervisor(
         "run": {
             "poll_seconds": 2,
             "harness": agent,
-            "reviewer": False,
+            "reviewer": reviews_by_agents(harness) is None,
             "reviewer_harness": agent,
             "allow_insecure_loopback": True,
             "min_free_mib": 512,
@@ -91,6 +106,7 @@ def write_supervisor(
             "project_id": project,
             "credential_file": layout.credential("implementer").resolve(),
         },
+        "run.reviewer_binding": {"credential_file": layout.credential("reviewer").resolve()},
         f"setup.{project}": {"repository_url": str(layout.remote.resolve())},
     }
     if health:

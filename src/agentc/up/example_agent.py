@@ -123,7 +123,7 @@ def review(prompt: str) -> int:
         }
         print(json.dumps(verdict), flush=True)
         return 0
-    tests = subprocess.run([shell, TEST_COMMAND], capture_output=True, text=True, check=False)
+    tests = subprocess.run([shell, "-c", TEST_COMMAND], capture_output=True, text=True, check=False)
     event("tested", status=tests.returncode)
     if tests.returncode == 0:
         verdict = {
