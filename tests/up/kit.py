@@ -111,7 +111,7 @@ def processes_of(uid: int) -> list[str]:
 
 def git_log(repo: Path, ref: str = "main") -> list[str]:
     out = subprocess.run(
-        ["git", "-C", str(repo), "log", "--format=%s", ref],
+        ["git", "-c", "safe.directory=*", "-C", str(repo), "log", "--format=%s", ref],
         capture_output=True,
         text=True,
         check=True,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ class RunLayout:
         self.token_file = self.role_dir / "claude-token"
         self.prompt = run / "prompt.md"
         self.net = run / "net"
+
+    @classmethod
+    def of_launch(cls, state_dir: Path, role: Role, launch_id: str) -> RunLayout:
+        """A loop launch's layout: ``<state>/<slug>/runs/<id>`` and ``.../clones/<id>``."""
+        state = Path(os.path.realpath(state_dir))
+        slug = state / role_slug(role)
+        return cls(state, role, slug / "runs" / launch_id, slug / "clones" / launch_id)
 
     def private_dirs(self) -> list[Path]:
         """Per-launch trees the harness may write, in creation order."""
@@ -133,3 +141,12 @@ def prepare(layout: RunLayout) -> None:
     """Create the private per-launch trees (idempotent until the run is started)."""
     for path in layout.private_dirs():
         ensure_private_dir(path)
+
+
+def remove_trees(*paths: Path) -> None:
+    """Remove each path: a symlink is unlinked (never followed), a directory removed."""
+    for path in paths:
+        if path.is_symlink():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)

@@ -73,11 +73,7 @@ class Lease:
 
 
 def layout_of(loop: Loop, launch_id: str) -> RunLayout:
-    state = Path(os.path.realpath(loop.state))
-    role_dir = state / "impl"
-    return RunLayout(
-        state, "implementer", role_dir / "runs" / launch_id, role_dir / "clones" / launch_id
-    )
+    return RunLayout.of_launch(loop.state, "implementer", launch_id)
 
 
 def remove_launch(loop: Loop, launch_id: str) -> None:
@@ -87,11 +83,7 @@ def remove_launch(loop: Loop, launch_id: str) -> None:
     if base.is_dir():
         push.sweep(base)
     layout = layout_of(loop, launch_id)
-    for path in (layout.clone, layout.run, loop.records.sessions / launch_id):
-        if path.is_symlink():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
+    rundir.remove_trees(layout.clone, layout.run, loop.records.sessions / launch_id)
 
 
 def handoff(text: str) -> str:

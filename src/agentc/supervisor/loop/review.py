@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -75,21 +74,13 @@ class Reviewing(Loop, Protocol):
 
 
 def layout_of(loop: Loop, launch_id: str) -> RunLayout:
-    state = Path(os.path.realpath(loop.state))
-    role_dir = state / "rev"
-    return RunLayout(
-        state, "reviewer", role_dir / "runs" / launch_id, role_dir / "clones" / launch_id
-    )
+    return RunLayout.of_launch(loop.state, "reviewer", launch_id)
 
 
 def remove_review(loop: Reviewing, record: LaunchRecord) -> None:
     """Remove a review's clone, run, private coordinator state and mirror branch."""
     layout = layout_of(loop, record.launch_id)
-    for path in (layout.clone, layout.run, loop.records.sessions / record.launch_id):
-        if path.is_symlink():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
+    rundir.remove_trees(layout.clone, layout.run, loop.records.sessions / record.launch_id)
     repo.delete_review_branch(loop.review_mirror(record.project), record.launch_id)
 
 
