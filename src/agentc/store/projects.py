@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.store.sql import columns, fetch_all, fetch_exists, run, table
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
 @table("projects")
@@ -37,6 +37,10 @@ _SAVE_POLICY = (
 
 def all_projects(conn: Connection) -> list[Project]:
     return fetch_all(conn, _BY_NAME, Project)
+
+
+def project_id_named(conn: Connection, name: str) -> str | None:
+    return fetch_one(conn, _NAME_TAKEN, str, name=name)
 
 
 def project_name_taken(conn: Connection, name: str) -> bool:
