@@ -50,7 +50,7 @@ def seed(live: LiveServer) -> tuple[str, str]:
             ).json()["data"]["task"]["id"]
         )
     admin.close()
-    with Agent(live, "claude-worker") as agent:
+    with Agent(live, pid, "claude-worker") as agent:
         _work(agent, pid, ids)
     return pid, ids[1]
 

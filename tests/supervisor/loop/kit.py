@@ -170,12 +170,19 @@ class LoopKit:
 
 
 def make_loop_kit(
-    root: Path, live: LiveServer, admin: httpx.Client, agent: str, **top: Any
+    root: Path,
+    live: LiveServer,
+    admin: httpx.Client,
+    agent: str,
+    policy: dict[str, Any] | None = None,
+    **top: Any,
 ) -> LoopKit:
+    """The loop's kit on a new project (with the given policy) its credential is granted."""
     kit = make_kit(root / "kit")
-    project = admin_project(admin)
+    project = admin_project(admin, **(policy or {}))
     origin, _clone = make_clone(root / "repo")
-    token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}")
+    # The loop reports its launches' cost rows after they end: a supervised credential.
+    token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}", project, "supervised")
     write_credentials(kit.state / "impl/coordinator", live.url, token)
     (root / "agent").mkdir()
     program = root / "agent" / "agent.sh"  # its directory is bound back into the launch
