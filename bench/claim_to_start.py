@@ -266,7 +266,7 @@ def main() -> int:
         with live_server(str(root / "db.sqlite3"), root) as live:
             admin = live.admin_client()
             project = admin_project(admin)
-            token = issue_token(admin, "bench")
+            token = issue_token(admin, "bench", project, "supervised")
             admin.close()
             origin = make_origin(root / "repo", args.repo_mb)
             (root / "agent").mkdir()

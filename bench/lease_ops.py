@@ -93,7 +93,7 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
 
             def issue(tx: Tx, name: str = f"agent-{i}") -> dict[str, Any]:
                 return issue_agent_credential(
-                    tx.conn, tx.now, name, CredentialClass.SUPERVISED, Access.WRITE, None
+                    tx.conn, tx.now, name, CredentialClass.SUPERVISED, Access.WRITE, None, [project]
                 )
 
             cred = ex.write(issue)

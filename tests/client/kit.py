@@ -64,10 +64,14 @@ def admin_project(admin: httpx.Client, **policy: Any) -> str:
     return project_id
 
 
-def issue_token(admin: httpx.Client, name: str) -> str:
-    """A new agent credential through the admin API (faster than the server CLI)."""
+def issue_token(
+    admin: httpx.Client, name: str, project_id: str, credential_class: str = "interactive"
+) -> str:
+    """A new agent credential granted the project, through the admin API (faster than the
+    server CLI)."""
+    body = {"name": name, "projects": [project_id], "credential_class": credential_class}
     resp = admin.post(
-        "/api/v1/admin/agents", json={"name": name}, headers={"Idempotency-Key": str(uuid.uuid4())}
+        "/api/v1/admin/agents", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}
     )
     assert resp.status_code == 201, resp.text
     token: str = resp.json()["data"]["token"]

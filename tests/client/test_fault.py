@@ -53,7 +53,7 @@ def test_lost_claim_answer_is_recovered_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "faulty"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "faulty", pid))
     w.ok("connect")
     task = _task(w)
 
@@ -100,7 +100,7 @@ def test_request_that_never_arrived_is_sent_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "patient"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "patient", pid))
     w.ok("connect")
     task = _task(w)
     proxy.refuse = True
@@ -137,7 +137,7 @@ def test_lost_connect_answer_is_recovered_by_retry(
     """The client makes the session id and proof and journals them first, so a lost connect
     answer loses nothing: retry replays it and the same (only) session is stored."""
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "unlucky"))
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "unlucky", pid))
     proxy.drop = True
     lost = w.run("connect", "--workstation", "ws-1")
     proxy.drop = False
@@ -170,7 +170,7 @@ def test_lost_checkout_registration_is_recovered_by_retry(
 ) -> None:
     pid = admin_project(admin, review_mode="none")
     _origin, clone = make_clone(tmp_path)
-    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "checker"), repo=clone)
+    w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "checker", pid), repo=clone)
     w.ok("connect", "--workstation", "ws-9")
     task = _task(w)
     attempt = w.ok("claim", "--task", str(task["id"]))["claim"]["attempt"]
@@ -218,7 +218,7 @@ def test_held_attempts_come_from_the_coordinator(
     """A claim the local state does not know about (a raw request here) is found through the
     session's held_attempts: `session show` lists it and renew/checkpoint/release use it."""
     pid = admin_project(admin)
-    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "forgetful"))
+    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "forgetful", pid))
     sid = w.ok("connect")["session_id"]
     assert w.ok("session", "show")["held_attempts"] == []
     first, second = _task(w, "one"), _task(w, "two")

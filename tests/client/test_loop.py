@@ -23,9 +23,11 @@ def test_agent_loop_through_the_cli(live: LiveServer, tmp_path: Path) -> None:
 def _loop(live: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
     pid = admin_project(admin, review_mode="agent")
     origin, clone = make_clone(tmp_path)
-    worker = workspace(tmp_path / "worker", live.url, pid, issue_token(admin, "worker"), repo=clone)
+    worker = workspace(
+        tmp_path / "worker", live.url, pid, issue_token(admin, "worker", pid), repo=clone
+    )
     reviewer = workspace(
-        tmp_path / "reviewer", live.url, pid, issue_token(admin, "reviewer"), repo=clone
+        tmp_path / "reviewer", live.url, pid, issue_token(admin, "reviewer", pid), repo=clone
     )
 
     # One run of the installed console script; the rest run the same CLI in-process (fast).

@@ -53,7 +53,7 @@ def _session(w: Workspace, errlog: Any) -> Client:
 
 def test_mcp_claim_to_submit_loop(server: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
     pid = admin_project(admin, review_mode="agent")
-    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "mcp-agent"))
+    w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "mcp-agent", pid))
     task = w.ok(
         "tasks",
         "create",
@@ -175,7 +175,7 @@ def test_mcp_review_through_the_adapter(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
     pid = admin_project(admin, review_mode="agent")
-    worker = workspace(tmp_path / "a", server.url, pid, issue_token(admin, "mcp-worker"))
+    worker = workspace(tmp_path / "a", server.url, pid, issue_token(admin, "mcp-worker", pid))
     worker.ok("connect")
     worker.ok(
         "tasks",
@@ -193,7 +193,7 @@ def test_mcp_review_through_the_adapter(
             {"summary": "s", "acceptance_evidence": [{"criterion": "ok", "evidence": "e"}]},
         ),
     )
-    reviewer = workspace(tmp_path / "b", server.url, pid, issue_token(admin, "mcp-reviewer"))
+    reviewer = workspace(tmp_path / "b", server.url, pid, issue_token(admin, "mcp-reviewer", pid))
 
     async def review() -> None:
         with (tmp_path / "mcp.log").open("w") as errlog:
@@ -232,7 +232,7 @@ def test_mcp_lost_session_answer_is_recovered(
     proxy = DroppingProxy(int(server.url.rsplit(":", 1)[1]))
     try:
         pid = admin_project(admin)
-        w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "mcp-unlucky"))
+        w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "mcp-unlucky", pid))
 
         async def go() -> None:
             with (tmp_path / "mcp.log").open("w") as errlog:

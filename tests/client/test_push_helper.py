@@ -28,7 +28,7 @@ def claimed(
     """A worker that connected, created a task and claimed it: (worker, origin, clone)."""
     pid = admin_project(admin, review_mode="agent")
     origin, clone = make_clone(tmp_path)
-    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, name), repo=clone)
+    worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, name, pid), repo=clone)
     worker.ok("connect")
     task = {"title": title, "acceptance_criteria": ["greeting exists"]}
     worker.ok("tasks", "create", "--input", "-", stdin=json.dumps(task))

@@ -28,15 +28,10 @@ INTEGRATOR = str(Path(sys.executable).with_name("agentc-integrator"))
 PASS = {"unit": ["/bin/sh", "-c", "echo checking; test -f README"]}
 
 
-def issue_integrator_token(admin: httpx.Client) -> str:
-    resp = admin.post(
-        "/api/v1/admin/agents",
-        json={"name": f"integrator-{uuid.uuid4().hex[:8]}", "credential_class": "integrator"},
-        headers={"Idempotency-Key": str(uuid.uuid4())},
+def issue_integrator_token(admin: httpx.Client, project_id: str) -> str:
+    return issue_token(
+        admin, f"integrator-{uuid.uuid4().hex[:8]}", project_id, credential_class="integrator"
     )
-    assert resp.status_code == 201, resp.text
-    token: str = resp.json()["data"]["token"]
-    return token
 
 
 def _toml(value: Any) -> str:
@@ -96,7 +91,11 @@ class Setup:
         worker (a session prepares one worktree)."""
         name = f"w-{uuid.uuid4().hex[:6]}"
         worker = workspace(
-            self.root / name, self.url, self.project_id, issue_token(self.admin, name), self.clone
+            self.root / name,
+            self.url,
+            self.project_id,
+            issue_token(self.admin, name, self.project_id),
+            self.clone,
         )
         self.connect(worker)
         task = worker.ok(
@@ -211,9 +210,13 @@ def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setu
     pid = admin_project(admin, review_mode="agent", **policy)
     origin, clone = make_clone(root)
     reviewer = workspace(
-        root / "reviewer", url, pid, issue_token(admin, f"r-{uuid.uuid4().hex[:6]}"), repo=clone
+        root / "reviewer",
+        url,
+        pid,
+        issue_token(admin, f"r-{uuid.uuid4().hex[:6]}", pid),
+        repo=clone,
     )
-    token = issue_integrator_token(admin)
+    token = issue_integrator_token(admin, pid)
     return Setup(
         root,
         url,

@@ -45,10 +45,23 @@ class LiveServer:
         )
 
     def issue_token(
-        self, agent: str, credential_class: str = "interactive", access: str = "write"
+        self,
+        agent: str,
+        *projects: str,
+        credential_class: str = "interactive",
+        access: str = "write",
     ) -> str:
+        """A credential issued on the host (the server CLI), granted the projects."""
+        granted = [arg for p in projects for arg in ("--project", p)]
         out = self.cli(
-            "issue-credential", "--agent", agent, "--class", credential_class, "--access", access
+            "issue-credential",
+            "--agent",
+            agent,
+            "--class",
+            credential_class,
+            "--access",
+            access,
+            *granted,
         )
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()

@@ -49,6 +49,7 @@ class Caller:
     client: TestClient
     headers: dict[str, str] = field(default_factory=dict)
     cookies: dict[str, str] = field(default_factory=dict)
+    issued: dict[str, Any] = field(default_factory=dict)  # an agent's credential, as issued
 
     def raw(
         self,
@@ -116,22 +117,51 @@ class Service:
 
     def agent(
         self,
+        *projects: str,
         name: str | None = None,
         credential_class: str = "interactive",
         access: str = "write",
         session: bool = True,
     ) -> Caller:
+        """A new credential (of a new agent unless name is given) granted the projects."""
         name = name or f"agent-{uuid.uuid4().hex[:8]}"
         data = self.admin.post(
             "/api/v1/admin/agents",
-            {"name": name, "credential_class": credential_class, "access": access},
+            {
+                "name": name,
+                "credential_class": credential_class,
+                "access": access,
+                "projects": list(projects),
+            },
         )
-        caller = Caller(self.client, {"Authorization": f"Bearer {data['token']}"})
+        caller = Caller(self.client, {"Authorization": f"Bearer {data['token']}"}, issued=data)
         if session:
             s = caller.post("/api/v1/sessions", {"harness": "test"})
             caller.headers["X-Coordinator-Session"] = s["session_id"]
             caller.headers["X-Coordinator-Session-Proof"] = s["proof"]
         return caller
+
+    def person(
+        self, *projects: str, role: str = "operator", project_role: str = "operator"
+    ) -> Caller:
+        """A new person (signed in) granted the projects with project_role."""
+        name = f"person-{uuid.uuid4().hex[:8]}"
+        body = {"name": name, "role": role, "password": ADMIN_PASSWORD}
+        pid = self.admin.post("/api/v1/admin/people", body)["id"]
+        for project in projects:
+            self.admin.post(
+                f"/api/v1/admin/principals/{pid}/projects",
+                {"project_id": project, "role": project_role},
+            )
+        return self.login(name, ADMIN_PASSWORD)
+
+    def grant(self, caller: Caller, project_id: str, role: str | None = None) -> None:
+        """The admin grants the caller's principal the project."""
+        principal = caller.get("/api/v1/me")["actor"]["id"]
+        body = (
+            {"project_id": project_id} if role is None else {"project_id": project_id, "role": role}
+        )
+        self.admin.post(f"/api/v1/admin/principals/{principal}/projects", body)
 
     def project(self, **policy: Any) -> str:
         body = {

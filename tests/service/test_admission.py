@@ -9,7 +9,7 @@ from tests.service.kit import ApiError, Caller, Clock, Service
 
 def test_agent_tasks_beyond_the_weekly_budget_are_held(svc: Service, clock: Clock) -> None:
     pid, other = svc.project(), svc.project()
-    agent = svc.agent()
+    agent = svc.agent(pid, other)
     held = []
     for i in range(7):
         out = agent.post(
@@ -41,7 +41,7 @@ def test_agent_tasks_beyond_the_weekly_budget_are_held(svc: Service, clock: Cloc
 
 def test_canary_class_only_for_listed_principals(svc: Service) -> None:
     pid = svc.project()
-    stranger = svc.agent()
+    stranger = svc.agent(pid)
     with pytest.raises(ApiError) as err:
         stranger.post(
             f"/api/v1/projects/{pid}/tasks",
@@ -49,7 +49,7 @@ def test_canary_class_only_for_listed_principals(svc: Service) -> None:
         )
     assert err.value.status == 403
     assert svc.admin.get(f"/api/v1/projects/{pid}/tasks")["items"] == []
-    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot", "projects": [pid]})
     canary = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
     for i in range(8):  # exempt from the budget
         out = canary.post(

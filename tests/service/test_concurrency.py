@@ -35,7 +35,7 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
         for i in range(AGENTS):
             resp = admin.post(
                 "/api/v1/admin/agents",
-                json={"name": f"racer-{i}"},
+                json={"name": f"racer-{i}", "projects": [pid]},
                 headers={"Idempotency-Key": f"a{next(key)}"},
             )
             tokens.append(resp.json()["data"]["token"])
@@ -93,3 +93,63 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
             task = c.get(f"/api/v1/projects/{pid}/tasks/{tid}").json()["data"]
             assert task["generation"] == 1
             assert [a["state"] for a in task["attempts"]] == ["active"]
+
+
+CREATES = 32
+
+
+def test_the_weekly_budget_holds_under_concurrent_creates(live: LiveServer) -> None:
+    """32 agent task creates at once in one project: the budget (5 a week) admits exactly 5,
+    on SQLite's single writer and on PostgreSQL's concurrent transactions alike."""
+    admin = live.admin_client()
+    try:
+        pid = admin.post(
+            "/api/v1/projects",
+            json={"name": "budget", "repository_url": "https://x/y"},
+            headers={"Idempotency-Key": "p"},
+        ).json()["data"]["id"]
+        tokens = [
+            admin.post(
+                "/api/v1/admin/agents",
+                json={"name": f"planner-{i}", "projects": [pid]},
+                headers={"Idempotency-Key": f"a{i}"},
+            ).json()["data"]["token"]
+            for i in range(4)
+        ]
+    finally:
+        admin.close()
+    clients = [
+        httpx.Client(base_url=live.url, timeout=60, headers={"Authorization": f"Bearer {t}"})
+        for t in tokens
+    ]
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+    start = threading.Barrier(CREATES)
+
+    def create(index: int) -> None:
+        client = clients[index % len(clients)]
+        start.wait()
+        resp = client.post(
+            f"/api/v1/projects/{pid}/tasks",
+            json={"title": f"t{index}", "acceptance_criteria": ["c"]},
+            headers={"Idempotency-Key": f"t{index}"},
+        )
+        with lock:
+            answers.append(resp)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(CREATES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in clients:
+        c.close()
+    assert [r.status_code for r in answers] == [201] * CREATES, [r.text for r in answers]
+    held = Counter(r.json()["data"]["admission"]["held"] for r in answers)
+    assert held == {False: 5, True: CREATES - 5}
+    admin = live.admin_client()
+    try:
+        items = admin.get(f"/api/v1/projects/{pid}/tasks?limit=200").json()["data"]["items"]
+    finally:
+        admin.close()
+    assert Counter(t["lifecycle"] for t in items) == {"open": 5, "planned": CREATES - 5}

@@ -36,8 +36,8 @@ def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
     pid = svc.project(review_mode="agent")
     task = svc.task(pid, acceptance_criteria=["tests pass", "docs updated"])
     assert task["work_status"] == "ready"
-    worker, reviewer = svc.agent(), svc.agent()
-    integrator = svc.agent(credential_class="integrator", session=False)
+    worker, reviewer = svc.agent(pid), svc.agent(pid)
+    integrator = svc.agent(pid, credential_class="integrator", session=False)
 
     nxt = worker.get(f"/api/v1/projects/{pid}/next")
     assert nxt["action"]["task_id"] == task["id"]
@@ -138,7 +138,7 @@ def test_code_task_from_claim_to_landing(svc: Service, clock: Clock) -> None:
 def test_changes_requested_returns_the_task_with_findings(svc: Service) -> None:
     pid = svc.project(review_mode="agent")
     task = svc.task(pid, kind="general")
-    worker, reviewer = svc.agent(), svc.agent()
+    worker, reviewer = svc.agent(pid), svc.agent(pid)
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     sub = submit_general(worker, pid, attempt)
     review = sub["activities"][0]
@@ -181,7 +181,7 @@ def test_general_task_without_review_is_done_on_submission(svc: Service) -> None
     first = svc.task(pid, kind="general")
     second = svc.task(pid, kind="general", depends_on=[first["id"]])
     assert second["work_status"] == "blocked"
-    worker = svc.agent()
+    worker = svc.agent(pid)
     attempt = claim(worker, pid, first)["claim"]["attempt"]
     out = submit_general(worker, pid, attempt)
     assert out["task"]["work_status"] == "done"
@@ -191,7 +191,7 @@ def test_general_task_without_review_is_done_on_submission(svc: Service) -> None
 def test_human_and_both_review_modes(svc: Service) -> None:
     pid = svc.project(review_mode="both")
     task = svc.task(pid, kind="general")
-    worker, reviewer = svc.agent(), svc.agent()
+    worker, reviewer = svc.agent(pid), svc.agent(pid)
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     sub = submit_general(worker, pid, attempt)
     kinds = {a["kind"]: a for a in sub["activities"]}
@@ -226,7 +226,7 @@ def test_human_and_both_review_modes(svc: Service) -> None:
 def test_amendment_accepted_replaces_the_criteria(svc: Service) -> None:
     pid = svc.project(review_mode="agent")
     task = svc.task(pid, kind="general", acceptance_criteria=["old criterion"])
-    worker, reviewer = svc.agent(), svc.agent()
+    worker, reviewer = svc.agent(pid), svc.agent(pid)
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     with pytest.raises(ApiError) as err:  # evidence must cover the new criteria
         worker.post(

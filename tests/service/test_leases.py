@@ -16,7 +16,7 @@ def _attempt_path(pid: str, attempt: dict[str, Any], verb: str) -> str:
 def test_expiry_at_equality_and_recovery_claim(svc: Service, clock: Clock) -> None:
     pid = svc.project(lease_seconds=60)
     task = svc.task(pid)
-    first, second = svc.agent(), svc.agent()
+    first, second = svc.agent(pid), svc.agent(pid)
     got = claim(first, pid, task)
     attempt = got["claim"]["attempt"]
     assert got["renew_after_seconds"] == 20
@@ -60,7 +60,7 @@ def test_a_stale_generation_is_refused_and_another_session_is_denied(
 ) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    owner, other = svc.agent(), svc.agent()
+    owner, other = svc.agent(pid), svc.agent(pid)
     attempt = claim(owner, pid, task)["claim"]["attempt"]
     with pytest.raises(ApiError) as err:
         owner.post(_attempt_path(pid, attempt, "renew"), {"generation": 0})
@@ -76,7 +76,7 @@ def test_a_stale_generation_is_refused_and_another_session_is_denied(
 def test_renewal_is_capped_by_max_attempt_seconds(svc: Service, clock: Clock) -> None:
     pid = svc.project(lease_seconds=600, max_attempt_seconds=900)
     task = svc.task(pid)
-    agent = svc.agent()
+    agent = svc.agent(pid)
     attempt = claim(agent, pid, task)["claim"]["attempt"]
     clock.advance(500)
     r = agent.post(_attempt_path(pid, attempt, "renew"), {"generation": 1})
@@ -92,7 +92,7 @@ def test_release_makes_the_task_ready_and_blocked_release_blocks(
 ) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    agent = svc.agent()
+    agent = svc.agent(pid)
     attempt = claim(agent, pid, task)["claim"]["attempt"]
     out = agent.post(
         _attempt_path(pid, attempt, "release"),
@@ -109,7 +109,7 @@ def test_release_makes_the_task_ready_and_blocked_release_blocks(
     )
     view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
     assert view["work_status"] == "blocked"
-    assert svc.agent().get(f"/api/v1/projects/{pid}/next")["action"] is None
+    assert svc.agent(pid).get(f"/api/v1/projects/{pid}/next")["action"] is None
     view = svc.admin.post(
         f"/api/v1/projects/{pid}/tasks/{task['id']}/unblock",
         {"expected_revision": view["revision"], "reason": "granted"},
@@ -120,7 +120,7 @@ def test_release_makes_the_task_ready_and_blocked_release_blocks(
 def test_revoking_the_credential_lapses_the_lease(svc: Service) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    data = svc.admin.post("/api/v1/admin/agents", {"name": "doomed"})
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "doomed", "projects": [pid]})
     from tests.service.kit import Caller
 
     agent = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
@@ -146,7 +146,7 @@ def test_next_orders_by_priority_then_readiness_then_id(svc: Service, clock: Clo
     svc.task(pid, title="normal new", priority=2)
     clock.advance(1)
     urgent = svc.task(pid, title="urgent", priority=0)
-    agent = svc.agent()
+    agent = svc.agent(pid)
     order = []
     for _ in range(4):
         action = agent.get(f"/api/v1/projects/{pid}/next")["action"]
@@ -161,11 +161,11 @@ def test_next_orders_by_priority_then_readiness_then_id(svc: Service, clock: Clo
 def test_claims_need_a_session(svc: Service) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    agent = svc.agent(session=False)
+    agent = svc.agent(pid, session=False)
     with pytest.raises(ApiError) as err:
         claim(agent, pid, task)
     assert err.value.code == "session_required"
-    reader = svc.agent(access="read")
+    reader = svc.agent(pid, access="read", session=False)  # it cannot open one
     with pytest.raises(ApiError) as err:
         claim(reader, pid, task)
     assert err.value.status == 403

@@ -16,6 +16,6 @@ def test_live_server_serves_and_bootstraps(live: LiveServer) -> None:
         pid = resp.json()["data"]["id"]
     finally:
         admin.close()
-    token = live.issue_token("worker")
+    token = live.issue_token("worker", pid)
     with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {token}"}) as agent:
         assert agent.get(f"/api/v1/projects/{pid}").json()["data"]["name"] == "p"

@@ -79,6 +79,9 @@ class WorkModel(RuleBasedStateMachine):
         self.pid = self.svc.project(
             review_mode=review_mode, lease_seconds=lease, max_attempt_seconds=cap
         )
+        assert INTEGRATOR is not None
+        for agent in [*AGENTS, INTEGRATOR]:
+            self.svc.grant(agent, self.pid)
         self.tasks: list[str] = []
         self.generations: dict[str, int] = {}
         self.done: dict[str, Any] = {}

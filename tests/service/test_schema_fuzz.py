@@ -17,8 +17,8 @@ from tests.service.kit import Clock, Service
 
 _dir = tempfile.TemporaryDirectory(prefix="agentc-fuzz-")
 SVC = Service(str(Path(_dir.name) / "fuzz.sqlite3"), Clock())
-AGENT = SVC.agent()
 PROJECT = SVC.project()
+AGENT = SVC.agent(PROJECT)
 TASK = SVC.task(PROJECT)
 
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", SVC.app)

@@ -149,6 +149,30 @@ def test_issue_credential_prints_the_token_once(tmp_path: Path) -> None:
     assert out.returncode == 2 and "boss" in out.stderr
 
 
+def test_issue_credential_grants_projects_by_id_or_name(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite3"
+    assert run("--database", str(db), "migrate").returncode == 0
+    with sqlite3.connect(db) as conn:
+        for pid, name in (("p-1", "alpha"), ("p-2", "beta")):
+            conn.execute(
+                "INSERT INTO projects VALUES (?, ?, 'https://x/y', 'main', 'agent', 600, 0, '[]', "
+                "1, 0, 0)",
+                (pid, name),
+            )
+    out = run(
+        "--database", str(db), "issue-credential", "--agent", "w", "--project", "p-1",
+        "--project", "beta",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "projects: p-1, p-2" in out.stderr
+    grants = sqlite3.connect(db).execute("SELECT project_id, role FROM project_grants").fetchall()
+    assert sorted(grants) == [("p-1", "agent"), ("p-2", "agent")]
+    out = run("--database", str(db), "issue-credential", "--agent", "v", "--project", "gamma")
+    assert_clean_failure(out, "--project: no project with the id or name 'gamma'")
+    named = sqlite3.connect(db).execute("SELECT name FROM principals ORDER BY name").fetchall()
+    assert named == [("w",)]  # the refused one wrote nothing
+
+
 def test_missing_database_and_unreachable_postgres(tmp_path: Path) -> None:
     out = run("issue-credential", "--agent", "x")
     assert_clean_failure(out, "--database")

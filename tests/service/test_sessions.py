@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import pytest
 
@@ -39,10 +40,28 @@ def test_a_client_made_proof_survives_a_lost_answer(svc: Service) -> None:
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "session_conflict"
 
 
+def test_a_read_only_credential_opens_no_session(svc: Service) -> None:
+    pid = svc.project()
+    reader = svc.agent(pid, access="read", session=False)
+    resp = reader.raw("POST", "/api/v1/sessions", {"session_id": "peek", "harness": "h"})
+    assert resp.status_code == 403, resp.text
+    assert resp.json()["error"]["code"] == "operation_not_permitted"
+
+    def written(tx: Any) -> list[Any]:
+        sessions = tx.conn.exec_driver_sql("SELECT id FROM agent_sessions").all()
+        events = tx.conn.exec_driver_sql(
+            "SELECT kind FROM events WHERE kind = 'agent_session_registered'"
+        ).all()
+        return [*sessions, *events]
+
+    assert svc.executor.read(written) == []
+    assert reader.get(f"/api/v1/projects/{pid}/tasks")["items"] == []  # it still reads
+
+
 def test_the_session_lists_what_it_holds(svc: Service) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    agent = svc.agent()
+    agent = svc.agent(pid)
     attempt = claim(agent, pid, task)["claim"]["attempt"]
     sid = agent.headers["X-Coordinator-Session"]
     view = agent.get(f"/api/v1/sessions/{sid}")
@@ -50,14 +69,14 @@ def test_the_session_lists_what_it_holds(svc: Service) -> None:
     assert view["held_attempts"][0]["lease_live"] is True
     assert view["agent"] == agent.get("/api/v1/me")["actor"]["name"]
     with pytest.raises(ApiError) as err:
-        svc.agent().get(f"/api/v1/sessions/{sid}")
-    assert err.value.status == 403
+        svc.agent(pid).get(f"/api/v1/sessions/{sid}")
+    assert err.value.status == 404  # an agent sees only its own session
 
 
 def test_checkout_registration(svc: Service) -> None:
     pid = svc.project(review_mode="none")
     task = svc.task(pid)
-    agent = svc.agent()
+    agent = svc.agent(pid)
     attempt = claim(agent, pid, task)["claim"]["attempt"]
     path = f"/api/v1/projects/{pid}/attempts/{attempt['id']}/checkout"
     body = {

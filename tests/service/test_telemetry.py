@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from tests.service.kit import Caller, Service, claim
+import json
+from typing import Any
+
+from tests.service.kit import Caller, Service, claim, submit_general
 
 
 def test_cost_rows_are_stored_once_and_fenced(svc: Service) -> None:
     pid = svc.project()
     task = svc.task(pid)
-    worker = svc.agent()
+    worker = svc.agent(pid, name="worker")
     attempt = claim(worker, pid, task)["claim"]["attempt"]
-    host = svc.agent(credential_class="supervised", session=False)
+    # The worker's host reports with the worker's supervised credential.
+    host = svc.agent(pid, name="worker", credential_class="supervised", session=False)
     row = {
         "session_id": "s1",
         "attempt_id": attempt["id"],
@@ -33,6 +37,49 @@ def test_cost_rows_are_stored_once_and_fenced(svc: Service) -> None:
     assert "generation" in out["rejected"][0]["problem"]
 
 
+def test_only_the_attempts_own_agent_reports_its_cost(svc: Service) -> None:
+    pid = svc.project(review_mode="none")
+    task = svc.task(pid, kind="general")
+    worker = svc.agent(pid, name="worker")
+    attempt = claim(worker, pid, task)["claim"]["attempt"]
+    path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
+    row = {"session_id": "s1", "attempt_id": attempt["id"], "generation": 1, "usd": 9999}
+
+    def report(caller: Caller, **changes: Any) -> dict[str, Any]:
+        out: dict[str, Any] = caller.post(path, {"host": "h", "rows": [{**row, **changes}]})
+        return out
+
+    # Another agent, and another agent's supervised host, may not bill the worker's attempt.
+    for other in (svc.agent(pid), svc.agent(pid, credential_class="supervised", session=False)):
+        out = report(other)
+        assert out["accepted"] == 0, out
+        assert out["rejected"][0]["problem"].startswith("attempt_id: only the attempt's own")
+    # The attempt's own session reports while the attempt is active...
+    assert report(worker, usd=1.5)["accepted"] == 1
+    # ...but not from another session of the same credential.
+    assert report(worker_again(svc, worker), usd=1.6)["accepted"] == 0
+    submit_general(worker, pid, attempt)
+    # Once submitted, the session's rows are refused, as docs/api.md says...
+    assert report(worker, usd=2.0)["rejected"]
+    # ...while the worker's supervised credential (the supervisor loop, after the launch
+    # ended) still reports what the submitted attempt cost.
+    loop = svc.agent(pid, name="worker", credential_class="supervised")
+    assert report(loop, usd=2.5)["accepted"] == 1
+    stored = svc.executor.read(
+        lambda tx: tx.conn.exec_driver_sql("SELECT row_json FROM telemetry_rows").all()
+    )
+    assert sorted(json.loads(r[0])["usd"] for r in stored) == [1.5, 2.5]
+
+
+def worker_again(svc: Service, worker: Caller) -> Caller:
+    """A second session of the worker's credential."""
+    again = Caller(svc.client, {"Authorization": worker.headers["Authorization"]})
+    s = again.post("/api/v1/sessions", {"harness": "test"})
+    again.headers["X-Coordinator-Session"] = s["session_id"]
+    again.headers["X-Coordinator-Session-Proof"] = s["proof"]
+    return again
+
+
 def test_unknown_project_is_project_not_found(svc: Service) -> None:
     host = svc.agent(credential_class="supervised", session=False)
     resp = host.raw(
@@ -50,8 +97,9 @@ def test_canary_results_only_from_canary_agents(svc: Service) -> None:
     path = f"/api/v1/projects/{pid}/telemetry/canary-results"
     row = {"harness": "claude", "outcome": "pass", "duration_ms": 1200}
     assert (
-        svc.agent(session=False).raw("POST", path, {"host": "h", "rows": [row]}).status_code == 403
+        svc.agent(pid, session=False).raw("POST", path, {"host": "h", "rows": [row]}).status_code
+        == 403
     )
-    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot", "projects": [pid]})
     canary = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
     assert canary.post(path, {"host": "h", "rows": [row]})["accepted"] == 1

@@ -59,3 +59,50 @@ def test_database_paths(tmp_path: Path) -> None:
     db = Database.parse("postgresql://user:secret@127.0.0.1:5432/db")
     assert db.url.startswith("postgresql+psycopg://")
     assert "secret" not in db.redacted()
+
+
+def test_0004_grants_existing_principals_every_existing_project(database: str) -> None:
+    """An upgrade keeps existing deployments working: every agent and operator gets explicit
+    grants of the projects that exist at the upgrade; admins need none (docs D25)."""
+    from alembic import command
+
+    from agentc.store.engine import _alembic_config
+
+    engine = open_engine(Database.parse(database))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(_alembic_config(conn), "0003")
+        people = [("a1", "root", "human", "admin"), ("o1", "olga", "human", "operator")]
+        agents = [("g1", "bot", "agent", "agent")]
+        with engine.begin() as conn:
+            for pid, name, kind, role in people + agents:
+                conn.execute(
+                    text(
+                        "INSERT INTO principals (id, name, kind, role, created_at) "
+                        "VALUES (:id, :name, :kind, :role, 0)"
+                    ),
+                    {"id": pid, "name": name, "kind": kind, "role": role},
+                )
+            for project in ("p1", "p2"):
+                conn.execute(
+                    text(
+                        "INSERT INTO projects VALUES (:id, :id, 'https://x/y', 'main', 'agent', "
+                        "600, 0, '[]', 1, 0, 0)"
+                    ),
+                    {"id": project},
+                )
+        assert migrate(engine) == head_revision()
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT principal_id, project_id, role FROM project_grants")
+            ).all()
+            receipt_columns = conn.execute(text("SELECT credential_id FROM receipts")).all()
+        assert sorted(tuple(r) for r in rows) == [
+            ("g1", "p1", "agent"),
+            ("g1", "p2", "agent"),
+            ("o1", "p1", "operator"),
+            ("o1", "p2", "operator"),
+        ]
+        assert receipt_columns == []
+    finally:
+        engine.dispose()

@@ -139,6 +139,16 @@ class PrincipalRole(StrEnum):
     AGENT = "agent"
 
 
+class ProjectRole(StrEnum):
+    """A principal's role in one project it is granted (admins need no grant: they have every
+    project). People are operators (read and change the project's work) or viewers (read
+    only); agents hold the agent role, and their credential's access says whether they write."""
+
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+    AGENT = "agent"
+
+
 class AdmissionClass(StrEnum):
     CANARY = "canary"
 

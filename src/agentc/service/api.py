@@ -148,6 +148,13 @@ def presented(request: Request) -> Presented:
     )
 
 
+def project_of(request: Request) -> str | None:
+    """The project the route names (its `{project_id}` path parameter), which the caller must
+    be granted: every route about one project names it there."""
+    value = request.path_params.get("project_id")
+    return value if isinstance(value, str) else None
+
+
 def runtime_of(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
     return rt
@@ -158,9 +165,12 @@ async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Respo
     rt = runtime_of(request)
     creds = presented(request)
     origin = rt.settings.public_origin
+    project_id = project_of(request)
 
     def work(tx: Tx) -> bytes:
-        actor = authenticate(tx.conn, creds, tx.now, write=False, public_origin=origin)
+        actor = authenticate(
+            tx.conn, creds, tx.now, write=False, public_origin=origin, project_id=project_id
+        )
         return _dumps(envelope(fn(tx, actor), new_id(), tx.now))
 
     body = await run_in_threadpool(rt.executor.read, work)
@@ -176,10 +186,11 @@ def mutation(
     fn: Callable[[Op, B], Result],
     *,
     lone_proof: bool = False,
+    project_id: str | None = None,
 ) -> Callable[[Tx], tuple[int, bytes, bool]]:
-    """The transaction of one idempotent mutation: authenticate under the write lock, replay
-    or refuse a used key, run the operation, store its receipt. Returns (status, body,
-    replayed)."""
+    """The transaction of one idempotent mutation: authenticate under the write lock (the
+    caller's current access, and its grant of project_id), replay or refuse a used key, run
+    the operation, store its receipt. Returns (status, body, replayed)."""
     payload = body.model_dump(mode="json") if body is not None else None
     fp = fingerprint(operation, payload, creds.session_id, creds.proof)
     request_id = new_id()
@@ -188,13 +199,19 @@ def mutation(
 
     def work(tx: Tx) -> tuple[int, bytes, bool]:
         actor = authenticate(
-            tx.conn, creds, tx.now, write=True, public_origin=origin, lone_proof=lone_proof
+            tx.conn,
+            creds,
+            tx.now,
+            write=True,
+            public_origin=origin,
+            lone_proof=lone_proof,
+            project_id=project_id,
         )
         if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
         prior = get_receipt(tx.conn, actor.principal_id, operation, key)
         if prior is not None:
-            return _replay(prior, fp, tx.now)
+            return _replay(prior, fp, tx.now, actor.credential_id)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
         result = fn(Op(tx, actor, rt, client_proof), body)
         env = envelope(result.data, request_id, tx.now)
@@ -213,6 +230,7 @@ def mutation(
                     status=result.status,
                     body=_dumps(stored).decode(),
                     created_at=tx.now,
+                    credential_id=actor.credential_id,
                 ),
             )
         return result.status, _dumps(env), False
@@ -231,7 +249,16 @@ async def mutate(
     rt = runtime_of(request)
     key = check_idempotency_key(request.headers.get("idempotency-key"))
     operation = f"{request.method} {request.url.path}"
-    work = mutation(rt, presented(request), operation, key, body, fn, lone_proof=lone_proof)
+    work = mutation(
+        rt,
+        presented(request),
+        operation,
+        key,
+        body,
+        fn,
+        lone_proof=lone_proof,
+        project_id=project_of(request),
+    )
     for _ in range(3):
         try:
             status, out, replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
@@ -245,7 +272,18 @@ async def mutate(
     return Response(out, status_code=status, media_type=JSON, headers=headers)
 
 
-def _replay(prior: Receipt, fp: str, now: int) -> tuple[int, bytes, bool]:
+def _replay(
+    prior: Receipt, fp: str, now: int, credential_id: str | None
+) -> tuple[int, bytes, bool]:
+    """The stored answer, for the caller whose access was just checked: the same request
+    (fingerprint) from the same agent credential that made it (another credential of the
+    principal, say a read-only or an integrator one, may not replay it)."""
+    if prior.credential_id is not None and prior.credential_id != credential_id:
+        raise CoordinatorError(
+            "idempotency_conflict",
+            "this Idempotency-Key was used by another credential of this agent; use a new key",
+            status=409,
+        )
     if prior.fingerprint != fp:
         raise CoordinatorError(
             "idempotency_conflict",
@@ -273,7 +311,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def _validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return error_response(validation_error(exc), now=now(request))
+        hidden = await hidden_project(request)
+        return error_response(hidden or validation_error(exc), now=now(request))
 
     async def _http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -292,6 +331,28 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _internal)
+
+
+async def hidden_project(request: Request) -> CoordinatorError | None:
+    """A malformed request to a project route is refused as the route's work would be when
+    the caller may not reach the project (401, or 404 as if it did not exist), so the shape
+    of a refusal never tells a project's existence."""
+    project_id = project_of(request)
+    if project_id is None:
+        return None
+    rt = runtime_of(request)
+    creds, origin = presented(request), rt.settings.public_origin
+
+    def check(tx: Tx) -> None:
+        authenticate(
+            tx.conn, creds, tx.now, write=False, public_origin=origin, project_id=project_id
+        )
+
+    try:
+        await run_in_threadpool(rt.executor.read, check)
+    except CoordinatorError as err:
+        return err
+    return None
 
 
 def validation_error(exc: RequestValidationError) -> CoordinatorError:

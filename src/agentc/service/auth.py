@@ -21,8 +21,11 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole
+from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
+from agentc.service.work.refusals import project_not_found
+from agentc.store import grants
 from agentc.store.accounts import AgentSession, browser_by_token, credential_by_token
+from agentc.store.projects import Project, all_projects
 from agentc.store.sql import fetch_row
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
@@ -179,6 +182,11 @@ class Actor:
     def is_human(self) -> bool:
         return self.kind == PrincipalKind.HUMAN
 
+    @property
+    def has_every_project(self) -> bool:
+        """Admins reach every project; everyone else only the projects granted to them."""
+        return self.is_human and self.role == PrincipalRole.ADMIN
+
 
 def unauthenticated(message: str = "authentication required") -> CoordinatorError:
     return CoordinatorError(
@@ -220,14 +228,45 @@ def authenticate(
     write: bool,
     public_origin: str,
     lone_proof: bool = False,
+    project_id: str | None = None,
 ) -> Actor:
+    """Who is calling, checked for what the request is: a write (read-only credentials make
+    none) and, when the route names a project (its `{project_id}`), that project. Every API
+    read and mutation and every console page and form comes through here, so this is the one
+    place project scoping is enforced."""
     if p.duplicated or (p.bearer and p.cookie):
         raise unauthenticated("send exactly one credential (a bearer token or a browser cookie)")
     if p.bearer:
-        return _agent(conn, p, now, lone_proof)
-    if p.cookie:
-        return _browser(conn, p, now, write=write, public_origin=public_origin)
-    raise unauthenticated()
+        actor = _agent(conn, p, now, lone_proof)
+    elif p.cookie:
+        actor = _browser(conn, p, now, write=write, public_origin=public_origin)
+    else:
+        raise unauthenticated()
+    if write and actor.access == Access.READ:
+        raise denied("this credential has read access only")
+    if project_id is not None:
+        require_project(conn, actor, project_id, write=write)
+    return actor
+
+
+def require_project(conn: Connection, actor: Actor, project_id: str, *, write: bool) -> None:
+    """The caller must be granted the project (admins have every project). A project the
+    caller is not granted is answered exactly as one that does not exist (404), so its id
+    leaks nothing; a viewer may read the project but not change it."""
+    if actor.has_every_project:
+        return
+    role = grants.role_in(conn, actor.principal_id, project_id)
+    if role is None:
+        raise project_not_found(project_id)
+    if write and role == ProjectRole.VIEWER:
+        raise denied(f"your role in project {project_id} is viewer (read only)")
+
+
+def visible_projects(conn: Connection, actor: Actor) -> list[Project]:
+    """The projects the caller may see: every project for an admin, else its grants."""
+    if actor.has_every_project:
+        return all_projects(conn)
+    return grants.projects_of(conn, actor.principal_id)
 
 
 def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -> Actor:

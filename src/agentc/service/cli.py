@@ -207,23 +207,29 @@ def init_admin(ctx: click.Context, username: str, password_stdin: bool) -> None:
     type=click.Choice(["interactive", "supervised", "integrator"]),
 )
 @click.option("--access", default="write", show_default=True, type=click.Choice(["write", "read"]))
+@click.option(
+    "--project",
+    "projects",
+    multiple=True,
+    help="A project (id or name) to grant the agent; repeat for more. An agent reaches only "
+    "the projects granted to it.",
+)
 @click.pass_context
-def issue_credential(ctx: click.Context, agent: str, credential_class: str, access: str) -> None:
+def issue_credential(
+    ctx: click.Context, agent: str, credential_class: str, access: str, projects: tuple[str, ...]
+) -> None:
     """Issue an agent token from the host (printed once on standard output)."""
-    from agentc.service.work.accounts import issue_agent_credential
-
     settings = _settings(ctx)
     if not 1 <= len(agent) <= 100 or any(c.isspace() for c in agent):
         _fail("--agent: 1-100 characters without spaces")
 
     def run() -> None:
         with _database(settings, create=False) as ex:
-            data = ex.write(
-                lambda tx: _issue(tx, issue_agent_credential, agent, credential_class, access)
-            )
+            data = ex.write(lambda tx: _issue(tx, agent, credential_class, access, projects))
+        granted = ", ".join(data["projects"]) or "none yet (grant them as an admin)"
         click.echo(
             f"issued {credential_class}/{access} credential {data['credential_id']} "
-            f"for agent {agent}; the token is shown once:",
+            f"for agent {agent} (projects: {granted}); the token is shown once:",
             err=True,
         )
         click.echo(data["token"])
@@ -274,10 +280,21 @@ def designate_digest_sender(
     _guard(run)
 
 
-def _issue(tx: Any, fn: Any, agent: str, credential_class: str, access: str) -> Any:
+def _issue(
+    tx: Any, agent: str, credential_class: str, access: str, projects: tuple[str, ...]
+) -> Any:
+    from agentc.service.work.accounts import issue_agent_credential
     from agentc.store.audit import write_event
+    from agentc.store.projects import Project, project_id_named
+    from agentc.store.sql import fetch_row
 
-    data = fn(tx.conn, tx.now, agent, credential_class, access, None)
+    ids = []
+    for given in projects:
+        found = given if fetch_row(tx.conn, Project, given) else project_id_named(tx.conn, given)
+        if found is None:
+            raise ConfigError(f"--project: no project with the id or name {given!r}")
+        ids.append(found)
+    data = issue_agent_credential(tx.conn, tx.now, agent, credential_class, access, None, ids)
     write_event(
         tx.conn,
         tx.now,
@@ -374,7 +391,7 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
                 click.echo(f"  admin user: admin, password in {secret_file} (mode 0600)")
             click.echo(
                 f"  issue an agent token: {Path(sys.argv[0]).absolute()} --database "
-                f"{settings.database} issue-credential --agent NAME"
+                f"{settings.database} issue-credential --agent NAME --project PROJECT"
             )
             sys.stdout.flush()
 

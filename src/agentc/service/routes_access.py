@@ -37,11 +37,16 @@ from agentc.service.auth import (
     csrf_token,
     hash_password,
     new_secret,
+    require_admin,
     verifier,
     verify_password,
+    visible_projects,
 )
-from agentc.service.schemas import AgentIn, LoginIn, Name, SessionIn
+from agentc.service.schemas import AgentIn, GrantIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts
+from agentc.service.work import grants as project_grants
+from agentc.service.work.refusals import not_found
+from agentc.store import grants
 from agentc.store.accounts import BrowserSession, Principal, end_browser_session, principal_by_name
 from agentc.store.sql import fetch_row, insert
 from agentc.store.tx import Tx
@@ -89,8 +94,9 @@ async def auth_help(request: Request) -> Response:
     rt = runtime_of(request)
     data = {
         "agents": "Send Authorization: Bearer <token>. An operator issues a token with "
-        "`agent-coordinator-server issue-credential --agent NAME` or as an admin "
-        "through POST /api/v1/admin/agents. Open a session with POST /api/v1/sessions, "
+        "`agent-coordinator-server issue-credential --agent NAME --project PROJECT` or as an "
+        "admin through POST /api/v1/admin/agents; an agent reaches only the projects granted "
+        "to it. Open a session with POST /api/v1/sessions, "
         "sending a proof you made (32 random bytes, hex) alone in X-Coordinator-Session-Proof "
         "so a lost answer can be replayed with the same Idempotency-Key, "
         "and send X-Coordinator-Session and X-Coordinator-Session-Proof afterwards.",
@@ -257,7 +263,7 @@ async def me_password(request: Request, body: PasswordIn) -> Response:
 
 @router.get("/api/v1/me", tags=["access"])
 async def me(request: Request) -> Response:
-    def fn(_tx: Tx, actor: Actor) -> JsonObject:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
         data: JsonObject = {
             "actor": {
                 "id": actor.principal_id,
@@ -267,7 +273,15 @@ async def me(request: Request) -> Response:
                 "credential_class": actor.credential_class,
                 "access": actor.access,
                 "session_id": actor.session_id,
-            }
+            },
+            # Admins reach every project; everyone else the projects granted to them.
+            "all_projects": actor.has_every_project,
+            "projects": []
+            if actor.has_every_project
+            else [
+                {"project_id": g.project_id, "role": g.role}
+                for g in grants.grants_of(tx.conn, actor.principal_id)
+            ],
         }
         cookie = browser_cookie(request.cookies, runtime_of(request).settings.https)
         if actor.is_human and cookie:
@@ -296,10 +310,12 @@ async def open_session(request: Request, body: SessionIn) -> Response:
 async def get_session(request: Request, session_id: str) -> Response:
     def fn(tx: Tx, actor: Actor) -> JsonObject:
         if not actor.is_human and actor.session_id != session_id:
-            raise CoordinatorError(
-                "operation_not_permitted", "an agent may read only its own session", status=403
-            )
-        return accounts.session_view(tx.conn, session_id, tx.now)
+            raise not_found("session", session_id)  # an agent sees only its own session
+        view = accounts.session_view(tx.conn, session_id, tx.now)
+        if actor.is_human and not actor.has_every_project:
+            seen = {p.id for p in visible_projects(tx.conn, actor)}
+            view["held_attempts"] = [a for a in view["held_attempts"] if a["project_id"] in seen]
+        return view
 
     return await read(request, fn)
 
@@ -323,6 +339,31 @@ async def admin_disable(request: Request, principal_id: str) -> Response:
 async def admin_enable(request: Request, principal_id: str) -> Response:
     return await mutate(
         request, None, lambda op, _b: accounts.set_disabled(op, principal_id, False)
+    )
+
+
+@router.get("/api/v1/admin/principals/{principal_id}/projects", tags=["access"])
+async def admin_grants(request: Request, principal_id: str) -> Response:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        require_admin(actor, "read grants")
+        return project_grants.grants_view(tx.conn, principal_id)
+
+    return await read(request, fn)
+
+
+@router.post("/api/v1/admin/principals/{principal_id}/projects", tags=["access"], status_code=201)
+async def admin_grant(request: Request, principal_id: str, body: GrantIn) -> Response:
+    return await mutate(
+        request, body, lambda op, b: project_grants.grant_project(op, principal_id, b)
+    )
+
+
+@router.post(
+    "/api/v1/admin/principals/{principal_id}/projects/{project_id}/revoke", tags=["access"]
+)
+async def admin_revoke_grant(request: Request, principal_id: str, project_id: str) -> Response:
+    return await mutate(
+        request, None, lambda op, _b: project_grants.revoke_project(op, principal_id, project_id)
     )
 
 

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from agentc.core.model import Role, TelemetryStream
 from agentc.core.rules import rfc3339
 from agentc.service.api import B, JsonObject, Op, Result, mutate, read, runtime_of
-from agentc.service.auth import Actor
+from agentc.service.auth import Actor, visible_projects
 from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
@@ -52,7 +52,6 @@ from agentc.service.work.views import (
     workflow_view,
 )
 from agentc.store.audit import events_after
-from agentc.store.projects import all_projects
 from agentc.store.tasks import Task
 from agentc.store.tx import Tx
 
@@ -85,8 +84,9 @@ async def _read_task(
 
 @router.get("", tags=["projects"])
 async def list_projects(request: Request) -> Response:
-    def fn(tx: Tx, _actor: Actor) -> JsonObject:
-        return {"items": [project_view(r) for r in all_projects(tx.conn)], "next_cursor": None}
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        items = [project_view(r) for r in visible_projects(tx.conn, actor)]
+        return {"items": items, "next_cursor": None}
 
     return await read(request, fn)
 

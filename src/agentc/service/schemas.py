@@ -54,6 +54,16 @@ class AgentIn(Body):
     name: Name
     credential_class: ByValue[m.CredentialClass] = m.CredentialClass.INTERACTIVE
     access: ByValue[m.Access] = m.Access.WRITE
+    # Granted to the agent (its principal) in the same transaction as the credential.
+    projects: Annotated[list[Id], Field(max_length=100)] = []
+
+
+class GrantIn(Body):
+    """Grant a principal a project; the role defaults to the principal's kind (agent for
+    agents, operator for people)."""
+
+    project_id: Id
+    role: ByValue[m.ProjectRole] | None = None
 
 
 class SessionIn(Body):

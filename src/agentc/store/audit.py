@@ -38,6 +38,7 @@ class Receipt(NamedTuple):
     status: int
     body: str | None  # None once compacted after the retention period
     created_at: int
+    credential_id: str | None  # the agent credential that wrote it (None: a person, or older)
 
 
 @table("telemetry_rows", key=None)

@@ -39,6 +39,10 @@ def all_projects(conn: Connection) -> list[Project]:
     return fetch_all(conn, _BY_NAME, Project)
 
 
+def project_id_named(conn: Connection, name: str) -> str | None:
+    return fetch_one(conn, _NAME_TAKEN, str, name=name)
+
+
 def project_name_taken(conn: Connection, name: str) -> bool:
     return fetch_exists(conn, _NAME_TAKEN, name=name)
 

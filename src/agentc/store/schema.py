@@ -51,6 +51,19 @@ credentials = Table(
     Column("revoked_at", Ms),
 )
 
+# The projects a principal may reach, with its role in each (admins need none: they have every
+# project). The one check is agentc.service.auth.require_project.
+project_grants = Table(
+    "project_grants",
+    metadata,
+    Column("principal_id", Id, ForeignKey("principals.id"), primary_key=True),
+    Column("project_id", Id, ForeignKey("projects.id"), primary_key=True),
+    Column("role", String(16), nullable=False),  # operator | viewer | agent
+    Column("granted_by", Id),
+    Column("created_at", Ms, nullable=False),
+    Index("ix_project_grants_project", "project_id"),
+)
+
 browser_sessions = Table(
     "browser_sessions",
     metadata,
@@ -275,6 +288,9 @@ receipts = Table(
     Column("status", Integer, nullable=False),
     Column("body", Text),  # null once compacted after the retention period
     Column("created_at", Ms, nullable=False, index=True),
+    # The agent credential that made the write (null for people and for receipts written
+    # before 0004): only that credential may replay it.
+    Column("credential_id", Id),
 )
 
 telemetry_rows = Table(

@@ -184,7 +184,12 @@ def after_server(
             },
         )
         for role, (klass, access) in PRINCIPALS.items():
-            body = {"name": f"up-{role}", "credential_class": klass, "access": access}
+            body = {
+                "name": f"up-{role}",
+                "credential_class": klass,
+                "access": access,
+                "projects": [str(project["id"])],
+            }
             issued = _post(admin, "/api/v1/admin/agents", body)
             write_credential(layout.credential(role), origin, str(issued["token"]))
     return {

@@ -61,7 +61,7 @@ def seed(live: LiveServer) -> tuple[str, str]:
         headers={"Idempotency-Key": "seed-policy"},
     )
     admin.close()
-    with Agent(live, "claude-worker") as agent:
+    with Agent(live, pid, "claude-worker") as agent:
         _work(agent, pid, ids)
     _telemetry(live, pid, ids)
     live.cli("designate-digest-sender", "--project", pid, "--agent", "claude-worker")

@@ -40,7 +40,7 @@ def test_a_task_from_creation_to_approval(page: Page, server: LiveServer) -> Non
     task_id = page.url.rsplit("/", 1)[1]
 
     # An agent claims it through the API: the open page follows without a reload.
-    with Agent(server) as agent:
+    with Agent(server, project_id) as agent:
         task = agent.client.get(f"/api/v1/projects/{project_id}/tasks/{task_id}").json()["data"]
         claimed = agent.post(
             f"/api/v1/projects/{project_id}/claims",

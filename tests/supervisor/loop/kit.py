@@ -192,14 +192,17 @@ def make_loop_kit(
     admin: httpx.Client,
     agent: str,
     user: str | None = None,
+    policy: dict[str, Any] | None = None,
     **top: Any,
 ) -> LoopKit:
-    """A loop kit; with ``user``, everything the loop reads or writes belongs to that account
-    (the state tree, the credentials, the origin) and the loop runs as it."""
+    """A loop kit on a new project (with the given policy) its credential is granted; with
+    ``user``, everything the loop reads or writes belongs to that account (the state tree, the
+    credentials, the origin) and the loop runs as it."""
     kit = make_kit(root / "kit", user=user)
-    project = admin_project(admin)
+    project = admin_project(admin, **(policy or {}))
     origin, clone = make_clone(root / "repo")
-    token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}")
+    # The loop reports its launches' cost rows after they end: a supervised credential.
+    token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}", project, "supervised")
     write_credentials(kit.state / "impl/coordinator", live.url, token)
     if user is not None:
         os.chmod(root, 0o755)  # noqa: S103 - the account must reach its kit

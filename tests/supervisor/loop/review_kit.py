@@ -86,9 +86,8 @@ def make_review_kit(
     ``command:`` reviewer in ``mode`` (None: none); implementer claims are held off by the
     implementer's daily cap (a ledger row), so a task sent back stays ready."""
     loop = make_loop_kit(root, live, admin, SUBMITTING_AGENT, user=user, **top)
-    creds = write_credentials(
-        loop.state / "rev/coordinator", live.url, issue_token(admin, f"rev-{uuid.uuid4().hex[:6]}")
-    )
+    reviewer = issue_token(admin, f"rev-{uuid.uuid4().hex[:6]}", loop.project, "supervised")
+    creds = write_credentials(loop.state / "rev/coordinator", live.url, reviewer)
     subprocess.run(["chown", "-R", f"{user}:{user}", str(creds.parent)], check=True)
     spend(loop, "impl", 1000.0)
     if mode is not None:
@@ -115,7 +114,9 @@ def submit(
     assert loop.clone is not None
     name = f"w-{uuid.uuid4().hex[:6]}"
     root = loop.state.parent.parent / name
-    worker = workspace(root, loop.live.url, loop.project, issue_token(loop.admin, name), loop.clone)
+    worker = workspace(
+        root, loop.live.url, loop.project, issue_token(loop.admin, name, loop.project), loop.clone
+    )
     worker.env = safe_git(root)
     worker.ok("connect", "--harness", "test-harness")
     task = loop.task()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.client.kit import DroppingProxy, admin_project
+from tests.client.kit import DroppingProxy
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
 
@@ -202,9 +202,13 @@ def test_renewals_back_off_while_the_coordinator_is_down_and_resume(
     proxy = DroppingProxy(int(server.url.rsplit(":", 1)[1]))
     try:
         loop = make_loop_kit(
-            short_tmp, server, admin, WAITING_AGENT, coordinator_listen=proxy.url[7:]
+            short_tmp,
+            server,
+            admin,
+            WAITING_AGENT,
+            policy={"lease_seconds": 30},  # renew every 10 s
+            coordinator_listen=proxy.url[7:],
         )
-        loop.project = admin_project(admin, lease_seconds=30)  # renew every 10 s
         loop.binding_url = proxy.url
         loop.write_config()
         creds = loop.state / "impl/coordinator/credentials.toml"

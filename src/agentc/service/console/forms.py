@@ -19,7 +19,16 @@ from starlette.responses import RedirectResponse, Response
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
 from agentc.core.rules import check_idempotency_key
-from agentc.service.api import JsonObject, Op, Result, mutation, presented, runtime_of
+from agentc.service.api import (
+    JsonObject,
+    Op,
+    Result,
+    hidden_project,
+    mutation,
+    presented,
+    project_of,
+    runtime_of,
+)
 from agentc.service.auth import hash_password
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
@@ -32,8 +41,16 @@ from agentc.service.routes_access import (
     sign_in,
     sign_out,
 )
-from agentc.service.schemas import AgentIn, PolicyIn, ProjectIn, ReviewIn, TaskEditIn, TaskIn
-from agentc.service.work import accounts, projects, reviews, tasks
+from agentc.service.schemas import (
+    AgentIn,
+    GrantIn,
+    PolicyIn,
+    ProjectIn,
+    ReviewIn,
+    TaskEditIn,
+    TaskIn,
+)
+from agentc.service.work import accounts, grants, projects, reviews, tasks
 
 Fn = Callable[[Op, Any], Result]
 
@@ -46,7 +63,7 @@ async def run_write(request: Request, form: FormData, body: BaseModel | None, fn
         raise CoordinatorError("authentication_required", "sign in first", status=401)
     key = check_idempotency_key(_field(form, "idempotency_key") or None)
     operation = f"{request.method} {request.url.path}"
-    work = mutation(rt, creds, operation, key, body, fn)
+    work = mutation(rt, creds, operation, key, body, fn, project_id=project_of(request))
     _status, out, _replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
     data: JsonObject = json.loads(out)["data"]
     return data
@@ -69,7 +86,11 @@ def _model(make: Callable[[], BaseModel]) -> BaseModel:
 
 
 async def _guarded(request: Request, handle: Callable[[FormData], Any]) -> Response:
-    """Run a form's handler; a refusal becomes a page that says what and why."""
+    """Run a form's handler; a refusal becomes a page that says what and why. A form about a
+    project the person may not reach is refused before the form is read, as the API does."""
+    hidden = await hidden_project(request)
+    if hidden is not None:
+        return problem(hidden)
     try:
         form = await request.form()
         response: Response = await handle(form)
@@ -249,6 +270,7 @@ async def issue_form(request: Request) -> Response:
                     "name": _field(form, "name"),
                     "credential_class": _field(form, "credential_class") or "interactive",
                     "access": _field(form, "access") or "write",
+                    "projects": [p for p in form.getlist("projects") if isinstance(p, str)],
                 }
             )
         )
@@ -272,6 +294,28 @@ async def rotate_form(request: Request, credential_id: str) -> Response:
 async def revoke_form(request: Request, credential_id: str) -> Response:
     async def handle(form: FormData) -> Response:
         fn: Fn = lambda op, _b: accounts.revoke_credential(op, credential_id)  # noqa: E731
+        await run_write(request, form, None, fn)
+        return _go("/console/access")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/principals/{principal_id}/projects/grant")
+async def grant_form(request: Request, principal_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fields = {"project_id": _field(form, "project_id"), "role": _field(form, "role") or None}
+        body = _model(lambda: GrantIn.model_validate(fields))
+        fn: Fn = lambda op, b: grants.grant_project(op, principal_id, b)  # noqa: E731
+        await run_write(request, form, body, fn)
+        return _go("/console/access")
+
+    return await _guarded(request, handle)
+
+
+@router.post("/console/access/principals/{principal_id}/projects/{project_id}/revoke")
+async def revoke_grant_form(request: Request, principal_id: str, project_id: str) -> Response:
+    async def handle(form: FormData) -> Response:
+        fn: Fn = lambda op, _b: grants.revoke_project(op, principal_id, project_id)  # noqa: E731
         await run_write(request, form, None, fn)
         return _go("/console/access")
 

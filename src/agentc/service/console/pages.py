@@ -9,12 +9,14 @@ from starlette.responses import RedirectResponse, Response
 
 from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
+from agentc.service.auth import visible_projects
 from agentc.service.console.render import HERE, Viewer, html, page, router
 from agentc.service.work import tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
 from agentc.store.accounts import all_credentials, all_principals, live_browser_sessions
 from agentc.store.audit import events_after
+from agentc.store.grants import all_grants
 from agentc.store.projects import all_projects
 from agentc.store.tx import Tx
 
@@ -58,8 +60,9 @@ def _local(path: str) -> str:
 
 @router.get("/console/projects")
 async def projects_page(request: Request) -> Response:
-    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
-        return "projects.html", {"projects": [project_view(p) for p in all_projects(tx.conn)]}
+    def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
+        shown = visible_projects(tx.conn, v.actor)
+        return "projects.html", {"projects": [project_view(p) for p in shown]}
 
     return await page(request, build)
 
@@ -142,9 +145,12 @@ async def access_page(request: Request) -> Response:
     def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
         return "access.html", {
             "principals": all_principals(tx.conn),
-            "credentials": all_credentials(tx.conn),
             "sessions": live_browser_sessions(tx.conn, tx.now),
             "session_list": _sessions(tx, v) if v.is_admin else [],
+            # Credentials and who reaches which project are for admins, who manage them.
+            "credentials": all_credentials(tx.conn) if v.is_admin else [],
+            "grants": all_grants(tx.conn) if v.is_admin else {},
+            "projects": all_projects(tx.conn) if v.is_admin else [],
         }
 
     return await page(request, build)

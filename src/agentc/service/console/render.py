@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import WorkStatus
-from agentc.service.api import new_id, presented, runtime_of
+from agentc.service.api import new_id, presented, project_of, runtime_of
 from agentc.service.auth import Actor, authenticate, csrf_token, verifier
 from agentc.store.tx import Tx
 
@@ -53,13 +53,18 @@ def html(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
 
 
 def viewer_of(tx: Tx, request: Request) -> Viewer | None:
-    """The signed-in person, or None (no cookie, a bearer token, or a dead session)."""
+    """The signed-in person, or None (no cookie, a bearer token, or a dead session). A page
+    about a project the person is not granted is refused (404) as the API refuses it."""
     creds = presented(request)
     if creds.cookie is None or creds.bearer is not None:
         return None
     try:
-        actor = authenticate(tx.conn, creds, tx.now, write=False, public_origin="")
-    except CoordinatorError:
+        actor = authenticate(
+            tx.conn, creds, tx.now, write=False, public_origin="", project_id=project_of(request)
+        )
+    except CoordinatorError as err:
+        if err.status != 401:
+            raise
         return None
     if not actor.is_human:
         return None

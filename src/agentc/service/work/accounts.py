@@ -19,8 +19,10 @@ from agentc.service.auth import (
     verifier,
 )
 from agentc.service.schemas import AgentIn, SessionIn
-from agentc.service.work.refusals import conflict, missing
+from agentc.service.work import grants
+from agentc.service.work.refusals import conflict, missing, not_found
 from agentc.store import accounts, leases
+from agentc.store import grants as grant_rows
 from agentc.store.accounts import AgentSession, BrowserSession, Credential, Principal
 from agentc.store.audit import write_event
 from agentc.store.sql import fetch_row, insert
@@ -59,17 +61,22 @@ def issue_agent_credential(
     credential_class: str,
     access: str,
     issued_by: str | None,
+    projects: list[str] | None = None,
 ) -> JsonObject:
     """An agent principal (created on first use) and a new credential; the token is returned
-    once and only its verifier is stored."""
+    once and only its verifier is stored. The agent is granted the given projects (ids) in
+    the same transaction; the answer lists every project it is granted."""
     agent = accounts.principal_by_name(conn, name)
     if agent is not None and agent.kind != PrincipalKind.AGENT:
         raise conflict("record_conflict", f"{name} is a human account, not an agent")
     if agent is None:
         pid = _add_principal(conn, now, name, PrincipalKind.AGENT, PrincipalRole.AGENT, None)
-    else:
-        pid = agent.id
-    return _new_credential(conn, now, pid, name, credential_class, access, issued_by)
+        agent = fetch_row(conn, Principal, pid)
+        assert agent is not None
+    grants.grant_all(conn, now, agent, projects or [], issued_by)
+    data = _new_credential(conn, now, agent.id, name, credential_class, access, issued_by)
+    data["projects"] = [g.project_id for g in grant_rows.grants_of(conn, agent.id)]
+    return data
 
 
 def _new_credential(
@@ -110,7 +117,13 @@ def _new_credential(
 def admin_issue(op: Op, body: AgentIn) -> Result:
     require_admin(op.actor, "issue agent credentials")
     data = issue_agent_credential(
-        op.conn, op.now, body.name, body.credential_class, body.access, op.actor.principal_id
+        op.conn,
+        op.now,
+        body.name,
+        body.credential_class,
+        body.access,
+        op.actor.principal_id,
+        body.projects,
     )
     _issued(op, data["credential_id"], body.name, body.credential_class, body.access)
     return Result(data, status=201, secret_fields=("token",))
@@ -193,7 +206,7 @@ def _name_of(conn: Connection, principal_id: str) -> str:
 
 def close_session(op: Op, session_id: str) -> Result:
     if op.actor.session_id != session_id:
-        raise denied("an agent may close only its own session")
+        raise not_found("session", session_id)  # an agent sees only its own session
     accounts.close_session(op.conn, session_id, op.now)
     op.event("agent_session_closed", None, session_id)
     return Result(session_view(op.conn, session_id, op.now))

@@ -8,11 +8,13 @@ from typing import TypeVar
 from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import require_admin, require_human
 from agentc.service.schemas import PolicyIn, ProjectIn
+from agentc.service.work import grants
 from agentc.service.work.refusals import conflict, invalid
 from agentc.service.work.views import project_row, project_view
 from agentc.store import projects
+from agentc.store.accounts import Principal
 from agentc.store.projects import Project
-from agentc.store.sql import insert
+from agentc.store.sql import fetch_row, insert
 
 T = TypeVar("T")
 
@@ -40,6 +42,10 @@ def create_project(op: Op, body: ProjectIn) -> Result:
     )
     insert(op.conn, project)
     op.event("project.created", project.id, project.id, name=body.name)
+    if not op.actor.has_every_project:  # an operator reaches the project they made
+        creator = fetch_row(op.conn, Principal, op.actor.principal_id)
+        assert creator is not None
+        grants.grant(op.conn, op.now, creator, project.id, None, op.actor.principal_id)
     return Result(project_view(project), status=201)
 
 

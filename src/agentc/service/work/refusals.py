@@ -24,6 +24,17 @@ def not_found(what: str, ident: str) -> CoordinatorError:
     )
 
 
+def project_not_found(project_id: str) -> CoordinatorError:
+    """404 for a project that does not exist or that the caller is not granted: the same
+    answer either way, so a project's id says nothing to those outside it."""
+    return CoordinatorError(
+        "project_not_found",
+        f"no project {project_id}",
+        status=404,
+        details={"project_id": project_id},
+    )
+
+
 def missing(message: str) -> CoordinatorError:
     """404 without details (the message names the record)."""
     return CoordinatorError("record_not_found", message, status=404)

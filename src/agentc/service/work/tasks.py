@@ -12,9 +12,10 @@ from agentc.core.rules import find_cycle, iso_week_start_ms, rfc3339
 from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
-from agentc.service.work.refusals import conflict, invalid, missing
+from agentc.service.work.refusals import conflict, invalid, missing, project_not_found
 from agentc.service.work.views import project_row, task_row, task_view
 from agentc.store import tasks
+from agentc.store.projects import Project
 from agentc.store.sql import insert
 from agentc.store.tasks import Task, TaskChanges
 
@@ -85,7 +86,10 @@ def _admission(op: Op, project_id: str, body: TaskIn) -> JsonObject:
 
 def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
     require_write(op.actor)
-    project_row(op.conn, project_id)
+    # The project row is locked before the weekly budget is counted, so concurrent creates in
+    # one project count one after another (PostgreSQL; SQLite has a single writer).
+    if op.tx.lock(Project, project_id) is None:
+        raise project_not_found(project_id)
     task_id = new_id()
     _check_dependencies(op.conn, project_id, task_id, body.depends_on)
     admission = _admission(op, project_id, body)

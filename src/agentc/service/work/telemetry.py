@@ -3,15 +3,19 @@
 Each row is identified by the SHA-256 of its canonical JSON and stored once per project and
 host however often it arrives, so a host may resend everything it is unsure of. A cost row
 that names an attempt must carry that attempt's generation (its fencing token): a row claiming
-a generation the attempt never had is rejected.
+a generation the attempt never had is rejected. Only the attempt's own agent may report what it
+cost (`may_report`): its session while the attempt is active, or, in any state (a launch
+reports after it ended, and a launch that submitted still cost money), a supervised-class
+credential of the attempt's principal: the supervisor loop's. Any other caller's row naming the
+attempt is rejected.
 """
 
 from __future__ import annotations
 
-from agentc.core.model import Access, TelemetryStream
+from agentc.core.model import Access, AttemptState, CredentialClass, TelemetryStream
 from agentc.core.rules import canonical_json, sha256_hex
 from agentc.service.api import JsonObject, Op, Result
-from agentc.service.auth import denied
+from agentc.service.auth import Actor, denied
 from agentc.service.schemas import TelemetryIn
 from agentc.service.work.views import project_row
 from agentc.store import audit
@@ -40,7 +44,21 @@ def _cost_problem(op: Op, project_id: str, row: dict[str, object]) -> str | None
             return "attempt_id: no such attempt in this project"
         if row.get("generation") != att.generation:
             return "generation: does not match the attempt's generation"
+        if not may_report(op.actor, att):
+            return (
+                "attempt_id: only the attempt's own session while it is active, or a "
+                "supervised credential of its agent, may report its cost"
+            )
     return None
+
+
+def may_report(actor: Actor, att: Attempt) -> bool:
+    """Whether the caller may report a cost row for the attempt (see the module's doc)."""
+    if actor.principal_id != att.owner_id:
+        return False
+    if actor.credential_class == CredentialClass.SUPERVISED:
+        return True
+    return actor.session_id == att.session_id and att.state == AttemptState.ACTIVE
 
 
 def _canary_problem(row: dict[str, object]) -> str | None:

@@ -7,12 +7,11 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.errors import CoordinatorError
 from agentc.core.model import ActivityKind, AttemptState, Lifecycle
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import JsonObject
-from agentc.service.work.refusals import not_found
+from agentc.service.work.refusals import not_found, project_not_found
 from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
@@ -24,12 +23,7 @@ from agentc.store.workflow import Activity, ReviewDecision, Submission
 def project_row(conn: Connection, project_id: str) -> Project:
     row = fetch_row(conn, Project, project_id)
     if row is None:
-        raise CoordinatorError(
-            "project_not_found",
-            f"no project {project_id}",
-            status=404,
-            details={"project_id": project_id},
-        )
+        raise project_not_found(project_id)
     return row
 
 
