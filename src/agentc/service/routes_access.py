@@ -40,13 +40,14 @@ from agentc.service.auth import (
     verifier,
     verify_password,
 )
+from agentc.service.request import ApiRoute
 from agentc.service.schemas import AgentIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts
 from agentc.store.accounts import BrowserSession, Principal, end_browser_session, principal_by_name
 from agentc.store.sql import fetch_row, insert
 from agentc.store.tx import Tx
 
-router = APIRouter()
+router = APIRouter(route_class=ApiRoute)
 T = TypeVar("T")
 
 

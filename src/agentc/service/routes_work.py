@@ -10,10 +10,11 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.engine import Connection
 from starlette.responses import Response
 
-from agentc.core.model import Role, TelemetryStream
+from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
 from agentc.service.api import B, JsonObject, Op, Result, mutate, read
 from agentc.service.auth import Actor
+from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
@@ -47,9 +48,9 @@ from agentc.store.projects import all_projects
 from agentc.store.tasks import Task
 from agentc.store.tx import Tx
 
-router = APIRouter(prefix="/api/v1/projects")
+router = APIRouter(prefix="/api/v1/projects", route_class=ApiRoute)
 P = "/{project_id}"
-Limit = Annotated[int, Query(ge=1, le=200)]
+Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX)]
 
 
 def _on(
@@ -252,7 +253,7 @@ async def list_events(
     request: Request,
     project_id: str,
     limit: Limit = 100,
-    cursor: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    cursor: Annotated[int, Query(ge=0, le=COUNTER_MAX)] = 0,
 ) -> Response:
     def fn(tx: Tx, _actor: Actor) -> JsonObject:
         project_row(tx.conn, project_id)
