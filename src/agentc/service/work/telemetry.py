@@ -3,7 +3,9 @@
 Each row is identified by the SHA-256 of its canonical JSON and stored once per project and
 host however often it arrives, so a host may resend everything it is unsure of. A cost row
 that names an attempt must carry that attempt's generation (its fencing token): a row claiming
-a generation the attempt never had is rejected.
+a generation the attempt never had is rejected. Every number in a row has a range (the token
+counts, calls and dollars of a cost row their own, any other number +-2**53; docs/api.md): a
+row outside one is rejected with the field named, and the rest of the batch is kept.
 """
 
 from __future__ import annotations
