@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
+import pytest
+
+from agentc.core.model import CALLS_MAX, JSON_DEPTH_MAX, TOKENS_MAX, USD_MAX
+from agentc.store.sql import fetch_all
+from agentc.store.tx import Tx
 from tests.service.kit import Caller, Service, claim, submit_general
 
 
@@ -103,3 +109,93 @@ def test_canary_results_only_from_canary_agents(svc: Service) -> None:
     data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot", "projects": [pid]})
     canary = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
     assert canary.post(path, {"host": "h", "rows": [row]})["accepted"] == 1
+
+
+def _post_json_text(caller: Caller, path: str, text: str) -> tuple[int, dict[str, Any]]:
+    """POST text as it is (json.dumps would never write NaN or nest 900 deep by hand)."""
+    headers = {**caller.headers, "Idempotency-Key": str(uuid.uuid4())}
+    headers["Content-Type"] = "application/json"
+    caller.client.cookies.clear()
+    resp = caller.client.post(path, content=text.encode(), headers=headers)
+    return resp.status_code, resp.json()
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_refused_and_never_stored(svc: Service, number: str) -> None:
+    pid = svc.project()
+    host = svc.agent(credential_class="supervised", session=False)
+    path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
+    status, body = _post_json_text(host, path, _one_row_with("usd", number))
+    assert status == 400, body
+    assert body["error"]["code"] == "invalid_request"
+    assert number.lstrip("-") in body["error"]["message"]
+    assert _stored_rows(svc, pid) == []
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"input_tokens": 10**40}, "input_tokens"),
+        ({"output_tokens": TOKENS_MAX + 1}, "output_tokens"),
+        ({"cache_read_tokens": 1.5}, "cache_read_tokens"),
+        ({"calls": CALLS_MAX + 1}, "calls"),
+        ({"usd": USD_MAX + 0.5}, "usd"),
+        ({"usd": -0.01}, "usd"),
+        ({"occurred_at_ms": 2**60}, "occurred_at_ms"),
+        ({"extra": {"deep": [1, -(2**54)]}}, "extra.deep.1"),
+        ({"attempt_id": {"id": "x"}}, "attempt_id"),
+        ({"attempt_id": ["x"]}, "attempt_id"),
+        ({"attempt_id": "a\x00b"}, "attempt_id"),
+        ({"attempt_id": ""}, "attempt_id"),
+    ],
+)
+def test_cost_row_fields_out_of_range_or_of_the_wrong_type_are_rejected(
+    svc: Service, row: dict[str, Any], field: str
+) -> None:
+    pid = svc.project()
+    host = svc.agent(credential_class="supervised", session=False)
+    path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
+    good = {"session_id": "s", "input_tokens": TOKENS_MAX, "usd": USD_MAX, "calls": 3}
+    out = host.post(path, {"host": "h", "rows": [{**good, **row}, good]})
+    assert out["accepted"] == 1
+    assert [r["index"] for r in out["rejected"]] == [0]
+    assert out["rejected"][0]["problem"].startswith(field + ":")
+    assert [json.loads(t) for t in _stored_rows(svc, pid)] == [good]
+
+
+def test_canary_numbers_have_a_range(svc: Service) -> None:
+    pid = svc.project()
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})
+    canary = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
+    path = f"/api/v1/projects/{pid}/telemetry/canary-results"
+    row = {"harness": "claude", "outcome": "pass", "duration_ms": 2**53 + 1}
+    out = canary.post(path, {"host": "h", "rows": [row]})
+    assert out["accepted"] == 0 and out["rejected"][0]["problem"].startswith("duration_ms:")
+
+
+def test_a_telemetry_body_nested_900_deep_is_400(svc: Service) -> None:
+    pid = svc.project()
+    host = svc.agent(credential_class="supervised", session=False)
+    path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
+    deep = "[" * 900 + "]" * 900
+    status, body = _post_json_text(host, path, _one_row_with("x", deep))
+    assert status == 400, body
+    assert body["error"]["code"] == "invalid_request"
+    assert (
+        body["error"]["message"] == f"body: nested deeper than {JSON_DEPTH_MAX} arrays and objects"
+    )
+    ok = "[" * (JSON_DEPTH_MAX - 4) + "]" * (JSON_DEPTH_MAX - 4)
+    status, body = _post_json_text(host, path, _one_row_with("x", ok))
+    assert status == 200 and body["data"]["accepted"] == 1
+
+
+def _one_row_with(field: str, json_text: str) -> str:
+    return '{"host": "h", "rows": [{"session_id": "s", "' + field + '": ' + json_text + "}]}"
+
+
+def _stored_rows(svc: Service, project_id: str) -> list[str]:
+    def rows(tx: Tx) -> list[str]:
+        sql = "SELECT row_json FROM telemetry_rows WHERE project_id = :p"
+        return fetch_all(tx.conn, sql, str, p=project_id)
+
+    return svc.executor.read(rows)

@@ -124,6 +124,16 @@ DEPENDENCIES_MAX = 100
 AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
+# Every number a request may carry has a range (docs/api.md lists them all).
+ID_MAX = 128  # record ids: 1-128 visible ASCII characters
+COUNTER_MAX = 2**62  # revisions, generations, event cursors (stored as 64-bit integers)
+PAGE_LIMIT_MAX = 200
+EXIT_CODE_MIN, EXIT_CODE_MAX = -255, 255
+TOKENS_MAX = 10**12  # per cost row and token kind
+USD_MAX = 10**6  # per cost row
+CALLS_MAX = 10**9  # model calls per cost row
+ROW_NUMBER_MAX = 2**53  # any other number in a telemetry row (exact in every JSON reader)
+JSON_DEPTH_MAX = 32  # nesting of arrays and objects in a request body
 
 
 class PrincipalKind(StrEnum):

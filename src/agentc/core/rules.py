@@ -7,12 +7,17 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import ActivityKind, ReviewMode, TaskKind
+from agentc.core.model import COUNTER_MAX, ID_MAX, ActivityKind, ReviewMode, TaskKind
 
 _VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
+ID_PATTERN = rf"^[\x21-\x7e]{{1,{ID_MAX}}}$"
+"""A record id: 1-128 visible ASCII characters (the ids the service makes are UUIDs; an agent
+session's id is the agent's choice within these)."""
+_ID = re.compile(ID_PATTERN)
+_TASK_CURSOR = re.compile(r"(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
@@ -29,7 +34,7 @@ def check_idempotency_key(key: str | None) -> str:
             "every mutation needs an Idempotency-Key header (1-128 visible ASCII characters)",
             status=400,
         )
-    if not 1 <= len(key) <= 128 or not _VISIBLE_ASCII.match(key):
+    if not 1 <= len(key) <= 128 or not _VISIBLE_ASCII.fullmatch(key):
         raise CoordinatorError(
             "invalid_request",
             "Idempotency-Key must be 1-128 visible ASCII characters",
@@ -37,6 +42,37 @@ def check_idempotency_key(key: str | None) -> str:
             details={"field": "Idempotency-Key"},
         )
     return key
+
+
+def bad_request(field: str, problem: str) -> CoordinatorError:
+    """400: the request line (a path id, a query parameter) or a header is malformed."""
+    return CoordinatorError(
+        "invalid_request", f"{field}: {problem}", status=400, details={"field": field}
+    )
+
+
+def is_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def check_id(field: str, value: str) -> str:
+    """A record id from the request line, or 400 naming the field."""
+    if not is_id(value):
+        raise bad_request(field, f"not an id (1-{ID_MAX} visible ASCII characters)")
+    return value
+
+
+def task_cursor(created_at: int, task_id: str) -> str:
+    """The cursor of a task page: where the next page starts (after this task)."""
+    return f"{created_at}:{task_id}"
+
+
+def parse_task_cursor(text: str) -> tuple[int, str]:
+    """The (created_at, task id) a `task_cursor` holds, or 400 naming `cursor`."""
+    found = _TASK_CURSOR.fullmatch(text)
+    if found is None or int(found[1]) > COUNTER_MAX or not is_id(found[2]):
+        raise bad_request("cursor", "not a cursor this service issued")
+    return int(found[1]), found[2]
 
 
 def canonical_json(value: Any) -> str:

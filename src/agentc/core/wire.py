@@ -17,16 +17,21 @@ from typing import Annotated, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints
 
 from agentc.core import model as m
+from agentc.core.rules import ID_PATTERN
+
+NO_NUL = r"^[^\x00]*$"
+"""Text holds no NUL character (PostgreSQL's text cannot store one)."""
 
 
 def text(max_length: int, *, min_length: int = 0) -> StringConstraints:
-    """The constraint of a text field: at most `max_length` characters (at least `min_length`)."""
-    return StringConstraints(min_length=min_length or None, max_length=max_length)
+    """The constraint of a text field: at most `max_length` characters (at least `min_length`),
+    none of them NUL."""
+    return StringConstraints(min_length=min_length or None, max_length=max_length, pattern=NO_NUL)
 
 
-Id = Annotated[str, text(64, min_length=1)]
+Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Revisions and generations are counters the database stores as 64-bit integers.
-Counter = Annotated[int, Field(ge=0, le=2**62)]
+Counter = Annotated[int, Field(ge=0, le=m.COUNTER_MAX)]
 Revision = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 Summary = Annotated[str, text(8192, min_length=1)]
 Handoff = Annotated[str, text(16384)]

@@ -323,9 +323,13 @@ def install_error_handlers(app: FastAPI) -> None:
             CoordinatorError(code, str(exc.detail), status=exc.status_code), now=now(request)
         )
 
-    async def _internal(_request: Request, exc: Exception) -> Response:
+    async def _internal(request: Request, exc: Exception) -> Response:
+        # A database error's message holds its statement, never its parameters (the engine
+        # and agentc.store.sql hide them).
         log.error("internal error: %s", type(exc).__name__, exc_info=exc)
-        return error_response(CoordinatorError("internal_error", "internal error", status=500))
+        return error_response(
+            CoordinatorError("internal_error", "internal error", status=500), now=now(request)
+        )
 
     app.add_exception_handler(CoordinatorError, _coordinator)
     app.add_exception_handler(RequestValidationError, _validation)
@@ -355,15 +359,24 @@ async def hidden_project(request: Request) -> CoordinatorError | None:
     return None
 
 
+_REQUEST_LINE = ("path", "query", "header", "cookie")
+_LOCATIONS = ("body", *_REQUEST_LINE)
+
+
 def validation_error(exc: RequestValidationError) -> CoordinatorError:
+    """A body field's problem is 422 `invalid_input`; a body that is not acceptable JSON or a
+    bad path or query parameter is 400 `invalid_request`. The message starts with the field."""
     problems = []
     status = 422
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        where = ".".join(loc) or "body"
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in _REQUEST_LINE:
+            status = 400
+        where = ".".join(loc[1:] if loc and loc[0] in _LOCATIONS else loc) or "body"
         if err.get("type") == "json_invalid":
             status = 400
-            problems.append({"field": "body", "problem": "malformed JSON: " + err.get("msg", "")})
+            problem = str(err.get("ctx", {}).get("error") or "malformed JSON")
+            problems.append({"field": "body", "problem": problem})
             continue
         if err.get("type") == "extra_forbidden":
             problems.append({"field": where, "problem": "unknown field"})

@@ -42,6 +42,10 @@ SECURITY_HEADERS = [
 ]
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its body ended."""
+
+
 class Guard:
     """Before routing: refuse oversized bodies, answer 401 to private paths without any
     credential (authentication before existence), and add the security headers."""
@@ -60,16 +64,7 @@ class Guard:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self._reject(
-                scope,
-                receive,
-                send,
-                CoordinatorError(
-                    "payload_too_large",
-                    f"the request body is larger than {self.limit} bytes",
-                    status=413,
-                ),
-            )
+            await self._reject(scope, receive, send, self._too_large())
             return
         path: str = scope["path"]
         if (
@@ -81,27 +76,45 @@ class Guard:
 
             await self._reject(scope, receive, send, unauthenticated())
             return
-        seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise CoordinatorError(
-                        "payload_too_large",
-                        f"the request body is larger than {self.limit} bytes",
-                        status=413,
-                    )
-            return message
+        if b"transfer-encoding" in headers:
+            # A body of undeclared length (chunked) is read here, up to the limit, so one
+            # larger than the limit gets the same 413 as a declared one.
+            try:
+                body = await self._read_body(receive)
+            except _ClientGone:
+                return  # nobody to answer, and a partial body is no request
+            if body is None:
+                await self._reject(scope, receive, send, self._too_large())
+                return
+            receive = _replay(body, receive)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = list(message.get("headers", [])) + self.headers
             await send(message)
 
-        await self.app(scope, limited_receive, send_with_headers)
+        await self.app(scope, receive, send_with_headers)
+
+    def _too_large(self) -> CoordinatorError:
+        return CoordinatorError(
+            "payload_too_large", f"the request body is larger than {self.limit} bytes", status=413
+        )
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or None once it is larger than the limit."""
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise _ClientGone
+            chunk: bytes = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
     async def _reject(
         self, scope: Scope, receive: Receive, send: Send, err: CoordinatorError
@@ -112,6 +125,20 @@ class Guard:
             await send(message)
 
         await error_response(err)(scope, receive, send_with_headers)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives body as one message, then whatever receive gives (a disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
 
 
 def create_app(

@@ -42,6 +42,7 @@ from agentc.service.auth import (
     verify_password,
     visible_projects,
 )
+from agentc.service.request import ApiRoute
 from agentc.service.schemas import AgentIn, GrantIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts
 from agentc.service.work import grants as project_grants
@@ -51,7 +52,7 @@ from agentc.store.accounts import BrowserSession, Principal, end_browser_session
 from agentc.store.sql import fetch_row, insert
 from agentc.store.tx import Tx
 
-router = APIRouter()
+router = APIRouter(route_class=ApiRoute)
 T = TypeVar("T")
 
 

@@ -10,10 +10,11 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.engine import Connection
 from starlette.responses import Response
 
-from agentc.core.model import Role, TelemetryStream
+from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
 from agentc.service.api import B, JsonObject, Op, Result, mutate, read, runtime_of
 from agentc.service.auth import Actor, visible_projects
+from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
@@ -55,9 +56,9 @@ from agentc.store.audit import events_after
 from agentc.store.tasks import Task
 from agentc.store.tx import Tx
 
-router = APIRouter(prefix="/api/v1/projects")
+router = APIRouter(prefix="/api/v1/projects", route_class=ApiRoute)
 P = "/{project_id}"
-Limit = Annotated[int, Query(ge=1, le=200)]
+Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX)]
 
 
 def _on(
@@ -273,7 +274,7 @@ async def list_events(
     request: Request,
     project_id: str,
     limit: Limit = 100,
-    cursor: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    cursor: Annotated[int, Query(ge=0, le=COUNTER_MAX)] = 0,
 ) -> Response:
     def fn(tx: Tx, _actor: Actor) -> JsonObject:
         project_row(tx.conn, project_id)

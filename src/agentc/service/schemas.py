@@ -35,9 +35,9 @@ Reason = Annotated[str, text(4096, min_length=1)]
 Title = Annotated[str, text(300, min_length=1)]
 Description = Annotated[str, text(32768)]
 RepositoryUrl = Annotated[str, text(2048, min_length=1)]
-Branch = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s]+$")]
+Branch = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s\x00]+$")]
 TargetBranch = Annotated[
-    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s-][^\s]*$")
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s\x00-][^\s\x00]*$")
 ]
 LeaseSeconds = Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)]
 MaxAttemptSeconds = Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)]
@@ -186,7 +186,7 @@ class CheckRecord(Body):
 
     name: Label
     outcome: Literal["passed", "failed", "timed_out"]
-    exit_code: Annotated[int, Field(ge=-255, le=255)] | None = None
+    exit_code: Annotated[int, Field(ge=m.EXIT_CODE_MIN, le=m.EXIT_CODE_MAX)] | None = None
 
 
 LogTail = Annotated[str, text(16384)]

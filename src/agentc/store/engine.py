@@ -103,6 +103,7 @@ def open_engine(db: Database, *, create: bool = True, pool_size: int = 8) -> Eng
             pool_size=pool_size,
             max_overflow=0,
             connect_args={"check_same_thread": False, "timeout": 5.0},
+            hide_parameters=True,
         )
         _sqlite_connect_hooks(engine)
         return engine
@@ -112,6 +113,7 @@ def open_engine(db: Database, *, create: bool = True, pool_size: int = 8) -> Eng
         max_overflow=4,
         pool_pre_ping=False,
         connect_args={"connect_timeout": 5},
+        hide_parameters=True,
     )
 
 

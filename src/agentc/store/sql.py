@@ -32,13 +32,16 @@ def _for_psycopg(sql: str) -> str:
 def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
     """The DB-API cursor after running sql (DB-API cursors are untyped: Any). A driver error
     is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement
-    would raise it, so callers catch one kind whichever way a statement ran."""
+    would raise it, so callers catch one kind whichever way a statement ran. Its message never
+    shows the parameters (they may be credentials' digests or any input), like the engine's."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
     except conn.dialect.loaded_dbapi.Error as exc:
         base = conn.dialect.loaded_dbapi.Error
-        raise DBAPIError.instance(sql, dict(params), exc, base, dialect=conn.dialect) from exc
+        raise DBAPIError.instance(
+            sql, dict(params), exc, base, hide_parameters=True, dialect=conn.dialect
+        ) from exc
     return cursor
 
 

@@ -18,9 +18,10 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import WorkStatus
 from agentc.service.api import new_id, presented, project_of, runtime_of
 from agentc.service.auth import Actor, authenticate, csrf_token, verifier
+from agentc.service.request import ApiRoute
 from agentc.store.tx import Tx
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=ApiRoute)
 HERE = Path(__file__).parent
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),

@@ -8,7 +8,13 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import AdmissionClass, Lifecycle, Phase, PrincipalKind
-from agentc.core.rules import find_cycle, iso_week_start_ms, rfc3339
+from agentc.core.rules import (
+    find_cycle,
+    iso_week_start_ms,
+    parse_task_cursor,
+    rfc3339,
+    task_cursor,
+)
 from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
@@ -234,15 +240,10 @@ def list_tasks(
     conn: Connection, project_id: str, now: int, limit: int, cursor: str | None, status: str | None
 ) -> JsonObject:
     project_row(conn, project_id)
-    after = None
-    if cursor:
-        created_text, _, last_id = cursor.partition(":")
-        if not created_text.isdigit() or not last_id:
-            raise invalid("cursor", "not a cursor this service issued")
-        after = (int(created_text), last_id)
+    after = parse_task_cursor(cursor) if cursor else None
     rows = tasks.task_page(conn, project_id, after, limit + 1)
     items = [task_view(conn, r, now) for r in rows[:limit]]
     if status:
         items = [t for t in items if t["work_status"] == status]
     last = rows[limit - 1] if len(rows) > limit else None
-    return {"items": items, "next_cursor": f"{last.created_at}:{last.id}" if last else None}
+    return {"items": items, "next_cursor": task_cursor(last.created_at, last.id) if last else None}

@@ -7,13 +7,27 @@ a generation the attempt never had is rejected. Only the attempt's own agent may
 cost (`may_report`): its session while the attempt is active, or, in any state (a launch
 reports after it ended, and a launch that submitted still cost money), a supervised-class
 credential of the attempt's principal: the supervisor loop's. Any other caller's row naming the
-attempt is rejected.
+attempt is rejected. Every number in a row has a range (the token
+counts, calls and dollars of a cost row their own, any other number +-2**53; docs/api.md): a
+row outside one is rejected with the field named, and the rest of the batch is kept.
 """
 
 from __future__ import annotations
 
-from agentc.core.model import Access, AttemptState, CredentialClass, TelemetryStream
-from agentc.core.rules import canonical_json, sha256_hex
+from typing import TypeGuard
+
+from agentc.core.model import (
+    CALLS_MAX,
+    ID_MAX,
+    ROW_NUMBER_MAX,
+    TOKENS_MAX,
+    USD_MAX,
+    Access,
+    AttemptState,
+    CredentialClass,
+    TelemetryStream,
+)
+from agentc.core.rules import canonical_json, is_id, sha256_hex
 from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import Actor, denied
 from agentc.service.schemas import TelemetryIn
@@ -23,23 +37,53 @@ from agentc.store.audit import TelemetryRow
 from agentc.store.leases import Attempt
 from agentc.store.sql import fetch_row
 
-_COST_NUMBERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+_COST_COUNTS = {
+    "input_tokens": TOKENS_MAX,
+    "output_tokens": TOKENS_MAX,
+    "cache_read_tokens": TOKENS_MAX,
+    "cache_write_tokens": TOKENS_MAX,
+    "calls": CALLS_MAX,
+}
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_problem(row: dict[str, object]) -> str | None:
+    """Any number in a row (at any depth) is at most 2**53 in magnitude (the request body
+    parser has already refused NaN and the infinities)."""
+    stack: list[tuple[str, object]] = list(row.items())
+    while stack:
+        name, value = stack.pop()
+        if _is_number(value) and abs(value) > ROW_NUMBER_MAX:
+            return f"{name}: must be between -2**53 and 2**53"
+        if isinstance(value, dict):
+            stack.extend((f"{name}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{name}.{i}", v) for i, v in enumerate(value))
+    return None
 
 
 def _cost_problem(op: Op, project_id: str, row: dict[str, object]) -> str | None:
     session_id = row.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         return "session_id: required (the launch's session)"
-    for name in _COST_NUMBERS:
+    for name, most in _COST_COUNTS.items():
         value = row.get(name, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return f"{name}: must be a non-negative integer"
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+            return f"{name}: must be an integer from 0 to {most}"
     usd = row.get("usd")
-    if usd is not None and (not isinstance(usd, int | float) or isinstance(usd, bool) or usd < 0):
-        return "usd: must be a non-negative number"
+    if usd is not None and (not _is_number(usd) or not 0 <= usd <= USD_MAX):
+        return f"usd: must be a number from 0 to {USD_MAX}"
+    problem = _number_problem(row)
+    if problem:
+        return problem
     attempt_id = row.get("attempt_id")
     if attempt_id is not None:
-        att = fetch_row(op.conn, Attempt, str(attempt_id)) if isinstance(attempt_id, str) else None
+        if not is_id(attempt_id):
+            return f"attempt_id: not an id (1-{ID_MAX} visible ASCII characters)"
+        att = fetch_row(op.conn, Attempt, attempt_id)
         if att is None or att.project_id != project_id:
             return "attempt_id: no such attempt in this project"
         if row.get("generation") != att.generation:
@@ -66,7 +110,7 @@ def _canary_problem(row: dict[str, object]) -> str | None:
         value = row.get(name)
         if not isinstance(value, str) or not value:
             return f"{name}: required"
-    return None
+    return _number_problem(row)
 
 
 def record(op: Op, project_id: str, stream: TelemetryStream, body: TelemetryIn) -> Result:
