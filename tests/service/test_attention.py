@@ -60,7 +60,7 @@ def _send_back(svc: Service, pid: str, worker: Caller) -> dict[str, Any]:
         },
     )
     integration = next(a for a in sub["activities"] if a["kind"] == "integration")
-    integrator = svc.agent(credential_class="integrator", session=False)
+    integrator = svc.agent(pid, credential_class="integrator", session=False)
     integrator.post(
         f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/send-back",
         {
@@ -76,7 +76,7 @@ def _send_back(svc: Service, pid: str, worker: Caller) -> dict[str, Any]:
 def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None:
     pid = svc.project(review_mode="none")
     reviewed = svc.project(review_mode="human")
-    worker = svc.agent("worker")
+    worker = svc.agent(pid, reviewed, name="worker")
     assert _digest(svc.admin, pid)["needs_attention"] == 0
 
     # Held by the weekly budget (1): the agent's second task.
@@ -97,14 +97,16 @@ def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None
     submit_general(worker, reviewed, claim(worker, reviewed, general)["claim"]["attempt"])
     # A lease that lapses.
     lapsing = svc.task(pid, title="slow one")
-    claim(svc.agent(), pid, lapsing)
+    claim(svc.agent(pid), pid, lapsing)
     # Telemetry: a host that goes quiet, a failing canary, some cost.
-    host = svc.agent(credential_class="supervised", session=False)
+    host = svc.agent(pid, credential_class="supervised", session=False)
     host.post(
         f"/api/v1/projects/{pid}/telemetry/cost-rows",
         {"host": "quiet-host", "rows": [{"session_id": "l1", "usd": 1.25}]},
     )
-    token = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})["token"]
+    token = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot", "projects": [pid]})[
+        "token"
+    ]
     canary = Caller(svc.client, {"Authorization": f"Bearer {token}"})
     clock.advance(2 * DAY)
     admin = svc.login("admin", ADMIN_PASSWORD)  # browser sessions last 12 hours
@@ -147,7 +149,7 @@ def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None
 
 def test_a_landing_without_a_required_check_is_listed(svc: Service) -> None:
     pid = svc.project(review_mode="none", required_checks=[{"identity": "unit"}])
-    worker = svc.agent()
+    worker = svc.agent(pid)
     task = svc.task(pid, acceptance_criteria=["green"])
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     sub = worker.post(
@@ -163,7 +165,7 @@ def test_a_landing_without_a_required_check_is_listed(svc: Service) -> None:
         },
     )
     integration = next(a for a in sub["activities"] if a["kind"] == "integration")
-    integrator = svc.agent(credential_class="integrator", session=False)
+    integrator = svc.agent(pid, credential_class="integrator", session=False)
     integrator.post(
         f"/api/v1/projects/{pid}/workflow-activities/{integration['id']}/landing",
         {
@@ -176,20 +178,21 @@ def test_a_landing_without_a_required_check_is_listed(svc: Service) -> None:
     assert [(x["task_id"], x["missing_checks"]) for x in got] == [(task["id"], ["unit"])]
 
 
-def test_only_admins_and_the_designated_sender_read_the_digest(svc: Service) -> None:
+def test_only_people_of_the_project_and_the_designated_sender_read_the_digest(svc: Service) -> None:
     pid = svc.project()
     other = svc.project()
-    sender = svc.agent("digest-bot", access="read", session=False)
-    stranger = svc.agent("stranger", session=False)
-    svc.admin.post(
-        "/api/v1/admin/people",
-        {"name": "olga", "role": "operator", "password": "olga's passphrase"},
-    )
-    operator = svc.login("olga", "olga's passphrase")
-    for caller in (sender, stranger, operator):
+    sender = svc.agent(pid, other, name="digest-bot", access="read", session=False)
+    stranger = svc.agent(pid, name="stranger", session=False)
+    for caller in (sender, stranger):  # agents of the project, not designated
         with pytest.raises(ApiError) as err:
             _digest(caller, pid)
         assert err.value.status == 403
+    # The digest is for people: an operator (not an admin) of the project reads it; a person
+    # of another project does not learn the project exists.
+    assert _digest(svc.person(pid), pid)["project"]["id"] == pid
+    with pytest.raises(ApiError) as err:
+        _digest(svc.person(other), pid)
+    assert err.value.status == 404
     with pytest.raises(ApiError) as err:
         _digest(svc.admin, "no-such-project")
     assert err.value.status == 404
@@ -212,8 +215,10 @@ def test_only_admins_and_the_designated_sender_read_the_digest(svc: Service) -> 
 
 def test_designating_refuses_unknown_projects_and_agents(svc: Service) -> None:
     pid = svc.project()
-    svc.agent("digest-bot", session=False)
-    retired = svc.agent("retired-bot", session=False)
+    name = svc.admin.get(f"/api/v1/projects/{pid}")["name"]
+    svc.agent(pid, name="digest-bot", session=False)
+    svc.agent(name="ungranted-bot", session=False)
+    retired = svc.agent(pid, name="retired-bot", session=False)
     retired_id = retired.get("/api/v1/me")["actor"]["id"]
     svc.admin.post(f"/api/v1/admin/principals/{retired_id}/disable")
     for project, agent, message in (
@@ -221,6 +226,12 @@ def test_designating_refuses_unknown_projects_and_agents(svc: Service) -> None:
         (pid, "nobody", "no agent named nobody"),
         (pid, "admin", "no agent named admin"),  # a person is not an agent
         (pid, "retired-bot", "the agent retired-bot is disabled"),
+        (
+            pid,
+            "ungranted-bot",
+            f"the agent ungranted-bot is not granted project {name}: grant it the project"
+            " (viewer is enough) before designating it",
+        ),
     ):
         with pytest.raises(CoordinatorError) as err:
             _designate(svc, project, agent)

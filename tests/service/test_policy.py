@@ -42,7 +42,10 @@ def test_an_admin_changes_the_policy_at_its_revision(svc: Service) -> None:
 def test_only_an_admin_changes_the_policy(svc: Service) -> None:
     pid = svc.project()
     svc.admin.post("/api/v1/admin/people", {"name": "olga", "role": "operator", "password": OLGA})
-    for caller in (svc.login("olga", OLGA), svc.agent()):
+    olga = svc.login("olga", OLGA)
+    svc.grant(olga, pid, role="operator")
+    # Both may see the project; neither is an admin.
+    for caller in (olga, svc.agent(pid)):
         with pytest.raises(ApiError) as err:
             caller.patch(
                 f"/api/v1/projects/{pid}/policy", {"expected_revision": 1, "lease_seconds": 90}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.routing import iter_route_contexts
 
+from agentc.service.work.attention import designate_sender
 from tests.service.kit import Caller, Service, claim, submit_general
 
 # Path parameters that name a record of one project: a route naming one must also name the
@@ -130,6 +131,9 @@ def test_reads_reach_the_own_project_and_only_its_records(
     a, b = worlds
     agent = svc.agent(a.ids["project_id"])
     person = svc.person(a.ids["project_id"])
+    # The attention digest is read by an agent only when it is the designated sender.
+    name = agent.get("/api/v1/me")["actor"]["name"]
+    svc.executor.write(lambda tx: designate_sender(tx.conn, tx.now, a.ids["project_id"], name))
     reads = [(m, t) for m, t in _routes(svc) if m == "GET" and "{project_id}" in t]
     assert len(reads) >= 8, reads
     for _method, template in reads:

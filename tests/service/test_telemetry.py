@@ -123,7 +123,7 @@ def _post_json_text(caller: Caller, path: str, text: str) -> tuple[int, dict[str
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_non_finite_numbers_are_refused_and_never_stored(svc: Service, number: str) -> None:
     pid = svc.project()
-    host = svc.agent(credential_class="supervised", session=False)
+    host = svc.agent(pid, credential_class="supervised", session=False)
     path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
     status, body = _post_json_text(host, path, _one_row_with("usd", number))
     assert status == 400, body
@@ -153,7 +153,7 @@ def test_cost_row_fields_out_of_range_or_of_the_wrong_type_are_rejected(
     svc: Service, row: dict[str, Any], field: str
 ) -> None:
     pid = svc.project()
-    host = svc.agent(credential_class="supervised", session=False)
+    host = svc.agent(pid, credential_class="supervised", session=False)
     path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
     good = {"session_id": "s", "input_tokens": TOKENS_MAX, "usd": USD_MAX, "calls": 3}
     out = host.post(path, {"host": "h", "rows": [{**good, **row}, good]})
@@ -165,7 +165,7 @@ def test_cost_row_fields_out_of_range_or_of_the_wrong_type_are_rejected(
 
 def test_canary_numbers_have_a_range(svc: Service) -> None:
     pid = svc.project()
-    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})
+    data = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot", "projects": [pid]})
     canary = Caller(svc.client, {"Authorization": f"Bearer {data['token']}"})
     path = f"/api/v1/projects/{pid}/telemetry/canary-results"
     row = {"harness": "claude", "outcome": "pass", "duration_ms": 2**53 + 1}
@@ -175,7 +175,7 @@ def test_canary_numbers_have_a_range(svc: Service) -> None:
 
 def test_a_telemetry_body_nested_900_deep_is_400(svc: Service) -> None:
     pid = svc.project()
-    host = svc.agent(credential_class="supervised", session=False)
+    host = svc.agent(pid, credential_class="supervised", session=False)
     path = f"/api/v1/projects/{pid}/telemetry/cost-rows"
     deep = "[" * 900 + "]" * 900
     status, body = _post_json_text(host, path, _one_row_with("x", deep))

@@ -151,7 +151,7 @@ def test_settings_charts_attention_and_ending_a_session(page: Page, server: Live
         json={"name": "shop", "repository_url": "https://git.example/shop.git"},
         headers={"Idempotency-Key": "shop"},
     ).json()["data"]["id"]
-    host = server.issue_token("host-1", credential_class="supervised")
+    host = server.issue_token("host-1", pid, credential_class="supervised")
     rows = [{"session_id": f"launch-{n}", "usd": 0.75 * n} for n in range(1, 4)]
     resp = httpx.post(
         f"{server.url}/api/v1/projects/{pid}/telemetry/cost-rows",

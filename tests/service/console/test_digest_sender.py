@@ -27,13 +27,15 @@ def test_designate_and_clear_the_digest_sender_and_refuse_bad_input(live: LiveSe
             json={"name": "site", "repository_url": "https://git.example/site.git"},
             headers={"Idempotency-Key": "p1"},
         ).json()["data"]["id"]
-        token = live.issue_token("digest-bot", access="read")
+        token = live.issue_token("digest-bot", pid, access="read")
         assert _digest(live, token, pid).status_code == 403
+        live.issue_token("stranger-bot")  # an agent without the project is never the sender
 
         for args, message in (
             (("--project", "nope", "--agent", "digest-bot"), "no project nope"),
             (("--project", pid, "--agent", "nobody"), "no agent named nobody"),
             (("--project", pid, "--agent", "admin"), "no agent named admin"),
+            (("--project", pid, "--agent", "stranger-bot"), "is not granted project site"),
             (("--project", pid), "give exactly one of --agent NAME and --clear"),
             (("--project", pid, "--agent", "digest-bot", "--clear"), "give exactly one of"),
             (("--agent", "digest-bot"), "Missing option '--project'"),

@@ -12,8 +12,13 @@ from tests.service.kit import Caller, Service, claim
 OLGA = "olga's passphrase"
 
 
-def _operator(svc: Service) -> Caller:
-    svc.admin.post("/api/v1/admin/people", {"name": "olga", "role": "operator", "password": OLGA})
+def _operator(svc: Service, *projects: str) -> Caller:
+    """Olga, an operator (not an admin) granted the projects."""
+    body = {"name": "olga", "role": "operator", "password": OLGA}
+    olga = svc.admin.post("/api/v1/admin/people", body)["id"]
+    for project in projects:
+        grant = {"project_id": project, "role": "operator"}
+        svc.admin.post(f"/api/v1/admin/principals/{olga}/projects", grant)
     return svc.login("olga", OLGA)
 
 
@@ -75,7 +80,7 @@ def test_the_policy_form_needs_an_admin_and_the_csrf_token(svc: Service) -> None
         assert post_form(svc, path, bad).status_code == 403
     assert post_form(svc, path, form, origin="http://evil.example").status_code == 403
 
-    browse_as(svc, _operator(svc))
+    browse_as(svc, _operator(svc, pid))
     page = svc.client.get(path).text
     assert "Only an admin changes the policy." in page and "Change the policy" not in page
     resp = post_form(svc, path, _policy_form(svc, path, 1))
@@ -86,8 +91,9 @@ def test_the_policy_form_needs_an_admin_and_the_csrf_token(svc: Service) -> None
 def test_cost_and_canary_charts_with_their_tables(svc: Service) -> None:
     pid = svc.project()
     task = svc.task(pid, title="Costly <task>")
-    attempt = claim(svc.agent(), pid, task)["claim"]["attempt"]
-    host = svc.agent(credential_class="supervised", session=False)
+    # The host's supervised credential reports the cost of its own agent's attempt.
+    attempt = claim(svc.agent(pid, name="alpha-agent"), pid, task)["claim"]["attempt"]
+    host = svc.agent(pid, name="alpha-agent", credential_class="supervised", session=False)
     day = 24 * 3600 * 1000
     rows = [
         {"session_id": "a", "attempt_id": attempt["id"], "generation": 1, "usd": 1.5},
@@ -100,7 +106,8 @@ def test_cost_and_canary_charts_with_their_tables(svc: Service) -> None:
         {"session_id": "c", "usd": None},
     ]
     host.post(f"/api/v1/projects/{pid}/telemetry/cost-rows", {"host": "alpha", "rows": rows})
-    token = svc.admin.post("/api/v1/admin/agents", {"name": "canary-bot"})["token"]
+    body = {"name": "canary-bot", "projects": [pid]}
+    token = svc.admin.post("/api/v1/admin/agents", body)["token"]
     canary = Caller(svc.client, {"Authorization": f"Bearer {token}"})
     results = [
         {"harness": "claude", "outcome": "pass", "at_ms": svc.clock.now - day},
@@ -110,7 +117,7 @@ def test_cost_and_canary_charts_with_their_tables(svc: Service) -> None:
         f"/api/v1/projects/{pid}/telemetry/canary-results", {"host": "beta", "rows": results}
     )
 
-    browse_as(svc, _operator(svc))  # any signed-in person reads the charts
+    browse_as(svc, _operator(svc, pid))  # any person of the project reads the charts
     page = svc.client.get(f"/console/projects/{pid}/costs").text
     for key, title in (
         ("cost-day", "Cost per day"),
@@ -135,7 +142,8 @@ def test_cost_and_canary_charts_with_their_tables(svc: Service) -> None:
 
 def test_the_attention_page_shows_the_digest_and_its_sender(svc: Service) -> None:
     pid = svc.project(review_mode="human")
-    worker = svc.agent()
+    hidden = svc.project(name="not-olgas")
+    worker = svc.agent(pid)
     task = svc.task(pid, kind="general", title="Review me")
     attempt = claim(worker, pid, task)["claim"]["attempt"]
     worker.post(
@@ -147,13 +155,15 @@ def test_the_attention_page_shows_the_digest_and_its_sender(svc: Service) -> Non
             "acceptance_evidence": [{"criterion": "it works", "evidence": "yes"}],
         },
     )
-    svc.agent("digest-bot", session=False)
+    svc.agent(pid, name="digest-bot", session=False)
     svc.executor.write(lambda tx: designate_sender(tx.conn, tx.now, pid, "digest-bot"))
-    browse_as(svc, _operator(svc))
+    browse_as(svc, _operator(svc, pid))
     for path in ("/console/attention", f"/console/projects/{pid}/attention"):
         page = svc.client.get(path).text
         assert "Waiting for a human review" in page and "Review me" in page, path
         assert '<strong class="sender">digest-bot</strong>' in page
+        assert "not-olgas" not in page  # only the projects she is granted
+    assert svc.client.get(f"/console/projects/{hidden}/attention").status_code == 404
 
 
 def test_sessions_are_ended_one_at_a_time_from_access_and_my_account(svc: Service) -> None:

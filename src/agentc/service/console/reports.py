@@ -9,11 +9,11 @@ from starlette.responses import Response
 
 from agentc.core import model as m
 from agentc.service.api import JsonObject, runtime_of
+from agentc.service.auth import visible_projects
 from agentc.service.console.charts import Chart, bars, columns
 from agentc.service.console.render import Viewer, page, router
 from agentc.service.work import attention, spend
 from agentc.service.work.views import project_row, project_view
-from agentc.store.projects import all_projects
 from agentc.store.tx import Tx
 
 MONEY = "${:,.2f}"
@@ -122,8 +122,9 @@ async def costs_page(request: Request, project_id: str) -> Response:
 async def attention_page(request: Request) -> Response:
     budget = runtime_of(request).settings.agent_task_weekly_budget
 
-    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
-        digests = [attention.digest(tx.conn, p.id, tx.now, budget) for p in all_projects(tx.conn)]
+    def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
+        shown = visible_projects(tx.conn, v.actor)
+        digests = [attention.digest(tx.conn, p.id, tx.now, budget) for p in shown]
         return "attention.html", {"digests": digests, "single": False}
 
     return await page(request, build)

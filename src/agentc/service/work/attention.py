@@ -1,8 +1,9 @@
 """The attention digest: what needs a human now in one project, and who sends it.
 
 Read by the console's Attention page, and through `GET /api/v1/projects/{id}/attention` by
-admins and by the agent designated as the project's digest sender (a host command,
-`designate-digest-sender`, records which agent that is).
+the people granted the project and by the agent designated as the project's digest sender (a
+host command, `designate-digest-sender`, records which agent that is; it must hold a grant of
+the project).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.model import ActivityKind, PrincipalKind, PrincipalRole, WorkStatus
+from agentc.core.model import ActivityKind, PrincipalKind, WorkStatus
 from agentc.core.rules import iso_week_start_ms, rfc3339
 from agentc.core.status import work_status
 from agentc.service.api import JsonObject
@@ -19,7 +20,7 @@ from agentc.service.auth import Actor, denied
 from agentc.service.work import spend
 from agentc.service.work.refusals import missing
 from agentc.service.work.views import project_row, task_facts
-from agentc.store import accounts, audit, leases, projects, tasks, workflow
+from agentc.store import accounts, audit, grants, leases, projects, tasks, workflow
 from agentc.store.accounts import Principal
 from agentc.store.audit import write_event
 from agentc.store.sql import fetch_row
@@ -33,12 +34,14 @@ HANDOFF_SHOWN = 600
 
 
 def may_read(conn: Connection, actor: Actor, project_id: str) -> None:
-    """Admins read every project's digest; an agent reads the digest it is designated to send."""
-    if actor.is_human and actor.role == PrincipalRole.ADMIN:
+    """The digest is for people: every person granted the project (admins have every project)
+    reads it, as on the console's Attention page. An agent reads only the digest it is
+    designated to send. The caller's grant of the project is checked before this."""
+    if actor.is_human:
         return
-    if not actor.is_human and projects.digest_sender(conn, project_id) == actor.principal_id:
+    if projects.digest_sender(conn, project_id) == actor.principal_id:
         return
-    raise denied("only an admin or the project's designated digest sender reads the digest")
+    raise denied("an agent reads a project's digest only when designated to send it")
 
 
 def sender_view(conn: Connection, project_id: str) -> JsonObject | None:
@@ -226,6 +229,11 @@ def designate_sender(conn: Connection, now: int, project_id: str, agent: str | N
         raise missing(f"no agent named {agent}")
     if row.disabled_at is not None:
         raise denied(f"the agent {agent} is disabled")
+    if grants.role_in(conn, row.id, project_id) is None:
+        raise denied(
+            f"the agent {agent} is not granted project {project.name}: grant it the project"
+            " (viewer is enough) before designating it"
+        )
     projects.set_digest_sender(conn, project_id, row.id)
     write_event(
         conn,

@@ -39,6 +39,12 @@ class Summary:
     pending: int = 0
     error: str | None = None  # why some rows stay pending (the last failed batch)
 
+    def add(self, other: Summary) -> None:
+        """Fold another pass's counts in (its error, if any, wins)."""
+        for name in ("accepted", "duplicates", "rejected", "quarantined", "pending"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.error = other.error or self.error
+
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if k != "error"}
 

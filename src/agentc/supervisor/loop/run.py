@@ -34,6 +34,7 @@ from agentc.supervisor.loop.records import (
     now_ms,
     start_ticks,
 )
+from agentc.supervisor.roles import role_slug
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
@@ -192,8 +193,17 @@ class Loop:
         _kill, ledger, _vendors = admission.paths(self.config)
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
+        # A row is reported by the credential that held its attempt: a review's attempt is the
+        # reviewer's, and the coordinator takes an attempt's cost only from its own agent.
+        reviews = role_slug("reviewer")
+        by_reviewer = [r for r in rows if r.get("role") == reviews and self.reviewer is not None]
+        mine = [r for r in rows if not (r.get("role") == reviews and self.reviewer is not None)]
+        reporter = costs.Reporter(self.records.root)
         with self.client() as client:
-            summary = costs.Reporter(self.records.root).report(client, rows, now)
+            summary = reporter.report(client, mine, now)
+        if by_reviewer:
+            with self.review_client() as client:
+                summary.add(reporter.report(client, by_reviewer, now))
         if summary.error is not None:
             self.costs_retry_at = now + COSTS_RETRY_MS
             log(f"report costs: {summary.error}")
