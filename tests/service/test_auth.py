@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from agentc.service.app import create_app
 from agentc.service.auth import LoginLimiter, hash_password, verifier
 from agentc.service.work.accounts import _add_principal
 from agentc.store.sql import fetch_exists
+from tests.service.console.kit import browse_as
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, ApiError, Caller, Service
 
 
@@ -194,6 +196,28 @@ def test_rotate_replaces_and_revokes(svc: Service) -> None:
     with pytest.raises(ApiError) as err:
         svc.admin.post(path)
     assert err.value.status == 409
+
+
+def test_an_agent_holds_several_named_credentials(svc: Service) -> None:
+    body = {"name": "builder", "credential_name": "laptop"}
+    laptop = svc.admin.post("/api/v1/admin/agents", body)
+    ci = svc.admin.post("/api/v1/admin/agents", {**body, "credential_name": "ci-host-2"})
+    default = svc.admin.post("/api/v1/admin/agents", {"name": "builder"})
+    assert laptop["agent_id"] == ci["agent_id"] == default["agent_id"]
+    names = [x["credential_name"] for x in (laptop, ci, default)]
+    assert names == ["laptop", "ci-host-2", "initial"]
+    rotated = svc.admin.post(f"/api/v1/admin/credentials/{ci['credential_id']}/rotate")
+    assert rotated["credential_name"] == "ci-host-2"
+    for bad in ("", "two words", "x" * 101, "semi;colon"):
+        with pytest.raises(ApiError) as err:
+            svc.admin.post("/api/v1/admin/agents", {**body, "credential_name": bad})
+        assert err.value.status == 422 and "credential_name" in str(err.value), bad
+    # The Access page lists each credential by its name.
+    browse_as(svc, svc.admin)
+    page = svc.client.get("/console/access").text
+    for cred, name in ((laptop, "laptop"), (rotated, "ci-host-2"), (default, "initial")):
+        row = re.search(rf'<tr data-credential="{cred["credential_id"]}">(.*?)</tr>', page, re.S)
+        assert row and f"<td>{name} <code>" in row.group(1), (name, page)
 
 
 def test_https_accepts_only_the_host_cookie(svc: Service) -> None:

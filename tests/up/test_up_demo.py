@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +52,8 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
             return "\n".join(f"{p.name}:\n{p.read_text()[-3000:]}" for p in logs)
 
         snap = wait_for(landed, 420, why)
+        assert snap["processes"]["egress"]["running"], snap["processes"]
+        _egress_refuses(state)
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out
@@ -79,3 +83,16 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
     assert resumed["project_id"] == snap["project_id"]
     assert sum(resumed["tasks"].values()) == 3 and resumed["tasks"]["done"] == 3
     wait_for(lambda: not processes_of(entry.pw_uid), 30, lambda: processes_of(entry.pw_uid))
+
+
+def _egress_refuses(state: Path) -> None:
+    """The egress proxy ``up`` runs for the launches answers with its policy: an IP literal and
+    an unlisted name are refused before anything is resolved or connected."""
+    config = tomllib.loads((state / "supervisor.toml").read_text())
+    host, port = config["egress_listen"].rsplit(":", 1)
+    assert host == "127.0.0.1"
+    for target in ("127.0.0.1:443", "unlisted.example:443"):
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            answer = conn.recv(200).decode("latin-1")
+        assert answer.startswith("HTTP/1.1 403"), (target, answer)

@@ -52,6 +52,9 @@ class LoginIn(Body):
 
 class AgentIn(Body):
     name: Name
+    # The credential's own name (where it is used: "laptop", "build-host-2"); a rotation
+    # keeps it. Several credentials of one agent are told apart by it.
+    credential_name: Name = "initial"
     credential_class: ByValue[m.CredentialClass] = m.CredentialClass.INTERACTIVE
     access: ByValue[m.Access] = m.Access.WRITE
     # Granted to the agent (its principal) in the same transaction as the credential.

@@ -71,6 +71,19 @@ class CredentialAuth(NamedTuple):
     disabled_at: int | None
 
 
+class CredentialListing(NamedTuple):
+    """A credential as the Access page lists it (never its verifier)."""
+
+    id: str
+    principal_id: str
+    name: str
+    credential_class: str
+    access: str
+    created_at: int
+    revoked_at: int | None
+    principal_name: str
+
+
 class BrowserAuth(NamedTuple):
     """A browser session's cookie with its principal."""
 
@@ -132,8 +145,8 @@ def close_session(conn: Connection, session_id: str, now: int) -> None:
 
 _PRINCIPALS = _PRINCIPAL + " ORDER BY kind, name"
 _CREDENTIALS = (
-    "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
-    "p.name, p.kind, p.role, p.disabled_at FROM credentials c "
+    "SELECT c.id, c.principal_id, c.name, c.class, c.access, c.created_at, c.revoked_at, "
+    "p.name FROM credentials c "
     "JOIN principals p ON p.id = c.principal_id ORDER BY p.name, c.created_at DESC"
 )
 
@@ -142,9 +155,9 @@ def all_principals(conn: Connection) -> list[Principal]:
     return fetch_all(conn, _PRINCIPALS, Principal)
 
 
-def all_credentials(conn: Connection) -> list[CredentialAuth]:
-    """Every credential with its principal (the Access page)."""
-    return fetch_all(conn, _CREDENTIALS, CredentialAuth)
+def all_credentials(conn: Connection) -> list[CredentialListing]:
+    """Every credential with its principal's name (the Access page)."""
+    return fetch_all(conn, _CREDENTIALS, CredentialListing)
 
 
 def end_browser_session(conn: Connection, token_hash: str) -> None:

@@ -22,7 +22,7 @@ from agentc.client.errors import TransportFailure
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
-from agentc.up.gateway import write_gateway
+from agentc.up.gateway import free_port, write_gateway
 from agentc.up.harnesses import ModelAccess, check_harness
 from agentc.up.layout import Layout, check_writable
 from agentc.up.procs import Tree
@@ -32,6 +32,7 @@ STOP_ORDER = [
     ("supervisor", 60.0),
     ("integrator", 15.0),
     ("gateway", 15.0),
+    ("egress", 15.0),
     ("coordinator", 15.0),
 ]
 HEALTH_SECONDS = 60.0
@@ -93,6 +94,21 @@ def wait_healthy(origin: str, tree: Tree) -> None:
             pass
         time.sleep(0.1)
     raise ConfigError(f"the coordinator did not answer on {origin} within {HEALTH_SECONDS:g} s")
+
+
+def wait_listening(address: str, tree: Tree, name: str) -> None:
+    """Until ``address`` (host:port) accepts a connection; a child that exits is an error."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + HEALTH_SECONDS
+    while time.monotonic() < deadline:
+        for child in tree.exited():
+            raise ConfigError(f"the {child.name} exited at start:\n{child.tail()}")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ConfigError(f"the {name} did not listen on {address} within {HEALTH_SECONDS:g} s")
 
 
 class Up:
@@ -165,18 +181,28 @@ class Up:
         if gw is not None:
             argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
             self.tree.start("gateway", argv, layout.log("gateway"), child_env())
-        configs.write_supervisor(layout, record, self.origin, options.harness, gw)
+        # The egress proxy: the launches' only way out (the default allowlist: the model
+        # vendors and GitHub; every address checked public), on a free loopback port.
+        egress = f"127.0.0.1:{free_port()}"
+        argv = [*program("agentc-supervisor"), "egress-proxy", "--listen", egress]
+        argv += ["--log", str(layout.root.resolve() / "logs" / "egress.jsonl")]
+        self.tree.start("egress", argv, layout.log("egress"), child_env())
+        wait_listening(egress, self.tree, "egress proxy")
+        configs.write_supervisor(layout, record, self.origin, options.harness, gw, egress)
         configs.write_integrator(layout, record, self.origin)
         if options.seed_demo and not record.get("demo_seeded"):
             bootstrap.seed_demo(self.origin, layout, record["project_id"])
             record["demo_seeded"] = True
         record["pid"] = os.getpid()
+        record.pop("children", None)  # a previous up's, until this one's are all started
         layout.write_record(record)
         self.created = False  # set up: from now on it is kept
         supervisor = [*program("agentc-supervisor"), "--config", str(layout.supervisor_config)]
         self.tree.start("supervisor", [*supervisor, "run"], layout.log("supervisor"), child_env())
         integrator = [*program("agentc-integrator"), "--config", str(layout.integrator_config)]
         self.tree.start("integrator", [*integrator, "run"], layout.log("integrator"), child_env())
+        record["children"] = self.processes()  # for `agentc status` in another terminal
+        layout.write_record(record)
         return record
 
     def processes(self) -> dict[str, int | None]:
@@ -357,12 +383,11 @@ def status_cmd(state_dir: Path, as_json: bool) -> None:
 def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:
     """While ``up`` runs, ask its coordinator; after, start one briefly on a free port."""
     running = layout.running_pid()
-    processes = {"up": running}
+    processes: dict[str, int | None] = {"up": running}
     if running is not None:
+        processes.update(record.get("children") or {})
         return status.snapshot(f"http://127.0.0.1:{record['port']}", layout, record, processes)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     origin = f"http://127.0.0.1:{port}"
     tree = Tree()
     argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]

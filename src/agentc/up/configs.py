@@ -67,6 +67,7 @@ def write_supervisor(
     origin: str,
     harness: str,
     gateway: GatewaySetup | None = None,
+    egress: str = "",
 ) -> None:
     root = layout.root.resolve()
     project = record["project_id"]
@@ -74,7 +75,7 @@ def write_supervisor(
     top: dict[str, Any] = {
         "mode": "personal",
         "state_dir": layout.supervisor_state.resolve(),
-        "egress_listen": "",
+        "egress_listen": egress,
         "gateway_listen": "",
         "coordinator_listen": origin.removeprefix("http://"),
         "masks": [root],

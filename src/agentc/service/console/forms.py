@@ -268,6 +268,7 @@ async def issue_form(request: Request) -> Response:
             lambda: AgentIn.model_validate(
                 {
                     "name": _field(form, "name"),
+                    "credential_name": _field(form, "credential_name") or "initial",
                     "credential_class": _field(form, "credential_class") or "interactive",
                     "access": _field(form, "access") or "write",
                     "projects": [p for p in form.getlist("projects") if isinstance(p, str)],

@@ -62,6 +62,7 @@ def issue_agent_credential(
     access: str,
     issued_by: str | None,
     projects: list[str] | None = None,
+    credential_name: str = "initial",
 ) -> JsonObject:
     """An agent principal (created on first use) and a new credential; the token is returned
     once and only its verifier is stored. The agent is granted the given projects (ids) in
@@ -74,7 +75,9 @@ def issue_agent_credential(
         agent = fetch_row(conn, Principal, pid)
         assert agent is not None
     grants.grant_all(conn, now, agent, projects or [], issued_by)
-    data = _new_credential(conn, now, agent.id, name, credential_class, access, issued_by)
+    data = _new_credential(
+        conn, now, agent.id, (name, credential_name), credential_class, access, issued_by
+    )
     data["projects"] = [g.project_id for g in grant_rows.grants_of(conn, agent.id)]
     return data
 
@@ -83,11 +86,13 @@ def _new_credential(
     conn: Connection,
     now: int,
     pid: str,
-    name: str,
+    names: tuple[str, str],
     credential_class: str,
     access: str,
     issued_by: str | None,
 ) -> JsonObject:
+    """A credential of the principal ``pid``; ``names`` is the agent's and the credential's."""
+    name, credential_name = names
     token = new_secret()
     cid = new_id()
     insert(
@@ -96,7 +101,7 @@ def _new_credential(
             id=cid,
             principal_id=pid,
             token_hash=verifier(token),
-            name="initial",
+            name=credential_name,
             class_=credential_class,
             access=access,
             issued_by=issued_by,
@@ -108,6 +113,7 @@ def _new_credential(
         "agent_id": pid,
         "agent": name,
         "credential_id": cid,
+        "credential_name": credential_name,
         "credential_class": credential_class,
         "access": access,
         "token": token,
@@ -124,6 +130,7 @@ def admin_issue(op: Op, body: AgentIn) -> Result:
         body.access,
         op.actor.principal_id,
         body.projects,
+        body.credential_name,
     )
     _issued(op, data["credential_id"], body.name, body.credential_class, body.access)
     return Result(data, status=201, secret_fields=("token",))
@@ -223,8 +230,9 @@ def rotate_credential(op: Op, credential_id: str) -> Result:
         raise conflict("credential_revoked", f"credential {credential_id} is already revoked")
     agent = fetch_row(op.conn, Principal, row.principal_id)
     assert agent is not None  # credentials reference their principal
+    names = (agent.name, row.name)  # the replacement keeps the credential's name
     data = _new_credential(
-        op.conn, op.now, agent.id, agent.name, row.class_, row.access, op.actor.principal_id
+        op.conn, op.now, agent.id, names, row.class_, row.access, op.actor.principal_id
     )
     accounts.revoke_credential(op.conn, credential_id, op.now)
     op.event("agent_credential_revoked", None, credential_id, replaced_by=data["credential_id"])
