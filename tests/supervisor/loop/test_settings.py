@@ -154,7 +154,15 @@ def test_bad_settings_name_their_key(tmp_path: Path, text: str, message: str) ->
             "run.reviewer_binding.credential_file: @STATE@/impl/coordinator/credentials.toml "
             "is the implementer's; a reviewer needs its own credential",
         ),
-        ('[setup.p1]\ncommand = ["make"]\n' + BINDING, "setup.p1.command: setup commands"),
+        (
+            '[setup.p1]\ncommand = ["make"]\ncache_paths = ["/nonexistent-agentc-cache"]\n'
+            "[run]\nallow_insecure_loopback = true\n" + BINDING,
+            "setup.p1.cache_paths: /nonexistent-agentc-cache cannot be used",
+        ),
+        (
+            '[setup.p1]\ncommand = [""]\n[run]\nallow_insecure_loopback = true\n' + BINDING,
+            "setup.p1.command: the program name is empty",
+        ),
     ],
 )
 def test_what_the_loop_cannot_do_is_refused_at_start(

@@ -25,6 +25,7 @@ from agentc.supervisor import agentsession, launch_execute, launch_plan, preflig
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.loop import coordinator, push, repo
+from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
 from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
@@ -154,7 +155,10 @@ class ImplementerLaunch:
                 self._stop_push()
                 why = coordinator.describe_error(exc)
                 log(f"task {self.action['task_id']}: the launch failed: {why}")
-                self._settle(client, lease, handoff(f"the launch failed: {why}."))
+                text = handoff(f"the launch failed: {why}.")
+                if isinstance(exc, project_setup.SetupFailed):
+                    text = self._setup_handoff(exc)
+                self._settle(client, lease, text)
                 return f"Failed({self.action['task_id']}: {why})"
             try:
                 exit_note = self._supervise(client, lease, running)
@@ -165,6 +169,14 @@ class ImplementerLaunch:
             text = f"the launch exited with code {code}{exit_note}."
             self._settle(client, lease, handoff(text), empty_exit=code == 0)
             return f"Launched {{task: {self.action['task_id']!r}, exit_code: {code}}}"
+
+    def _setup_handoff(self, exc: project_setup.SetupFailed) -> str:
+        """The handoff of a failed setup: the failure and its output's tail, and where the
+        whole log is kept (``unsubmitted/<launch>/setup.log``)."""
+        kept = self.loop.records.keep_tails(
+            self.launch_id, self.layout.run, names=(project_setup.SETUP_LOG,)
+        )
+        return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
     def _write_record(self, project: str, attempt: str | None, generation: int) -> None:
         if self.record is None:
@@ -255,6 +267,15 @@ class ImplementerLaunch:
         problems = preflight.launch_problems(loop.config, plan)
         if problems:
             raise SupervisorError("preflight: " + "; ".join(problems))
+        plan = project_setup.run(
+            loop.config,
+            plan,
+            loop.binding.project_id,
+            stopping=lambda: loop.stopping,
+            beat=lambda: loop.heartbeat(
+                launch={"role": "implementer", "task": self.action["task_id"]}
+            ),
+        )
         running = launch_execute.start(plan, own_group=True)
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)

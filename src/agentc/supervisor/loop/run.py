@@ -23,6 +23,7 @@ from agentc.files import UnsafeFile, read_private
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, review
+from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
 from agentc.supervisor.loop.records import (
@@ -41,7 +42,8 @@ COSTS_RETRY_MS = 10 * 60 * 1000
 
 
 def unsupported(config: SupervisorConfig) -> None:
-    """Refuse, naming the key, what the loop does not do yet (never half of it)."""
+    """Refuse, naming the key, what the loop does not do yet (never half of it), and a project
+    setup it cannot run."""
     if config.mode == "host":
         raise ConfigError(
             "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
@@ -51,11 +53,7 @@ def unsupported(config: SupervisorConfig) -> None:
         refusal = reviewer_refusal(config.run.reviewer_harness)
         if refusal is not None:
             raise ConfigError(f"run.reviewer_harness: {refusal}")
-    for project, setup in config.setup.items():
-        if setup.command:
-            raise ConfigError(
-                f"setup.{project}.command: setup commands are not run by the loop yet"
-            )
+    project_setup.check(config)
 
 
 def check_binding(config: SupervisorConfig) -> coordinator.Binding:
