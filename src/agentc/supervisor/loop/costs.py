@@ -42,6 +42,13 @@ class Summary:
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if k != "error"}
 
+    def plus(self, other: Summary) -> Summary:
+        """Both passes' counts (the first error named)."""
+        total = Summary(error=self.error or other.error)
+        for key, value in self.as_dict().items():
+            setattr(total, key, value + getattr(other, key))
+        return total
+
 
 def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
     try:

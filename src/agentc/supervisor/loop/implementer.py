@@ -113,8 +113,18 @@ def drain(running: launch_execute.RunningLaunch, grace_seconds: float) -> None:
 class ImplementerLaunch:
     """One claimed task, from the claim to the settled end."""
 
-    def __init__(self, loop: Loop, action: dict[str, Any], vendor: dict[str, str]) -> None:
+    def __init__(
+        self,
+        loop: Loop,
+        action: dict[str, Any],
+        vendor: dict[str, str],
+        binding: coordinator.Binding | None = None,
+        mirror: Path | None = None,
+    ) -> None:
         self.loop = loop
+        # The project's binding and mirror (none: the main ones; else the canary project's).
+        self.binding = binding or loop.binding
+        self.mirror = mirror or loop.mirror
         self.action = action
         self.vendor = vendor
         self.launch_id = str(uuid.uuid4())
@@ -128,12 +138,12 @@ class ImplementerLaunch:
     def run(self) -> str:
         """Claim, launch, supervise and settle; returns the poll's outcome."""
         loop = self.loop
-        project = loop.binding.project_id
+        project = self.binding.project_id
         url, branch = loop.repository(project)
-        head = repo.update_mirror(loop.mirror, url, branch)
+        head = repo.update_mirror(self.mirror, url, branch)
         for path in (self.layout.run, self.layout.clone):
             path.mkdir(mode=0o700)
-        with coordinator.session_client(loop.binding, self.private, self.launch_id) as client:
+        with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
             self._write_record(project, None, 0)
             try:
                 claim = self._claim(client)
@@ -209,7 +219,7 @@ class ImplementerLaunch:
         loop, layout = self.loop, self.layout
         run_cfg = loop.config.run
         repo.clone(
-            loop.mirror,
+            self.mirror,
             head,
             layout.clone,
             origin_url=url,
@@ -221,21 +231,21 @@ class ImplementerLaunch:
         session_id = client.state().session_id or self.launch_id
         attempt = claim["attempt"]
         text = implementer_prompt(
-            project=loop.binding.project_id,
+            project=self.binding.project_id,
             task=claim["task"],
             session=session_id,
             attempt=str(attempt["id"]),
             generation=int(attempt["generation"]),
             checkout=str(checkout),
-            instructions=repo.instruction_files(loop.mirror, head),
+            instructions=repo.instruction_files(self.mirror, head),
         )
         fd = rundir.create_new(layout.prompt)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        shutil.copyfile(loop.binding.repo_config, layout.run / BINDING_COPY)
+        shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
         rundir.prepare(layout)
         coordinator.hand_over(
-            loop.binding, self.private, layout.run / "state/coordinator", self.launch_id
+            self.binding, self.private, layout.run / "state/coordinator", self.launch_id
         )
         return self._start(attempt, url)
 
@@ -245,7 +255,7 @@ class ImplementerLaunch:
         access = CoordinatorAccess(
             session=self.launch_id,
             repo_config=layout.run / BINDING_COPY,
-            allow_insecure_loopback=loop.binding.allow_insecure_loopback,
+            allow_insecure_loopback=self.binding.allow_insecure_loopback,
             push_socket=self.push.socket,
         )
         request = LaunchRequest(
@@ -258,7 +268,7 @@ class ImplementerLaunch:
             attempt=str(attempt["id"]),
             generation=int(attempt["generation"]),
             task=str(self.action["task_id"]),
-            project=loop.binding.project_id,
+            project=self.binding.project_id,
             coordinator=access,
         )
         session = agentsession.ensure(loop.config, "implementer")
@@ -270,7 +280,7 @@ class ImplementerLaunch:
         plan = project_setup.run(
             loop.config,
             plan,
-            loop.binding.project_id,
+            self.binding.project_id,
             stopping=lambda: loop.stopping,
             beat=lambda: loop.heartbeat(
                 launch={"role": "implementer", "task": self.action["task_id"]}
@@ -285,7 +295,7 @@ class ImplementerLaunch:
             task=str(self.action["task_id"]),
             launch=self.launch_id,
             remote=url,
-            digests=token_digests(loop.binding.credential_file),
+            digests=token_digests(self.binding.credential_file),
         )
         return running
 

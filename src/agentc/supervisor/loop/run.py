@@ -86,6 +86,38 @@ def _insecure(config: SupervisorConfig, url: str, key: str) -> bool:
     return scheme == "http"
 
 
+def same_origin(a: str, b: str) -> bool:
+    """Two service URLs name one coordinator (case and a trailing ``/`` ignored)."""
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
+
+
+def check_canary_binding(
+    config: SupervisorConfig, binding: coordinator.Binding
+) -> coordinator.Binding | None:
+    """The canary project's binding from ``[run.canary_binding]``, checked like
+    ``[run.binding]``: on the main binding's coordinator (the same origin), another project."""
+    canary, bound = config.run.canary_binding, config.run.binding
+    if canary is None:
+        return None
+    assert bound is not None
+    key = "run.canary_binding"
+    if not same_origin(canary.service_url, bound.service_url):
+        raise ConfigError(
+            f"{key}.service_url: {canary.service_url} is not [run.binding]'s coordinator "
+            f"({bound.service_url}); the canary project must live on the same one"
+        )
+    if canary.project_id == bound.project_id:
+        raise ConfigError(f"{key}.project_id: {canary.project_id} is [run.binding]'s project")
+    state = config.resolved_state_dir()
+    return coordinator.Binding(
+        repo_config=state / "loop" / "coordinator-binding-canary.toml",
+        credential_file=canary.credential_file or binding.credential_file,
+        project_id=canary.project_id,
+        project_name=canary.project_name,
+        allow_insecure_loopback=_insecure(config, canary.service_url, f"{key}.service_url"),
+    )
+
+
 def check_reviewer_binding(
     config: SupervisorConfig, binding: coordinator.Binding
 ) -> tuple[coordinator.Binding, str] | None:
@@ -130,12 +162,15 @@ class Loop:
     def __init__(self, config: SupervisorConfig) -> None:
         self.config = config
         self.binding = check_binding(config)  # before anything is written
+        self.canary = check_canary_binding(config, self.binding)
         checked = check_reviewer_binding(config, self.binding)
         self.reviewer: coordinator.Binding | None = checked[0] if checked else None
         self.reviewer_url: str | None = checked[1] if checked else None
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
         self.mirror = self.state / "mirror.git"
+        canary = config.run.canary_binding
+        self.canary_mirror = (canary.mirror if canary else None) or self.state / "mirror-canary.git"
         self.stopping = False
         self.iteration = 0
         self.outcome = "Idle"
@@ -152,6 +187,11 @@ class Loop:
         coordinator.install_binding(
             self.binding.repo_config, bound.service_url, bound.project_id, bound.project_name
         )
+        canary = self.config.run.canary_binding
+        if self.canary is not None and canary is not None:
+            coordinator.install_binding(
+                self.canary.repo_config, canary.service_url, canary.project_id, canary.project_name
+            )
         if self.reviewer is not None and self.reviewer_url is not None:
             rev = self.reviewer
             coordinator.install_binding(
@@ -190,8 +230,14 @@ class Loop:
         _kill, ledger, _vendors = admission.paths(self.config)
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
+        reporter = costs.Reporter(self.records.root)
+        canary = self.canary.project_id if self.canary is not None else None
         with self.client() as client:
-            summary = costs.Reporter(self.records.root).report(client, rows, now)
+            summary = reporter.report(client, [r for r in rows if r["project"] != canary], now)
+        if self.canary is not None:  # the canary project's rows, with its own credential
+            with self.client(self.canary) as client:
+                more = reporter.report(client, [r for r in rows if r["project"] == canary], now)
+            summary = summary.plus(more)
         if summary.error is not None:
             self.costs_retry_at = now + COSTS_RETRY_MS
             log(f"report costs: {summary.error}")
@@ -225,21 +271,51 @@ class Loop:
         vendor, problems = admission.admit(self.config)
         if vendor is None:
             return f"Refused({'; '.join(problems)!r})"
-        try:
-            with self.client() as client:
-                offer = client.next()
-        except AgentcError as exc:
-            return f"Failed({'next: ' + coordinator.describe_error(exc)!r})"
-        action = offer.get("action") if isinstance(offer, dict) else None
-        if not isinstance(action, dict) or action.get("kind") not in ("claim_task", "recover_task"):
-            return "Idle"
-        held = self.held(str(action.get("task_id")))
-        if held is not None:
-            return f"Refused({held!r})"
-        try:
-            return ImplementerLaunch(self, action, vendor).run()
-        except AgentcError as exc:
-            return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+        failed: list[str] = []
+        holds: list[str] = []
+        # The canary project first: its ready task is claimed ahead of the main project's work.
+        for binding, mirror in self.bindings():
+            where = "" if binding is self.binding else f" (canary project {binding.project_id})"
+            try:
+                with self.client(binding) as client:
+                    offer = client.next()
+            except AgentcError as exc:  # the other project is still asked
+                failed.append(f"next{where}: {coordinator.describe_error(exc)}")
+                log(f"{failed[-1]} (the other projects are still asked)")
+                continue
+            action = offer.get("action") if isinstance(offer, dict) else None
+            kinds = ("claim_task", "recover_task")
+            if not isinstance(action, dict) or action.get("kind") not in kinds:
+                continue
+            held = self.held(str(action.get("task_id")))
+            if held is not None:
+                holds.append(held)
+                continue
+            try:
+                return ImplementerLaunch(self, action, vendor, binding, mirror).run()
+            except AgentcError as exc:
+                return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+        if holds:
+            return f"Refused({'; '.join(holds)!r})"
+        if failed:
+            return f"Failed({'; '.join(failed)!r})"
+        return "Idle"
+
+    def bindings(self) -> list[tuple[coordinator.Binding, Path]]:
+        """The projects the implementer serves, in the order ``next`` asks them: the canary
+        project (``[run.canary_binding]``) first, the main project last; with their mirrors."""
+        main = [(self.binding, self.mirror)]
+        return [(self.canary, self.canary_mirror), *main] if self.canary is not None else main
+
+    def binding_of(self, project: str) -> coordinator.Binding:
+        """The binding serving ``project`` (a launch record's); refused when none does."""
+        for binding, _mirror in self.bindings():
+            if binding.project_id == project:
+                return binding
+        raise ConfigError(
+            f"run.canary_binding: a launch of project {project} was left, which neither "
+            "[run.binding] nor [run.canary_binding] names; restore its binding to settle it"
+        )
 
     def held(self, task: str) -> str | None:
         """Why the empty-exit limits hold this task or the whole host, if they do."""
@@ -262,8 +338,15 @@ class Loop:
             )
         return None
 
-    def client(self) -> Any:
-        return coordinator.session_client(self.binding, self.records.root / "client", LOOP_SESSION)
+    def client(self, binding: coordinator.Binding | None = None) -> Any:
+        """The loop's own client (``next``, reads) for ``binding`` (none: the main one)."""
+        if binding is None or binding is self.binding:
+            return coordinator.session_client(
+                self.binding, self.records.root / "client", LOOP_SESSION
+            )
+        return coordinator.session_client(
+            binding, self.records.root / "client-canary", LOOP_SESSION
+        )
 
     def review_client(self) -> Any:
         """The reviewer's client without a session (``next``, reads); a review claims in a
@@ -285,7 +368,7 @@ class Loop:
         branch = (setup.branch if setup else None) or self.config.run.branch
         if setup is not None and setup.repository_url:
             return setup.repository_url, branch
-        with self.review_client() if reviewer else self.client() as client:
+        with self.review_client() if reviewer else self.client(self.binding_of(project)) as client:
             view = client.get(client.project())
         url = view.get("repository_url") if isinstance(view, dict) else None
         if not isinstance(url, str) or not url:
@@ -339,7 +422,8 @@ class Loop:
         log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
 
     def _release_dead(self, record: LaunchRecord, private: Path) -> str:
-        with coordinator.session_client(self.binding, private, record.launch_id) as client:
+        binding = self.binding_of(record.project)
+        with coordinator.session_client(binding, private, record.launch_id) as client:
             coordinator.resolve_pending(client)  # a lost claim answer is finished, not redone
             attempt, generation = record.attempt, record.generation
             held = client.state().attempt
