@@ -152,6 +152,9 @@ class HealthSettings(Settings):
     # <state>/vendors.json).
     ledger: Path | None = setting(optional(absolute_path), default=None)
     vendors: Path | None = setting(optional(absolute_path), default=None)
+    # The gateway's configuration, read to check each gateway vendor's credential file at
+    # admission (None: /etc/agentc/gateway.toml when it exists; loop/signin.py).
+    gateway_config: Path | None = setting(optional(absolute_path), default=None)
     exhausted_minutes: float = setting(number(above=0), default=60.0)
     token_lifetime_days: int = setting(integer(minimum=1), default=365)
     expiry_warn_days: int = setting(integer(minimum=0), default=14)
