@@ -101,16 +101,24 @@ def test_a_failing_canary_next_still_polls_the_main_project(
 ) -> None:
     loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
     canary = Canary(loop, short_tmp)
-    # A credential the coordinator does not know: the canary project's next fails.
-    wrong = write_credentials(short_tmp / "wrong-cred", server.url, "agc_not_a_real_token")
-    canary.configure(wrong)
     canary.task()
+    # A credential file that cannot be read: the canary project's next fails.
+    canary.configure(short_tmp / "missing-credentials.toml")
     task = loop.task()
     result = loop.once()
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert f"next (canary project {canary.project})" in result.stderr, result.stderr
+    assert "missing-credentials.toml" in result.stderr, result.stderr
     assert "exit_code: 0" in result.stderr, result.stderr
     assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
+    # A credential the coordinator does not know fails it the same way.
+    wrong = write_credentials(short_tmp / "wrong-cred", server.url, "agc_not_a_real_token")
+    canary.configure(wrong)
+    other = loop.task("another task")
+    again = loop.once()
+    assert again.returncode == 0, again.stderr
+    assert f"next (canary project {canary.project}): authentication_required" in again.stderr
+    assert loop.show(other["id"])["work_status"] == "waiting_review", loop.tails()
 
 
 def test_a_crashed_canary_launch_is_settled_in_the_canary_project(

@@ -234,9 +234,13 @@ class Loop:
         canary = self.canary.project_id if self.canary is not None else None
         with self.client() as client:
             summary = reporter.report(client, [r for r in rows if r["project"] != canary], now)
-        if self.canary is not None:  # the canary project's rows, with its own credential
-            with self.client(self.canary) as client:
-                more = reporter.report(client, [r for r in rows if r["project"] == canary], now)
+        theirs = [r for r in rows if r["project"] == canary]
+        if self.canary is not None and theirs:  # the canary's rows, with its own credential
+            try:
+                with self.client(self.canary) as client:
+                    more = reporter.report(client, theirs, now)
+            except UnsafeFile as exc:
+                more = costs.Summary(pending=len(theirs), error=str(exc))
             summary = summary.plus(more)
         if summary.error is not None:
             self.costs_retry_at = now + COSTS_RETRY_MS
@@ -279,7 +283,7 @@ class Loop:
             try:
                 with self.client(binding) as client:
                     offer = client.next()
-            except AgentcError as exc:  # the other project is still asked
+            except (AgentcError, UnsafeFile) as exc:  # the other project is still asked
                 failed.append(f"next{where}: {coordinator.describe_error(exc)}")
                 log(f"{failed[-1]} (the other projects are still asked)")
                 continue
