@@ -1,11 +1,13 @@
 """``[run.canary_binding]`` with real parts: the loop asks the canary project for ``next`` first
 each poll, clones it from its own mirror, submits there with its own binding and credential,
-still polls the main project when the canary's ``next`` fails, and settles a crashed canary
-launch in the canary project."""
+still polls the main project when the canary's ``next`` fails, settles a crashed canary
+launch in the canary project, and takes reviews in both projects."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import uuid
@@ -16,6 +18,7 @@ import httpx
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
+from tests.supervisor.loop.review_kit import PASSING_TEST, make_review_kit, submit
 
 
 class Canary:
@@ -142,4 +145,54 @@ def test_a_crashed_canary_launch_is_settled_in_the_canary_project(
     assert f"settled launch {record['launch_id']}" in result.stderr, result.stderr
     assert canary.status(canary_task) == "ready"
     assert "ended while no supervisor watched it" in canary.handoff(record["attempt"])
+    assert loop.records() == [] and loop.leftovers() == []
+
+
+def test_reviews_are_taken_in_the_canary_project_and_the_main_one(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    loop = make_review_kit(short_tmp, server, admin, account)
+    canary_project = admin_project(admin)
+    canary_origin, canary_clone = make_clone(short_tmp / "canary-repo")
+    subprocess.run(["chown", "-R", f"{account}:{account}", str(canary_origin)], check=True)
+    # One reviewer principal serves both projects.
+    body = {
+        "name": f"rev-both-{uuid.uuid4().hex[:6]}",
+        "projects": [loop.project, canary_project],
+        "credential_class": "supervised",
+    }
+    resp = admin.post(
+        "/api/v1/admin/agents", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}
+    )
+    assert resp.status_code == 201, resp.text
+    creds = write_credentials(
+        loop.state / "rev/coordinator", server.url, resp.json()["data"]["token"]
+    )
+    shutil.chown(creds, account, account)
+    loop.extra = (
+        "[run.canary_binding]\n"
+        f'service_url = "{server.url}"\n'
+        f'project_id = "{canary_project}"\n'
+        f"[setup.{canary_project}]\n"
+        f'repository_url = "{canary_origin}"\n'
+    )
+    loop.write_config()
+    view = dataclasses.replace(
+        loop, project=canary_project, origin=canary_origin, clone=canary_clone
+    )
+    in_canary = submit(view, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+    in_main = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    outcome = [x for x in result.stderr.splitlines() if "poll 1:" in x][0]
+    # The canary project's review first, then the main project's, in one poll.
+    assert outcome.index(f"Reviewed {{task: '{in_canary}'") < outcome.index(
+        f"Reviewed {{task: '{in_main}'"
+    ), outcome
+    assert view.show(in_canary)["work_status"] == "waiting_integration"
+    assert loop.show(in_main)["work_status"] == "waiting_integration"
+    finals = {f["task"]: f for f in loop.records("finished")}
+    assert finals[in_canary]["project"] == canary_project
+    assert finals[in_canary]["outcome"] == "decided: approve"
+    assert (loop.state / "mirror-canary.git/HEAD").exists()
     assert loop.records() == [] and loop.leftovers() == []

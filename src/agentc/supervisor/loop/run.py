@@ -11,6 +11,7 @@ loop.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -166,6 +167,14 @@ class Loop:
         checked = check_reviewer_binding(config, self.binding)
         self.reviewer: coordinator.Binding | None = checked[0] if checked else None
         self.reviewer_url: str | None = checked[1] if checked else None
+        # Reviews in the canary project: the reviewer's credential, the canary's project.
+        self.canary_reviewer: coordinator.Binding | None = None
+        if self.reviewer is not None and self.canary is not None:
+            self.canary_reviewer = dataclasses.replace(
+                self.canary,
+                repo_config=self.canary.repo_config.with_name("reviewer-binding-canary.toml"),
+                credential_file=self.reviewer.credential_file,
+            )
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
         self.mirror = self.state / "mirror.git"
@@ -196,6 +205,11 @@ class Loop:
             rev = self.reviewer
             coordinator.install_binding(
                 rev.repo_config, self.reviewer_url, rev.project_id, rev.project_name
+            )
+        if self.canary_reviewer is not None and canary is not None:
+            rev = self.canary_reviewer
+            coordinator.install_binding(
+                rev.repo_config, canary.service_url, rev.project_id, rev.project_name
             )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -261,11 +275,33 @@ class Loop:
             return refused
         if self.stopping:
             return 'Refused("the loop is stopping; no new claims")'
-        reviewed = review.take(self) if self.reviewer is not None else None
-        if self.stopped():  # a signal during the review
-            return reviewed or 'Refused("the loop is stopping; no new claims")'
+        outcomes = []
+        for binding in self.reviewers():  # at most one review per project
+            reviewed = review.take(self, binding)
+            if reviewed is not None:
+                outcomes.append(reviewed)
+            if self.stopped():  # a signal during the review
+                return "; ".join(outcomes) or 'Refused("the loop is stopping; no new claims")'
         implemented = self.implement()
-        return implemented if reviewed is None else f"{reviewed}; {implemented}"
+        return "; ".join([*outcomes, implemented])
+
+    def reviewers(self) -> list[coordinator.Binding]:
+        """The reviewer's bindings, in the order reviews are taken: the canary project's
+        first, then the reviewer's project (none without ``[run] reviewer``)."""
+        if self.reviewer is None:
+            return []
+        canary = [self.canary_reviewer] if self.canary_reviewer is not None else []
+        return [*canary, self.reviewer]
+
+    def reviewer_of(self, project: str) -> coordinator.Binding:
+        """The reviewer binding serving ``project`` (a review record's)."""
+        for binding in self.reviewers():
+            if binding.project_id == project:
+                return binding
+        raise ConfigError(
+            f"run.reviewer_binding: a review of project {project} was left, which no reviewer "
+            "binding names; restore its binding to settle it"
+        )
 
     def stopped(self) -> bool:
         return self.stopping
@@ -352,17 +388,23 @@ class Loop:
             binding, self.records.root / "client-canary", LOOP_SESSION
         )
 
-    def review_client(self) -> Any:
-        """The reviewer's client without a session (``next``, reads); a review claims in a
-        fresh session of its own."""
+    def review_client(self, binding: coordinator.Binding | None = None) -> Any:
+        """The reviewer's client without a session (``next``, reads) for ``binding`` (none:
+        the reviewer's project); a review claims in a fresh session of its own."""
         assert self.reviewer is not None
-        root = self.records.root / "client-rev"
-        return coordinator.session_client(self.reviewer, root, REVIEW_SESSION)
+        if binding is None or binding is self.reviewer:
+            return coordinator.session_client(
+                self.reviewer, self.records.root / "client-rev", REVIEW_SESSION
+            )
+        root = self.records.root / "client-rev-canary"
+        return coordinator.session_client(binding, root, REVIEW_SESSION)
 
     def review_mirror(self, project: str) -> Path:
         """The mirror a review fetches into: the loop's, or the reviewer project's own."""
         if project == self.binding.project_id:
             return self.mirror
+        if self.canary is not None and project == self.canary.project_id:
+            return self.canary_mirror
         return self.state / "mirrors" / f"{project}.git"
 
     def repository(self, project: str, *, reviewer: bool = False) -> tuple[str, str]:
@@ -372,7 +414,8 @@ class Loop:
         branch = (setup.branch if setup else None) or self.config.run.branch
         if setup is not None and setup.repository_url:
             return setup.repository_url, branch
-        with self.review_client() if reviewer else self.client(self.binding_of(project)) as client:
+        which = self.review_client(self.reviewer_of(project)) if reviewer else None
+        with which or self.client(self.binding_of(project)) as client:
             view = client.get(client.project())
         url = view.get("repository_url") if isinstance(view, dict) else None
         if not isinstance(url, str) or not url:
