@@ -169,11 +169,12 @@ class Loop:
         self.reviewer_url: str | None = checked[1] if checked else None
         # Reviews in the canary project: the reviewer's credential, the canary's project.
         self.canary_reviewer: coordinator.Binding | None = None
-        if self.reviewer is not None and self.canary is not None:
+        reviewer, canary_binding = self.reviewer, self.canary
+        if reviewer and canary_binding and reviewer.project_id != canary_binding.project_id:
             self.canary_reviewer = dataclasses.replace(
-                self.canary,
-                repo_config=self.canary.repo_config.with_name("reviewer-binding-canary.toml"),
-                credential_file=self.reviewer.credential_file,
+                canary_binding,
+                repo_config=canary_binding.repo_config.with_name("reviewer-binding-canary.toml"),
+                credential_file=reviewer.credential_file,
             )
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
