@@ -246,23 +246,35 @@ class Loop:
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
         reporter = costs.Reporter(self.records.root)
-        canary = self.canary.project_id if self.canary is not None else None
-        with self.client() as client:
-            summary = reporter.report(client, [r for r in rows if r["project"] != canary], now)
-        theirs = [r for r in rows if r["project"] == canary]
-        if self.canary is not None and theirs:  # the canary's rows, with its own credential
+        # Each row goes with a credential of the attempt's own agent (the coordinator refuses
+        # any other): a reviewer launch's with the reviewer's, the others with their project's.
+        groups: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            reviewing = row.get("role") == "rev" and self.reviewer is not None
+            groups.setdefault((reviewing, row["project"]), []).append(row)
+        summary = Summary()
+        for (reviewing, project), items in groups.items():
             try:
-                with self.client(self.canary) as client:
-                    more = reporter.report(client, theirs, now)
+                with self._cost_client(reviewing, project) as client:
+                    summary = summary.plus(reporter.report(client, items, now))
             except UnsafeFile as exc:
-                more = costs.Summary(pending=len(theirs), error=str(exc))
-            summary = summary.plus(more)
+                summary = summary.plus(Summary(pending=len(items), error=str(exc)))
         if summary.error is not None:
             self.costs_retry_at = now + COSTS_RETRY_MS
             log(f"report costs: {summary.error}")
         else:
             self.costs_retry_at = 0
         return summary
+
+    def _cost_client(self, reviewing: bool, project: str) -> Any:
+        """The client reporting a project's rows: the reviewer's or the implementer's, of the
+        binding serving the project (else the main one)."""
+        try:
+            if reviewing:
+                return self.review_client(self.reviewer_of(project))
+            return self.client(self.binding_of(project))
+        except ConfigError:
+            return self.review_client() if reviewing else self.client()
 
     def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
         data: dict[str, Any] = {"iteration": self.iteration, "outcome": self.outcome}
