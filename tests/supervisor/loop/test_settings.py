@@ -17,7 +17,11 @@ from agentc.files.settings import Settings
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop import settings as loop_settings
-from agentc.supervisor.loop.run import check_binding, check_reviewer_binding
+from agentc.supervisor.loop.run import (
+    check_binding,
+    check_canary_binding,
+    check_reviewer_binding,
+)
 from tests.client.kit import write_credentials
 
 DOC = Path(__file__).resolve().parents[3] / "docs/supervisor.md"
@@ -27,12 +31,23 @@ TABLES: dict[str, type[Settings]] = {
     "`[run]`": loop_settings.RunSettings,
     "`[run.binding]`": loop_settings.Binding,
     "`[run.reviewer_binding]`": loop_settings.ReviewerBinding,
+    "`[run.canary_binding]`": loop_settings.CanaryBinding,
     "`[health]`": loop_settings.HealthSettings,
     "`[health.fallback]`": loop_settings.Fallback,
     "`[setup.<project-id>]`": loop_settings.ProjectSetup,
     "`[prices.<model>]`": loop_settings.PriceSettings,
 }
-SECTIONS = {"limits", "run", "health", "setup", "prices", "binding", "reviewer_binding", "fallback"}
+SECTIONS = {
+    "limits",
+    "run",
+    "health",
+    "setup",
+    "prices",
+    "binding",
+    "reviewer_binding",
+    "canary_binding",
+    "fallback",
+}
 
 
 def _doc_tables() -> dict[str, dict[str, str]]:
@@ -115,6 +130,12 @@ BINDING = '[run.binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "p1"\
          "run.binding.repository: unknown setting"),
         ('[run.reviewer_binding]\nservice_url = "http://10.0.0.1"\n',
          "run.reviewer_binding.service_url: plain http is refused for 10.0.0.1"),
+        ('[run.canary_binding]\nservice_url = "http://10.0.0.1"\nproject_id = "c"\n',
+         "run.canary_binding.service_url: plain http is refused for 10.0.0.1"),
+        ('[run.canary_binding]\nservice_url = "https://c.example"\n',
+         "run.canary_binding.project_id: required, but missing"),
+        ('[run.canary_binding]\nservice_url = "https://c.example"\nproject_id = "c"\nx = 1\n',
+         "run.canary_binding.x: unknown setting"),
         ("[run]\nreview_minutes = 0\n", "run.review_minutes: must be > 0"),
         ("[health]\nimplementer_daily_usd = -1\n", "health.implementer_daily_usd: must be >= 0"),
         ('[health.fallback]\nharness = "codex"\n', "health.fallback.model: required, but missing"),
@@ -154,7 +175,32 @@ def test_bad_settings_name_their_key(tmp_path: Path, text: str, message: str) ->
             "run.reviewer_binding.credential_file: @STATE@/impl/coordinator/credentials.toml "
             "is the implementer's; a reviewer needs its own credential",
         ),
-        ('[setup.p1]\ncommand = ["make"]\n' + BINDING, "setup.p1.command: setup commands"),
+        (
+            "[run]\nallow_insecure_loopback = true\n[run.canary_binding]\n"
+            'service_url = "http://127.0.0.1:10"\nproject_id = "c1"\n' + BINDING,
+            "run.canary_binding.service_url: http://127.0.0.1:10 is not [run.binding]'s "
+            "coordinator",
+        ),
+        (
+            "[run]\nallow_insecure_loopback = true\n[run.canary_binding]\n"
+            'service_url = "HTTP://127.0.0.1:9/"\nproject_id = "p1"\n' + BINDING,
+            "run.canary_binding.project_id: p1 is [run.binding]'s project",
+        ),
+        (
+            '[run.canary_binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "c1"\n'
+            "[run]\nallow_insecure_loopback = false\n"
+            '[run.binding]\nservice_url = "https://127.0.0.1:9"\nproject_id = "p1"\n',
+            "run.canary_binding.service_url: http://127.0.0.1:9 is not [run.binding]'s",
+        ),
+        (
+            '[setup.p1]\ncommand = ["make"]\ncache_paths = ["/nonexistent-agentc-cache"]\n'
+            "[run]\nallow_insecure_loopback = true\n" + BINDING,
+            "setup.p1.cache_paths: /nonexistent-agentc-cache cannot be used",
+        ),
+        (
+            '[setup.p1]\ncommand = [""]\n[run]\nallow_insecure_loopback = true\n' + BINDING,
+            "setup.p1.command: the program name is empty",
+        ),
     ],
 )
 def test_what_the_loop_cannot_do_is_refused_at_start(
@@ -163,7 +209,9 @@ def test_what_the_loop_cannot_do_is_refused_at_start(
     state = str(tmp_path / "state")
     config = load_config(_write(tmp_path, text.replace("@STATE@", state)))
     with pytest.raises(ConfigError, match=re.escape(message.replace("@STATE@", state))):
-        check_reviewer_binding(config, check_binding(config))
+        binding = check_binding(config)
+        check_canary_binding(config, binding)
+        check_reviewer_binding(config, binding)
 
 
 @pytest.mark.root

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems
+from agentc.supervisor.loop import signin
+from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
 from agentc.supervisor.loop.records import now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
 from agentc.supervisor.roles import role_slug
@@ -67,8 +69,9 @@ def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
 def vendors(
     config: SupervisorConfig, state_file: Path, role: str = "implementer"
 ) -> list[tuple[Vendor, dict[str, str]]]:
-    """The role's vendors with their exhaustion from the gateway's state: the implementer's
-    primary and fallback, or the reviewer's one."""
+    """The role's vendors with their exhaustion from the gateway's state and whether they can
+    sign in (:mod:`agentc.supervisor.loop.signin`): the implementer's primary and fallback, or
+    the reviewer's one."""
     try:
         data = json.loads(state_file.read_text(encoding="utf-8"))
         until = data.get("exhausted_until") if isinstance(data, dict) else None
@@ -85,13 +88,20 @@ def vendors(
             {"harness": fallback.harness, "model": fallback.model, "effort": fallback.effort}
         )
     result = []
+    now, found = now_ms(), False
     for choice in wanted:
         harness = choice["harness"]
         upstream = None
         if not harness.startswith(COMMAND_PREFIX):
             upstream = config.gateway_upstreams.get(harness, harness)
         mark = until.get(upstream) if upstream else None
-        result.append((Vendor(harness, mark if isinstance(mark, int) else None), choice))
+        exhausted = mark if isinstance(mark, int) else None
+        # Signed in? Checked in order, only until a usable vendor is found (the rest unused).
+        reason = None
+        if not found and (exhausted is None or exhausted <= now):
+            reason = signin.vendor_problem(config, harness, role)
+            found = reason is None
+        result.append((Vendor(harness, exhausted, reason), choice))
     return result
 
 
@@ -122,4 +132,11 @@ def admit(
     )
     if chosen is None:
         return None, problems
+    _chosen, skipped = choose_vendor([v for v, _ in choices], now)
+    if skipped:
+        print(
+            f"agentc-supervisor run: {role} vendor skipped: {'; '.join(skipped)}",
+            file=sys.stderr,
+            flush=True,
+        )
     return next(c for v, c in choices if v is chosen), problems

@@ -39,14 +39,15 @@ class Summary:
     pending: int = 0
     error: str | None = None  # why some rows stay pending (the last failed batch)
 
-    def add(self, other: Summary) -> None:
-        """Fold another pass's counts in (its error, if any, wins)."""
-        for name in ("accepted", "duplicates", "rejected", "quarantined", "pending"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.error = other.error or self.error
-
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if k != "error"}
+
+    def plus(self, other: Summary) -> Summary:
+        """Both passes' counts (the first error named)."""
+        total = Summary(error=self.error or other.error)
+        for key, value in self.as_dict().items():
+            setattr(total, key, value + getattr(other, key))
+        return total
 
 
 def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:

@@ -25,6 +25,7 @@ from agentc.supervisor import agentsession, launch_execute, launch_plan, preflig
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.loop import coordinator, push, repo
+from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
 from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
@@ -112,8 +113,18 @@ def drain(running: launch_execute.RunningLaunch, grace_seconds: float) -> None:
 class ImplementerLaunch:
     """One claimed task, from the claim to the settled end."""
 
-    def __init__(self, loop: Loop, action: dict[str, Any], vendor: dict[str, str]) -> None:
+    def __init__(
+        self,
+        loop: Loop,
+        action: dict[str, Any],
+        vendor: dict[str, str],
+        binding: coordinator.Binding | None = None,
+        mirror: Path | None = None,
+    ) -> None:
         self.loop = loop
+        # The project's binding and mirror (none: the main ones; else the canary project's).
+        self.binding = binding or loop.binding
+        self.mirror = mirror or loop.mirror
         self.action = action
         self.vendor = vendor
         self.launch_id = str(uuid.uuid4())
@@ -127,12 +138,12 @@ class ImplementerLaunch:
     def run(self) -> str:
         """Claim, launch, supervise and settle; returns the poll's outcome."""
         loop = self.loop
-        project = loop.binding.project_id
+        project = self.binding.project_id
         url, branch = loop.repository(project)
-        head = repo.update_mirror(loop.mirror, url, branch)
+        head = repo.update_mirror(self.mirror, url, branch)
         for path in (self.layout.run, self.layout.clone):
             path.mkdir(mode=0o700)
-        with coordinator.session_client(loop.binding, self.private, self.launch_id) as client:
+        with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
             self._write_record(project, None, 0)
             try:
                 claim = self._claim(client)
@@ -154,7 +165,10 @@ class ImplementerLaunch:
                 self._stop_push()
                 why = coordinator.describe_error(exc)
                 log(f"task {self.action['task_id']}: the launch failed: {why}")
-                self._settle(client, lease, handoff(f"the launch failed: {why}."))
+                text = handoff(f"the launch failed: {why}.")
+                if isinstance(exc, project_setup.SetupFailed):
+                    text = self._setup_handoff(exc)
+                self._settle(client, lease, text)
                 return f"Failed({self.action['task_id']}: {why})"
             try:
                 exit_note = self._supervise(client, lease, running)
@@ -165,6 +179,14 @@ class ImplementerLaunch:
             text = f"the launch exited with code {code}{exit_note}."
             self._settle(client, lease, handoff(text), empty_exit=code == 0)
             return f"Launched {{task: {self.action['task_id']!r}, exit_code: {code}}}"
+
+    def _setup_handoff(self, exc: project_setup.SetupFailed) -> str:
+        """The handoff of a failed setup: the failure and its output's tail, and where the
+        whole log is kept (``unsubmitted/<launch>/setup.log``)."""
+        kept = self.loop.records.keep_tails(
+            self.launch_id, self.layout.run, names=(project_setup.SETUP_LOG,)
+        )
+        return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
     def _write_record(self, project: str, attempt: str | None, generation: int) -> None:
         if self.record is None:
@@ -197,7 +219,7 @@ class ImplementerLaunch:
         loop, layout = self.loop, self.layout
         run_cfg = loop.config.run
         repo.clone(
-            loop.mirror,
+            self.mirror,
             head,
             layout.clone,
             origin_url=url,
@@ -209,21 +231,21 @@ class ImplementerLaunch:
         session_id = client.state().session_id or self.launch_id
         attempt = claim["attempt"]
         text = implementer_prompt(
-            project=loop.binding.project_id,
+            project=self.binding.project_id,
             task=claim["task"],
             session=session_id,
             attempt=str(attempt["id"]),
             generation=int(attempt["generation"]),
             checkout=str(checkout),
-            instructions=repo.instruction_files(loop.mirror, head),
+            instructions=repo.instruction_files(self.mirror, head),
         )
         fd = rundir.create_new(layout.prompt)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        shutil.copyfile(loop.binding.repo_config, layout.run / BINDING_COPY)
+        shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
         rundir.prepare(layout)
         coordinator.hand_over(
-            loop.binding, self.private, layout.run / "state/coordinator", self.launch_id
+            self.binding, self.private, layout.run / "state/coordinator", self.launch_id
         )
         return self._start(attempt, url)
 
@@ -233,7 +255,7 @@ class ImplementerLaunch:
         access = CoordinatorAccess(
             session=self.launch_id,
             repo_config=layout.run / BINDING_COPY,
-            allow_insecure_loopback=loop.binding.allow_insecure_loopback,
+            allow_insecure_loopback=self.binding.allow_insecure_loopback,
             push_socket=self.push.socket,
         )
         request = LaunchRequest(
@@ -246,7 +268,7 @@ class ImplementerLaunch:
             attempt=str(attempt["id"]),
             generation=int(attempt["generation"]),
             task=str(self.action["task_id"]),
-            project=loop.binding.project_id,
+            project=self.binding.project_id,
             coordinator=access,
         )
         session = agentsession.ensure(loop.config, "implementer")
@@ -255,6 +277,15 @@ class ImplementerLaunch:
         problems = preflight.launch_problems(loop.config, plan)
         if problems:
             raise SupervisorError("preflight: " + "; ".join(problems))
+        plan = project_setup.run(
+            loop.config,
+            plan,
+            self.binding.project_id,
+            stopping=lambda: loop.stopping,
+            beat=lambda: loop.heartbeat(
+                launch={"role": "implementer", "task": self.action["task_id"]}
+            ),
+        )
         running = launch_execute.start(plan, own_group=True)
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
@@ -264,7 +295,7 @@ class ImplementerLaunch:
             task=str(self.action["task_id"]),
             launch=self.launch_id,
             remote=url,
-            digests=token_digests(loop.binding.credential_file),
+            digests=token_digests(self.binding.credential_file),
         )
         return running
 

@@ -126,14 +126,17 @@ class Records:
         for old in kept[:-KEEP_FINISHED]:
             old.unlink(missing_ok=True)
 
-    def keep_tails(self, launch_id: str, run: Path) -> Path:
+    def keep_tails(
+        self, launch_id: str, run: Path, names: tuple[str, ...] = ("events.jsonl", "stderr.log")
+    ) -> Path:
         """Copy the tails (at most 1 MiB each) of the run's ``events.jsonl`` and ``stderr.log``
-        to ``unsubmitted/<launch>/`` (0700, files 0600; the newest KEEP_TAILS kept)."""
+        (or ``names``) to ``unsubmitted/<launch>/`` (0700, files 0600; the newest KEEP_TAILS
+        kept)."""
         folder = self.root / "unsubmitted"
         folder.mkdir(mode=0o700, exist_ok=True)
         target = folder / launch_id
         target.mkdir(mode=0o700, exist_ok=True)
-        for name in ("events.jsonl", "stderr.log"):
+        for name in names:
             try:
                 fd = os.open(run / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:

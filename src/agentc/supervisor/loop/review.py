@@ -66,7 +66,9 @@ class Reviewing(Loop, Protocol):
 
     reviewer: coordinator.Binding | None
 
-    def review_client(self) -> Any: ...
+    def review_client(self, binding: coordinator.Binding | None = None) -> Any: ...
+
+    def reviewer_of(self, project: str) -> coordinator.Binding: ...
 
     def review_mirror(self, project: str) -> Path: ...
 
@@ -86,8 +88,8 @@ def remove_review(loop: Reviewing, record: LaunchRecord) -> None:
 
 def release_dead(loop: Reviewing, record: LaunchRecord, private: Path) -> str:
     """Release the review a dead launch left held, unless it was decided or released."""
-    assert loop.reviewer is not None
-    with coordinator.session_client(loop.reviewer, private, record.launch_id) as client:
+    binding = loop.reviewer_of(record.project)
+    with coordinator.session_client(binding, private, record.launch_id) as client:
         coordinator.resolve_pending(client)  # a lost claim or verdict answer is finished
         attempt, generation = record.attempt, record.generation
         held = client.state().review
@@ -113,13 +115,14 @@ def _release(client: Agent, activity: str, generation: int, summary: str) -> str
     return "released"
 
 
-def take(loop: Reviewing) -> str | None:
-    """At most one review; its outcome for the poll, or None when there is none to take."""
+def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | None:
+    """At most one review in ``binding``'s project (none: the reviewer's); its outcome for the
+    poll, or None when there is none to take."""
     vendor, problems = admission.admit(loop.config, "reviewer")
     if vendor is None:
         return f"Review refused({'; '.join(problems)!r})"
     try:
-        with loop.review_client() as client:
+        with loop.review_client(binding) as client:
             offer = client.next(Role.REVIEWER)
     except AgentcError as exc:
         return f"Review failed({'next: ' + coordinator.describe_error(exc)!r})"
@@ -132,7 +135,7 @@ def take(loop: Reviewing) -> str | None:
     if strike is not None and int(strike.get("failures", 0)) >= limit:
         return f"Skipped {{submission: {submission!r}, failures: {strike['failures']}}}"
     try:
-        return ReviewLaunch(loop, action, vendor).run()
+        return ReviewLaunch(loop, action, vendor, binding).run()
     except AgentcError as exc:
         return f"Review failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
 
@@ -147,10 +150,16 @@ class Lease:
 class ReviewLaunch:
     """One offered review, from the check of its submission to its posted or released end."""
 
-    def __init__(self, loop: Reviewing, action: dict[str, Any], vendor: dict[str, str]) -> None:
+    def __init__(
+        self,
+        loop: Reviewing,
+        action: dict[str, Any],
+        vendor: dict[str, str],
+        binding: coordinator.Binding | None = None,
+    ) -> None:
         assert loop.reviewer is not None
         self.loop = loop
-        self.binding = loop.reviewer
+        self.binding = binding or loop.reviewer  # the project's (the canary's, or the main)
         self.action = action
         self.vendor = vendor
         self.task = str(action["task_id"])
@@ -179,7 +188,7 @@ class ReviewLaunch:
 
     def _submission(self) -> dict[str, Any]:
         """The task's current submission, which must be the one offered, with a candidate."""
-        with self.loop.review_client() as client:
+        with self.loop.review_client(self.binding) as client:
             view = client.get(client.project(f"/tasks/{self.task}/workflow"))
         current = view.get("submission") if isinstance(view, dict) else None
         if not isinstance(current, dict) or current.get("id") != self.submission:

@@ -11,6 +11,7 @@ loop.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -23,6 +24,7 @@ from agentc.files import UnsafeFile, read_private
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, review
+from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
 from agentc.supervisor.loop.records import (
@@ -42,7 +44,8 @@ COSTS_RETRY_MS = 10 * 60 * 1000
 
 
 def unsupported(config: SupervisorConfig) -> None:
-    """Refuse, naming the key, what the loop does not do yet (never half of it)."""
+    """Refuse, naming the key, what the loop does not do yet (never half of it), and a project
+    setup it cannot run."""
     if config.mode == "host":
         raise ConfigError(
             "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
@@ -52,11 +55,7 @@ def unsupported(config: SupervisorConfig) -> None:
         refusal = reviewer_refusal(config.run.reviewer_harness)
         if refusal is not None:
             raise ConfigError(f"run.reviewer_harness: {refusal}")
-    for project, setup in config.setup.items():
-        if setup.command:
-            raise ConfigError(
-                f"setup.{project}.command: setup commands are not run by the loop yet"
-            )
+    project_setup.check(config)
 
 
 def check_binding(config: SupervisorConfig) -> coordinator.Binding:
@@ -87,6 +86,38 @@ def _insecure(config: SupervisorConfig, url: str, key: str) -> bool:
             f"{key}: plain http needs a loopback host and [run] allow_insecure_loopback = true"
         )
     return scheme == "http"
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Two service URLs name one coordinator (case and a trailing ``/`` ignored)."""
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
+
+
+def check_canary_binding(
+    config: SupervisorConfig, binding: coordinator.Binding
+) -> coordinator.Binding | None:
+    """The canary project's binding from ``[run.canary_binding]``, checked like
+    ``[run.binding]``: on the main binding's coordinator (the same origin), another project."""
+    canary, bound = config.run.canary_binding, config.run.binding
+    if canary is None:
+        return None
+    assert bound is not None
+    key = "run.canary_binding"
+    if not same_origin(canary.service_url, bound.service_url):
+        raise ConfigError(
+            f"{key}.service_url: {canary.service_url} is not [run.binding]'s coordinator "
+            f"({bound.service_url}); the canary project must live on the same one"
+        )
+    if canary.project_id == bound.project_id:
+        raise ConfigError(f"{key}.project_id: {canary.project_id} is [run.binding]'s project")
+    state = config.resolved_state_dir()
+    return coordinator.Binding(
+        repo_config=state / "loop" / "coordinator-binding-canary.toml",
+        credential_file=canary.credential_file or binding.credential_file,
+        project_id=canary.project_id,
+        project_name=canary.project_name,
+        allow_insecure_loopback=_insecure(config, canary.service_url, f"{key}.service_url"),
+    )
 
 
 def check_reviewer_binding(
@@ -133,12 +164,24 @@ class Loop:
     def __init__(self, config: SupervisorConfig) -> None:
         self.config = config
         self.binding = check_binding(config)  # before anything is written
+        self.canary = check_canary_binding(config, self.binding)
         checked = check_reviewer_binding(config, self.binding)
         self.reviewer: coordinator.Binding | None = checked[0] if checked else None
         self.reviewer_url: str | None = checked[1] if checked else None
+        # Reviews in the canary project: the reviewer's credential, the canary's project.
+        self.canary_reviewer: coordinator.Binding | None = None
+        reviewer, canary_binding = self.reviewer, self.canary
+        if reviewer and canary_binding and reviewer.project_id != canary_binding.project_id:
+            self.canary_reviewer = dataclasses.replace(
+                canary_binding,
+                repo_config=canary_binding.repo_config.with_name("reviewer-binding-canary.toml"),
+                credential_file=reviewer.credential_file,
+            )
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
         self.mirror = self.state / "mirror.git"
+        canary = config.run.canary_binding
+        self.canary_mirror = (canary.mirror if canary else None) or self.state / "mirror-canary.git"
         self.stopping = False
         self.iteration = 0
         self.outcome = "Idle"
@@ -155,10 +198,20 @@ class Loop:
         coordinator.install_binding(
             self.binding.repo_config, bound.service_url, bound.project_id, bound.project_name
         )
+        canary = self.config.run.canary_binding
+        if self.canary is not None and canary is not None:
+            coordinator.install_binding(
+                self.canary.repo_config, canary.service_url, canary.project_id, canary.project_name
+            )
         if self.reviewer is not None and self.reviewer_url is not None:
             rev = self.reviewer
             coordinator.install_binding(
                 rev.repo_config, self.reviewer_url, rev.project_id, rev.project_name
+            )
+        if self.canary_reviewer is not None and canary is not None:
+            rev = self.canary_reviewer
+            coordinator.install_binding(
+                rev.repo_config, canary.service_url, rev.project_id, rev.project_name
             )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -193,23 +246,36 @@ class Loop:
         _kill, ledger, _vendors = admission.paths(self.config)
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
-        # A row is reported by the credential that held its attempt: a review's attempt is the
-        # reviewer's, and the coordinator takes an attempt's cost only from its own agent.
-        reviews = role_slug("reviewer")
-        by_reviewer = [r for r in rows if r.get("role") == reviews and self.reviewer is not None]
-        mine = [r for r in rows if not (r.get("role") == reviews and self.reviewer is not None)]
         reporter = costs.Reporter(self.records.root)
-        with self.client() as client:
-            summary = reporter.report(client, mine, now)
-        if by_reviewer:
-            with self.review_client() as client:
-                summary.add(reporter.report(client, by_reviewer, now))
+        # Each row goes with a credential of the attempt's own agent (the coordinator refuses
+        # any other): a reviewer launch's with the reviewer's, the others with their project's.
+        groups: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            reviewing = row.get("role") == role_slug("reviewer") and self.reviewer is not None
+            groups.setdefault((reviewing, row["project"]), []).append(row)
+        summary = Summary()
+        for (reviewing, project), items in groups.items():
+            try:
+                with self._cost_client(reviewing, project) as client:
+                    summary = summary.plus(reporter.report(client, items, now))
+            except UnsafeFile as exc:
+                summary = summary.plus(Summary(pending=len(items), error=str(exc)))
         if summary.error is not None:
             self.costs_retry_at = now + COSTS_RETRY_MS
             log(f"report costs: {summary.error}")
         else:
             self.costs_retry_at = 0
         return summary
+
+    def _cost_client(self, reviewing: bool, project: str) -> Any:
+        """The client reporting a project's rows: the reviewer's or the implementer's, of the
+        binding serving the project (else the main one)."""
+        try:
+            if reviewing:
+                return self.review_client(self.reviewer_of(project))
+            return self.client(self.binding_of(project))
+        except ConfigError:
+            return self.review_client() if reviewing else self.client()
 
     def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
         data: dict[str, Any] = {"iteration": self.iteration, "outcome": self.outcome}
@@ -223,11 +289,33 @@ class Loop:
             return refused
         if self.stopping:
             return 'Refused("the loop is stopping; no new claims")'
-        reviewed = review.take(self) if self.reviewer is not None else None
-        if self.stopped():  # a signal during the review
-            return reviewed or 'Refused("the loop is stopping; no new claims")'
+        outcomes = []
+        for binding in self.reviewers():  # at most one review per project
+            reviewed = review.take(self, binding)
+            if reviewed is not None:
+                outcomes.append(reviewed)
+            if self.stopped():  # a signal during the review
+                return "; ".join(outcomes) or 'Refused("the loop is stopping; no new claims")'
         implemented = self.implement()
-        return implemented if reviewed is None else f"{reviewed}; {implemented}"
+        return "; ".join([*outcomes, implemented])
+
+    def reviewers(self) -> list[coordinator.Binding]:
+        """The reviewer's bindings, in the order reviews are taken: the canary project's
+        first, then the reviewer's project (none without ``[run] reviewer``)."""
+        if self.reviewer is None:
+            return []
+        canary = [self.canary_reviewer] if self.canary_reviewer is not None else []
+        return [*canary, self.reviewer]
+
+    def reviewer_of(self, project: str) -> coordinator.Binding:
+        """The reviewer binding serving ``project`` (a review record's)."""
+        for binding in self.reviewers():
+            if binding.project_id == project:
+                return binding
+        raise ConfigError(
+            f"run.reviewer_binding: a review of project {project} was left, which no reviewer "
+            "binding names; restore its binding to settle it"
+        )
 
     def stopped(self) -> bool:
         return self.stopping
@@ -237,21 +325,51 @@ class Loop:
         vendor, problems = admission.admit(self.config)
         if vendor is None:
             return f"Refused({'; '.join(problems)!r})"
-        try:
-            with self.client() as client:
-                offer = client.next()
-        except AgentcError as exc:
-            return f"Failed({'next: ' + coordinator.describe_error(exc)!r})"
-        action = offer.get("action") if isinstance(offer, dict) else None
-        if not isinstance(action, dict) or action.get("kind") not in ("claim_task", "recover_task"):
-            return "Idle"
-        held = self.held(str(action.get("task_id")))
-        if held is not None:
-            return f"Refused({held!r})"
-        try:
-            return ImplementerLaunch(self, action, vendor).run()
-        except AgentcError as exc:
-            return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+        failed: list[str] = []
+        holds: list[str] = []
+        # The canary project first: its ready task is claimed ahead of the main project's work.
+        for binding, mirror in self.bindings():
+            where = "" if binding is self.binding else f" (canary project {binding.project_id})"
+            try:
+                with self.client(binding) as client:
+                    offer = client.next()
+            except (AgentcError, UnsafeFile) as exc:  # the other project is still asked
+                failed.append(f"next{where}: {coordinator.describe_error(exc)}")
+                log(f"{failed[-1]} (the other projects are still asked)")
+                continue
+            action = offer.get("action") if isinstance(offer, dict) else None
+            kinds = ("claim_task", "recover_task")
+            if not isinstance(action, dict) or action.get("kind") not in kinds:
+                continue
+            held = self.held(str(action.get("task_id")))
+            if held is not None:
+                holds.append(held)
+                continue
+            try:
+                return ImplementerLaunch(self, action, vendor, binding, mirror).run()
+            except AgentcError as exc:
+                return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+        if holds:
+            return f"Refused({'; '.join(holds)!r})"
+        if failed:
+            return f"Failed({'; '.join(failed)!r})"
+        return "Idle"
+
+    def bindings(self) -> list[tuple[coordinator.Binding, Path]]:
+        """The projects the implementer serves, in the order ``next`` asks them: the canary
+        project (``[run.canary_binding]``) first, the main project last; with their mirrors."""
+        main = [(self.binding, self.mirror)]
+        return [(self.canary, self.canary_mirror), *main] if self.canary is not None else main
+
+    def binding_of(self, project: str) -> coordinator.Binding:
+        """The binding serving ``project`` (a launch record's); refused when none does."""
+        for binding, _mirror in self.bindings():
+            if binding.project_id == project:
+                return binding
+        raise ConfigError(
+            f"run.canary_binding: a launch of project {project} was left, which neither "
+            "[run.binding] nor [run.canary_binding] names; restore its binding to settle it"
+        )
 
     def held(self, task: str) -> str | None:
         """Why the empty-exit limits hold this task or the whole host, if they do."""
@@ -274,20 +392,33 @@ class Loop:
             )
         return None
 
-    def client(self) -> Any:
-        return coordinator.session_client(self.binding, self.records.root / "client", LOOP_SESSION)
+    def client(self, binding: coordinator.Binding | None = None) -> Any:
+        """The loop's own client (``next``, reads) for ``binding`` (none: the main one)."""
+        if binding is None or binding is self.binding:
+            return coordinator.session_client(
+                self.binding, self.records.root / "client", LOOP_SESSION
+            )
+        return coordinator.session_client(
+            binding, self.records.root / "client-canary", LOOP_SESSION
+        )
 
-    def review_client(self) -> Any:
-        """The reviewer's client without a session (``next``, reads); a review claims in a
-        fresh session of its own."""
+    def review_client(self, binding: coordinator.Binding | None = None) -> Any:
+        """The reviewer's client without a session (``next``, reads) for ``binding`` (none:
+        the reviewer's project); a review claims in a fresh session of its own."""
         assert self.reviewer is not None
-        root = self.records.root / "client-rev"
-        return coordinator.session_client(self.reviewer, root, REVIEW_SESSION)
+        if binding is None or binding is self.reviewer:
+            return coordinator.session_client(
+                self.reviewer, self.records.root / "client-rev", REVIEW_SESSION
+            )
+        root = self.records.root / "client-rev-canary"
+        return coordinator.session_client(binding, root, REVIEW_SESSION)
 
     def review_mirror(self, project: str) -> Path:
         """The mirror a review fetches into: the loop's, or the reviewer project's own."""
         if project == self.binding.project_id:
             return self.mirror
+        if self.canary is not None and project == self.canary.project_id:
+            return self.canary_mirror
         return self.state / "mirrors" / f"{project}.git"
 
     def repository(self, project: str, *, reviewer: bool = False) -> tuple[str, str]:
@@ -297,7 +428,8 @@ class Loop:
         branch = (setup.branch if setup else None) or self.config.run.branch
         if setup is not None and setup.repository_url:
             return setup.repository_url, branch
-        with self.review_client() if reviewer else self.client() as client:
+        which = self.review_client(self.reviewer_of(project)) if reviewer else None
+        with which or self.client(self.binding_of(project)) as client:
             view = client.get(client.project())
         url = view.get("repository_url") if isinstance(view, dict) else None
         if not isinstance(url, str) or not url:
@@ -351,7 +483,8 @@ class Loop:
         log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
 
     def _release_dead(self, record: LaunchRecord, private: Path) -> str:
-        with coordinator.session_client(self.binding, private, record.launch_id) as client:
+        binding = self.binding_of(record.project)
+        with coordinator.session_client(binding, private, record.launch_id) as client:
             coordinator.resolve_pending(client)  # a lost claim answer is finished, not redone
             attempt, generation = record.attempt, record.generation
             held = client.state().attempt

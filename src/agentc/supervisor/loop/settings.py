@@ -1,6 +1,6 @@
 """The loop's tables of ``supervisor.toml``: ``[run]``, ``[run.binding]``,
-``[run.reviewer_binding]``, ``[health]``, ``[health.fallback]``, ``[setup.<project-id>]`` and
-``[prices.<model>]``.
+``[run.reviewer_binding]``, ``[run.canary_binding]``, ``[health]``, ``[health.fallback]``,
+``[setup.<project-id>]`` and ``[prices.<model>]``.
 
 Declared with :mod:`agentc.files.settings` like the rest of the file: one check and one default
 per key, unknown keys refused, every problem named by its dotted key. docs/supervisor.md lists
@@ -79,6 +79,20 @@ class Binding(Settings):
     credential_file: Path | None = setting(optional(absolute_path), default=None)
 
 
+class CanaryBinding(Settings):
+    """``[run.canary_binding]``: a second project the loop serves beside the main one, on the
+    same coordinator; ``next`` asks it first each poll."""
+
+    service_url: str = setting(service_url)  # must equal [run.binding]'s
+    project_id: str = setting(project_id)  # must differ from [run.binding]'s
+    project_name: str | None = setting(optional(string), default=None)
+    # None: [run.binding]'s credential file (one implementer principal serves both projects)
+    credential_file: Path | None = setting(optional(absolute_path), default=None)
+    mirror: Path | None = setting(
+        optional(absolute_path), default=None
+    )  # <state>/mirror-canary.git
+
+
 class ReviewerBinding(Settings):
     """``[run.reviewer_binding]``: the reviewer's own credential (another principal than the
     implementer's: a reviewer must not have contributed to the task it reviews), and where it
@@ -119,6 +133,7 @@ class RunSettings(Settings):
     reviewer_binding: ReviewerBinding | None = setting(
         optional(section(ReviewerBinding)), default=None
     )
+    canary_binding: CanaryBinding | None = setting(optional(section(CanaryBinding)), default=None)
 
 
 class Fallback(Settings):
@@ -137,6 +152,9 @@ class HealthSettings(Settings):
     # <state>/vendors.json).
     ledger: Path | None = setting(optional(absolute_path), default=None)
     vendors: Path | None = setting(optional(absolute_path), default=None)
+    # The gateway's configuration, read to check each gateway vendor's credential file at
+    # admission (None: /etc/agentc/gateway.toml when it exists; loop/signin.py).
+    gateway_config: Path | None = setting(optional(absolute_path), default=None)
     exhausted_minutes: float = setting(number(above=0), default=60.0)
     token_lifetime_days: int = setting(integer(minimum=1), default=365)
     expiry_warn_days: int = setting(integer(minimum=0), default=14)

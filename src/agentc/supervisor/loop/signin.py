@@ -1,0 +1,169 @@
+"""Whether a vendor can sign in, checked at admission: a vendor whose credential is missing,
+expired or signed out is skipped like a rate-limited one (primary, then fallback).
+
+Which credential a vendor uses depends on how its launches reach the model:
+
+* ``claude`` with ``token_in_env``: the role's own token file ``<state>/<role>/claude-token``
+  (:func:`agentc.supervisor.tokens.read_token`'s rules). Missing or refused: skipped. Expired:
+  the file's modification time plus ``[health] token_lifetime_days`` has passed. Signed out:
+  Claude Code's own sign-in check, ``claude auth status`` with the token in
+  ``CLAUDE_CODE_OAUTH_TOKEN``, exits non-zero (only the exit code is used; 30 s limit; an
+  empty private ``HOME``; a success is remembered for ``SIGNED_IN_SECONDS`` while the token
+  file and the program are unchanged, so a poll does not pay for it every time).
+* every other vendor through the gateway (the default): the gateway's upstream credential
+  file, found in the gateway's configuration (``[health] gateway_config``). Missing or
+  unreadable: skipped. An OAuth token (``{"oauth_token": ...}``) expires like a Claude token
+  file (modification time plus ``token_lifetime_days``); an API key does not expire.
+* ``command:<path>``, or a gateway whose configuration is not known: nothing to check.
+
+Errors name the file and the rule, never its bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agentc.core.errors import AgentcError
+from agentc.supervisor import reaper, tokens
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.loop.settings import COMMAND_PREFIX
+from agentc.supervisor.roles import role_slug
+
+CHECK_TIMEOUT = 30.0
+SIGNED_IN_SECONDS = 600.0
+DEFAULT_GATEWAY_CONFIG = Path("/etc/agentc/gateway.toml")
+DAY = 24 * 3600
+
+# (program, token file identity) -> when the sign-in check last passed (monotonic)
+_signed_in: dict[tuple[str, tuple[int, int, int, int]], float] = {}
+
+
+def _expired(path: Path, config: SupervisorConfig, now: float) -> str | None:
+    """``credential expired at <time>`` when the file is older than the token lifetime."""
+    try:
+        mtime = os.stat(path, follow_symlinks=False).st_mtime
+    except OSError:
+        return None
+    ends = mtime + config.health.token_lifetime_days * DAY
+    if ends > now:
+        return None
+    at = datetime.fromtimestamp(ends, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"credential expired at {at} ({path} plus token_lifetime_days)"
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    info = os.stat(path, follow_symlinks=False)
+    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+def claude_signed_out(config: SupervisorConfig, token_file: Path, token: str) -> str | None:
+    """Run ``claude auth status`` with the token; why the vendor is signed out, or None."""
+    program = config.harness_program("claude")
+    try:
+        key = (str(program), _identity(token_file))
+    except OSError:
+        key = None
+    if key is not None and time.monotonic() - _signed_in.get(key, -1e9) < SIGNED_IN_SECONDS:
+        return None
+    with tempfile.TemporaryDirectory(prefix="agentc-signin-") as home:
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": home,
+            "CLAUDE_CONFIG_DIR": f"{home}/.claude",
+            "CLAUDE_CODE_OAUTH_TOKEN": token,
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+        }
+        try:
+            done = subprocess.run(
+                [str(program), "auth", "status", "--json"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=home,
+                timeout=CHECK_TIMEOUT,
+                preexec_fn=reaper.child_setup,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"signed out: claude auth status did not answer within {CHECK_TIMEOUT:g} s"
+        except OSError as exc:
+            return f"signed out: cannot run {program} auth status ({exc.strerror})"
+    if done.returncode != 0:
+        return f"signed out: claude auth status exited {done.returncode}"
+    if key is not None:
+        _signed_in[key] = time.monotonic()
+    return None
+
+
+def _own_token(config: SupervisorConfig, role: str, now: float) -> str | None:
+    """Claude with ``token_in_env``: the role's token file, its age and the sign-in check."""
+    path = config.resolved_state_dir() / role_slug(role) / "claude-token"
+    if not os.path.lexists(path):
+        return f"credential missing ({path})"
+    gid = None
+    if config.mode == "host":
+        import grp
+
+        try:
+            gid = grp.getgrnam(config.role_user(role)).gr_gid
+        except KeyError:
+            gid = None
+    try:
+        token = tokens.read_token(path, mode=config.mode, group_gid=gid)
+    except AgentcError as exc:
+        return f"credential unusable ({exc})"
+    return _expired(path, config, now) or claude_signed_out(config, path, token)
+
+
+def gateway_config_path(config: SupervisorConfig) -> Path | None:
+    """``[health] gateway_config``, else ``/etc/agentc/gateway.toml`` when it exists."""
+    if config.health.gateway_config is not None:
+        return config.health.gateway_config
+    return DEFAULT_GATEWAY_CONFIG if DEFAULT_GATEWAY_CONFIG.exists() else None
+
+
+def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
+    """Through the gateway: the upstream's credential file exists, reads and has not expired."""
+    path = gateway_config_path(config)
+    if path is None:
+        return None
+    from agentc.supervisor.gateway.config import GatewayConfig
+    from agentc.supervisor.gateway.credentials import read_credential
+    from agentc.supervisor.gateway.errors import CredentialError
+
+    try:
+        gateway = GatewayConfig.load(path, what="gateway configuration")
+    except (AgentcError, OSError, ValueError) as exc:
+        return f"the gateway configuration cannot be read ({' '.join(str(exc).split())[:200]})"
+    upstream = config.gateway_upstreams.get(harness, harness)
+    entry = gateway.upstreams.get(upstream)
+    if entry is None:
+        return f"credential missing (the gateway at {path} has no upstream {upstream})"
+    try:
+        credential = read_credential(entry.credential_file)
+    except CredentialError as exc:
+        missing = "does not exist" in str(exc)
+        return f"credential {'missing' if missing else 'unusable'} ({exc})"
+    if credential.kind == "oauth":
+        return _expired(entry.credential_file, config, now)
+    return None
+
+
+def vendor_problem(config: SupervisorConfig, harness: str, role: str) -> str | None:
+    """Why the vendor ``harness`` cannot be used for ``role`` now (None: it can)."""
+    if harness.startswith(COMMAND_PREFIX):
+        return None
+    now = time.time()
+    if harness == "claude" and config.token_in_env:
+        return _own_token(config, role, now)
+    if config.gateway_target() is not None:
+        return _gateway(config, harness, now)
+    return None

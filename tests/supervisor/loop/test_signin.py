@@ -1,0 +1,159 @@
+"""The vendor sign-in check at admission: a vendor whose credential is missing, expired or
+signed out is skipped (primary, then fallback), with the real ``claude auth status`` and a real
+loop that falls back to a ``command:`` agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentc.supervisor.config import SupervisorConfig, load_config
+from agentc.supervisor.loop import admission, signin
+from tests.kit.live import LiveServer
+from tests.supervisor.kit import HARNESS_BIN
+from tests.supervisor.loop.kit import SUBMITTING_AGENT, make_loop_kit
+
+CLAUDE = HARNESS_BIN / "claude"
+OLD = time.time() - 400 * 24 * 3600
+
+
+def _config(tmp_path: Path, text: str, run: str = "") -> SupervisorConfig:
+    state = tmp_path / "state"
+    (state / "impl").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "supervisor.toml"
+    path.write_text(
+        f'mode = "personal"\nstate_dir = "{state}"\n{text}\n[run]\nmin_free_mib = 1\n{run}'
+        '[run.binding]\nservice_url = "https://c.example"\nproject_id = "p1"\n'
+    )
+    return load_config(path)
+
+
+def _own_token(tmp_path: Path, fallback: bool = True, claude: Path = CLAUDE) -> SupervisorConfig:
+    text = f'token_in_env = true\n[harness_paths]\nclaude = "{claude}"\n'
+    if fallback:
+        text += '[health.fallback]\nharness = "command:/bin/true"\nmodel = "m"\n'
+    return _config(tmp_path, text)
+
+
+def _token(config: SupervisorConfig, mtime: float | None = None) -> Path:
+    path = config.resolved_state_dir() / "impl/claude-token"
+    path.write_text("sk-ant-oat01-" + "x" * 40 + "\n")
+    os.chmod(path, 0o600)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_a_missing_token_skips_to_the_fallback_or_refuses(tmp_path: Path) -> None:
+    config = _own_token(tmp_path)
+    vendor, problems = admission.admit(config)
+    assert vendor is not None and vendor["harness"] == "command:/bin/true", problems
+    alone = _own_token(tmp_path / "alone", fallback=False)
+    vendor, problems = admission.admit(alone)
+    assert vendor is None
+    assert "no vendor is usable: claude: credential missing (" in problems[0], problems
+
+
+def test_an_expired_token_is_skipped(tmp_path: Path) -> None:
+    config = _own_token(tmp_path, fallback=False)
+    _token(config, mtime=OLD)
+    vendor, problems = admission.admit(config)
+    assert vendor is None
+    assert "claude: credential expired at " in problems[0], problems
+    assert "token_lifetime_days" in problems[0]
+
+
+def test_a_signed_in_claude_is_used_and_remembered(tmp_path: Path) -> None:
+    if not CLAUDE.exists():
+        pytest.skip("the claude harness is not installed (tools/harnesses)")
+    config = _own_token(tmp_path)
+    _token(config)
+    signin._signed_in.clear()
+    vendor, problems = admission.admit(config)
+    assert vendor is not None and vendor["harness"] == "claude", problems
+    assert len(signin._signed_in) == 1  # the next polls skip the check while nothing changes
+    started = time.monotonic()
+    assert admission.admit(config)[0] == vendor
+    assert time.monotonic() - started < 0.4
+
+
+def test_a_failing_sign_in_check_counts_as_signed_out(tmp_path: Path) -> None:
+    fake = tmp_path / "claude"
+    fake.write_text("#!/bin/sh\n[ \"$1 $2\" = 'auth status' ] && exit 1\nexit 0\n")
+    os.chmod(fake, 0o755)  # noqa: S103 - a program
+    config = _own_token(tmp_path, fallback=False, claude=fake)
+    _token(config)
+    vendor, problems = admission.admit(config)
+    assert vendor is None
+    assert "claude: signed out: claude auth status exited 1" in problems[0], problems
+
+
+def test_the_reviewer_checks_its_own_token(tmp_path: Path) -> None:
+    config = _own_token(tmp_path)
+    _token(config)  # the implementer's: the reviewer's rev/claude-token is missing
+    vendor, problems = admission.admit(config, "reviewer")
+    assert vendor is None
+    assert "rev/claude-token" in problems[0], problems
+
+
+def _gateway_config(tmp_path: Path, credential: Path, upstream: str = "codex") -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        f'control_socket = "{tmp_path}/gw.sock"\nledger = "{tmp_path}/l.jsonl"\n'
+        f'vendors = "{tmp_path}/v.json"\n[upstreams.{upstream}]\napi = "openai"\n'
+        f'base_url = "https://api.example"\ncredential_file = "{credential}"\n'
+    )
+    return path
+
+
+def test_a_gateway_vendor_needs_its_upstream_credential(tmp_path: Path) -> None:
+    credential = tmp_path / "codex.key"
+    gateway = _gateway_config(tmp_path, credential)
+    config = _config(tmp_path, f'[health]\ngateway_config = "{gateway}"\n', 'harness = "codex"\n')
+    assert config.run.harness == "codex"
+    vendor, problems = admission.admit(config)
+    assert vendor is None and "codex: credential missing (" in problems[0], problems
+    assert str(credential) in problems[0]
+    credential.write_text("sk-" + "k" * 30 + "\n")
+    os.chmod(credential, 0o600)
+    vendor, problems = admission.admit(config)
+    assert vendor is not None and vendor["harness"] == "codex", problems
+    os.utime(credential, (OLD, OLD))  # an API key does not expire
+    assert admission.admit(config)[0] is not None
+    credential.write_text(json.dumps({"oauth_token": "tok-" + "o" * 30}))
+    os.utime(credential, (OLD, OLD))  # an OAuth token does
+    vendor, problems = admission.admit(config)
+    assert vendor is None and "codex: credential expired at " in problems[0], problems
+    _gateway_config(tmp_path, credential, upstream="claude")
+    vendor, problems = admission.admit(config)
+    assert vendor is None and "has no upstream codex" in problems[0], problems
+
+
+def test_the_loop_falls_back_when_the_primary_is_signed_out(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(
+        short_tmp,
+        server,
+        admin,
+        SUBMITTING_AGENT,
+        token_in_env=True,
+        harness_paths={"claude": str(CLAUDE)},
+    )
+    (loop.state / "impl/claude-token").unlink()  # the kit's dummy token: signed out now
+    agent = loop.run["harness"]
+    loop.extra = f'[health.fallback]\nharness = "{agent}"\nmodel = "default"\n'
+    loop.write_config(harness="claude")
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "implementer vendor skipped: claude: credential missing" in result.stderr
+    assert "exit_code: 0" in result.stderr, result.stderr
+    [final] = loop.records("finished")
+    assert final["vendor"]["harness"] == agent
+    assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
