@@ -52,6 +52,33 @@ def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]
     return problems
 
 
+def role_account(config: SupervisorConfig, role: str) -> pwd.struct_passwd:
+    """The role's account, which must exist and must not be root."""
+    name = config.role_user(role)
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise SupervisorError(f"role account {name} does not exist") from None
+    if account.pw_uid == 0:
+        raise SupervisorError(f"role account {name} must not be root")
+    return account
+
+
+def become(account: pwd.struct_passwd, limits: LaunchLimits | None = None) -> None:
+    """In a child of root: join the launch's cgroup and take its rlimits (``limits``), then
+    become ``account`` for good: no supplementary groups, its primary group, its uid.
+
+    The one account switch of host mode: ``launch-root``'s child, the loop's launches
+    (:mod:`agentc.supervisor.loop.hostlaunch`) and the host preflight's version launches."""
+    if limits is not None:
+        limits.enter()  # the cgroup and the rlimits, before the uid switch
+    os.setgroups([])
+    os.setgid(account.pw_gid)
+    os.setuid(account.pw_uid)
+    if os.getuid() != account.pw_uid or os.geteuid() != account.pw_uid or os.getgroups():
+        raise SupervisorError(f"could not become {account.pw_name}")
+
+
 def run_as_role(
     config: SupervisorConfig,
     config_path: Path | None,
@@ -63,13 +90,7 @@ def run_as_role(
         raise SupervisorError("launch-root must run as root")
     if config.mode != "host":
         raise SupervisorError("launch-root is for host mode; personal mode runs launch directly")
-    account_name = config.role_user(request.role)
-    try:
-        account = pwd.getpwnam(account_name)
-    except KeyError:
-        raise SupervisorError(f"role account {account_name} does not exist") from None
-    if account.pw_uid == 0:
-        raise SupervisorError(f"role account {account_name} must not be root")
+    account = role_account(config, request.role)
     problems = host_problems(config, request)
     if problems:
         raise SupervisorError("host checks failed: " + "; ".join(problems))
@@ -107,10 +128,7 @@ def _run_child(
     """Run ``argv`` as ``account`` inside the launch's cgroup (joined while still root)."""
 
     def become_role() -> None:
-        limits.enter()  # the cgroup and the rlimits, before the uid switch
-        os.setgroups([])
-        os.setgid(account.pw_gid)
-        os.setuid(account.pw_uid)
+        become(account, limits)
 
     proc = subprocess.Popen(argv, env=env, cwd="/", close_fds=True, preexec_fn=become_role)
     try:

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
-from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
+from agentc.supervisor import agentsession, launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
 from agentc.supervisor.launch_request import LaunchRequest
-from agentc.supervisor.loop import admission, coordinator, repo
+from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo
 from agentc.supervisor.loop.gates import Backoff
 from agentc.supervisor.loop.implementer import Loop, drain, log
 from agentc.supervisor.loop.records import LaunchRecord, boot_id, now_ms, start_ticks
@@ -228,7 +228,7 @@ class ReviewLaunch:
                 return self._give_back(client, lease, f"the review could not start: "
                                        f"{coordinator.describe_error(exc)}")  # fmt: skip
             stopped = self._supervise(client, lease, running)
-            outcome = launch_execute.finish(running)
+            outcome = hostlaunch.finish(running)
             if stopped is not None:
                 return self._give_back(client, lease, stopped, strike=not loop.stopping)
             return self._judge(client, lease, claim, outcome)
@@ -261,7 +261,7 @@ class ReviewLaunch:
 
     # -- prepare and launch ------------------------------------------------------------------
 
-    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> launch_execute.RunningLaunch:
+    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         sub, task = claim["submission"], claim["task"]
         revision, base = str(sub["candidate_revision"]), str(sub["base_revision"])
@@ -301,12 +301,11 @@ class ReviewLaunch:
             project=self.binding.project_id,
             coordinator=None,  # the loop posts the verdict; the reviewer never reaches it
         )
+        if loop.config.mode == "host":  # the run and clone are the reviewer account's
+            account = launch_root.role_account(loop.config, "reviewer")
+            hostlaunch.hand_over(account, layout.run, layout.clone)
         session = agentsession.ensure(loop.config, "reviewer")
-        plan = launch_plan.plan(loop.config, dataclasses.replace(request, agent_session=session))
-        problems = preflight.launch_problems(loop.config, plan)
-        if problems:
-            raise SupervisorError("preflight: " + "; ".join(problems))
-        running = launch_execute.start(plan, own_group=True)
+        running = hostlaunch.start(loop.config, dataclasses.replace(request, agent_session=session))
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
         loop.records.write(self.record)
@@ -314,9 +313,7 @@ class ReviewLaunch:
 
     # -- while it runs -----------------------------------------------------------------------
 
-    def _supervise(
-        self, client: Agent, lease: Lease, running: launch_execute.RunningLaunch
-    ) -> str | None:
+    def _supervise(self, client: Agent, lease: Lease, running: hostlaunch.Running) -> str | None:
         """Renew the review's lease while the reviewer runs; stop it after ``review_minutes``,
         when the lease is gone or the loop stops. Returns why it was stopped, if it was."""
         cfg = self.loop.config.run

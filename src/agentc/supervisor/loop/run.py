@@ -20,6 +20,7 @@ from typing import Any
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import UnsafeFile, read_private
+from agentc.supervisor import preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, review
@@ -34,6 +35,7 @@ from agentc.supervisor.loop.records import (
     now_ms,
     start_ticks,
 )
+from agentc.supervisor.roles import Role
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
@@ -42,10 +44,11 @@ COSTS_RETRY_MS = 10 * 60 * 1000
 
 def unsupported(config: SupervisorConfig) -> None:
     """Refuse, naming the key, what the loop does not do yet (never half of it)."""
-    if config.mode == "host":
+    if config.mode == "host" and os.geteuid() != 0:
         raise ConfigError(
-            "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
-            "host mode with role accounts is not in the loop yet"
+            "mode: host mode runs agentc-supervisor run as root (it launches each implementer "
+            "and reviewer as its role account); run it as root, or set mode = 'personal' to "
+            "launch as this user"
         )
     if config.run.reviewer:
         refusal = reviewer_refusal(config.run.reviewer_harness)
@@ -68,13 +71,41 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
             "run.binding: required by agentc-supervisor run (service_url, project_id)"
         )
     state = config.resolved_state_dir()
+    credential = bound.credential_file or state / "impl/coordinator/credentials.toml"
+    host_checks(config, {"run.binding.credential_file": credential})
     return coordinator.Binding(
         repo_config=state / "loop" / "coordinator-binding.toml",
-        credential_file=bound.credential_file or state / "impl/coordinator/credentials.toml",
+        credential_file=credential,
         project_id=bound.project_id,
         project_name=bound.project_name,
         allow_insecure_loopback=_insecure(config, bound.service_url, "run.binding.service_url"),
     )
+
+
+def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
+    """Host mode: the role accounts the loop launches as are fit (they exist, are not root,
+    share no uid, administer nothing, get nothing from sudo), the state tree has the seed's
+    owners and modes, and each of the loop's credentials (by its key) lies outside the role
+    directories, whose accounts could replace it there. Refused with every problem named."""
+    if config.mode != "host":
+        return
+    roles: list[Role] = ["implementer", "reviewer"] if config.run.reviewer else ["implementer"]
+    problems = preflight_host.account_problems(config, roles)
+    state = Path(os.path.realpath(config.resolved_state_dir()))
+    if not problems:
+        for role in roles:
+            problems += preflight_host.layout_problems(config, state, role)
+    for key, path in credentials.items():
+        real = Path(os.path.realpath(path))
+        for slug in ("impl", "rev"):
+            if real.is_relative_to(state / slug):
+                problems.append(
+                    f"{key}: {path} is inside {state / slug}, which a role account owns; keep "
+                    "the loop's credential root-owned (mode 0600) outside the role directories, "
+                    "e.g. /etc/agentc/"
+                )
+    if problems:
+        raise ConfigError("host mode: " + "; ".join(problems))
 
 
 def _insecure(config: SupervisorConfig, url: str, key: str) -> bool:
@@ -102,6 +133,7 @@ def check_reviewer_binding(
         own.credential_file if own else None
     ) or state / "rev/coordinator/credentials.toml"
     key = "run.reviewer_binding.credential_file"
+    host_checks(config, {key: credential})
     if os.path.realpath(credential) == os.path.realpath(binding.credential_file):
         raise ConfigError(
             f"{key}: {credential} is the implementer's; a reviewer needs its own credential "
