@@ -33,6 +33,7 @@ from tests.client.kit import admin_project, issue_token, make_clone, write_crede
 from tests.kit.live import LiveServer
 from tests.supervisor.kit import REPO, Kit, create_user, delete_user
 from tests.supervisor.loop.kit import LoopKit
+from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
 
@@ -129,7 +130,7 @@ def host(
     root = Path(tempfile.mkdtemp(prefix="lh", dir="/tmp"))
     try:
         os.chmod(root, 0o755)  # noqa: S103 - root-owned, so the role accounts can traverse
-        state = _mkdir(root / "state", 0, 0, 0o755)
+        state = _mkdir(_mkdir(root / "kit", 0, 0, 0o755) / "state", 0, 0, 0o755)
         for role, account in accounts.items():
             role_dir = _mkdir(state / ("impl" if role == "implementer" else "rev"), 0,
                               account.gid, 0o750)  # fmt: skip
@@ -277,3 +278,31 @@ def test_host_mode_refuses_unfit_accounts_and_a_credential_in_a_role_dir(host: H
     assert result.returncode != 0
     assert "impl/runs has mode 0755, expected 0700" in result.stderr, result.stderr
     assert not (loop.state / "loop").exists()  # nothing was written
+
+
+def test_host_mode_launches_the_reviewer_as_its_account(host: HostLoop) -> None:
+    """A review in host mode: the reviewer launch runs as the reviewer account, its candidate
+    sandbox nests under it, and the approval is posted; the implementer is held by its cap."""
+    loop, rev = host.loop, host.accounts["reviewer"]
+    token = issue_token(loop.admin, f"rev-{uuid.uuid4().hex[:6]}", loop.project, "supervised")
+    write_credentials(host.reviewer_credential.parent, loop.live.url, token)
+    script = _file(host.root / "agent/review.py", REVIEWER.replace("@MODE@", "honest"), 0, 0,
+                   0o755)  # fmt: skip
+    loop.run.update(reviewer=True, reviewer_harness=f"command:{script}")
+    loop.extra = f'[run.reviewer_binding]\ncredential_file = "{host.reviewer_credential}"\n'
+    loop.write_config()
+    spend(loop, "impl", 1000.0)
+    test_sh = 'test -f greeting.txt && echo "greeting.txt is there as uid $(id -u)"\n'
+    made = submit(loop, test_sh, {"greeting.txt": "hi\n"})
+    task = made["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "Reviewed {task: " in result.stderr and "'approve'" in result.stderr, result.stderr
+    assert loop.show(task)["work_status"] == "waiting_integration"
+    [decision] = workflow(loop, task)["reviews"]
+    assert f"greeting.txt is there as uid {rev.uid}" in decision["summary"], decision
+    [final] = loop.records("finished")
+    assert final["role"] == "reviewer" and final["outcome"] == "decided: approve"
+    assert [p.name for p in (loop.state / "rev/runs").iterdir()] == ["some-review"]
+    assert list((loop.state / "rev/clones").iterdir()) == []
