@@ -18,6 +18,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -32,7 +33,7 @@ import pytest
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
 from tests.supervisor.kit import REPO, Kit, create_user, delete_user
-from tests.supervisor.loop.kit import LoopKit
+from tests.supervisor.loop.kit import HANGING_AGENT, LoopKit
 from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
@@ -306,3 +307,48 @@ def test_host_mode_launches_the_reviewer_as_its_account(host: HostLoop) -> None:
     assert final["role"] == "reviewer" and final["outcome"] == "decided: approve"
     assert [p.name for p in (loop.state / "rev/runs").iterdir()] == ["some-review"]
     assert list((loop.state / "rev/clones").iterdir()) == []
+
+
+def test_host_mode_drains_a_hanging_agent_across_the_account_switch(host: HostLoop) -> None:
+    loop = host.loop
+    loop.agent.write_text(HANGING_AGENT)
+    loop.write_config(events_stale_seconds=1, drain_seconds=1)
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert "stopped renewing attempt" in result.stderr and "no harness events" in result.stderr
+    [final] = loop.records("finished")
+    assert final["outcome"] == "released" and final["pid"]
+    assert not os.path.exists(f"/proc/{final['pid']}")
+    assert loop.show(task["id"])["work_status"] == "ready"
+    assert list((loop.state / "impl/clones").iterdir()) == []
+
+
+def test_host_mode_kill_9_during_the_launch_is_recovered_by_the_next_loop(
+    host: HostLoop,
+) -> None:
+    """The launch (the loop's child, now the implementer account) dies with its loop, as a
+    personal-mode launch does; the next loop releases the attempt and removes the run."""
+    loop = host.loop
+    loop.agent.write_text(HANGING_AGENT)
+    task = loop.task()
+    proc = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+        events = loop.state / "impl/runs" / record["launch_id"] / "events.jsonl"
+        loop.wait_for(lambda: events.exists() and events.read_text())
+        status = Path(f"/proc/{record['pid']}/status").read_text()
+        uid = host.accounts["implementer"].uid
+        assert f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in status, status
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"), timeout=30)
+    run = loop.state / "impl/runs" / record["launch_id"]
+    assert (run / ".state-terminal.json").exists()  # it ended recorded
+    (loop.state / "kill-switch").touch()  # settle, but claim nothing afterwards
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert f"settled launch {record['launch_id']}" in result.stderr
+    assert loop.records() == [] and not run.exists()
+    assert loop.show(task["id"])["work_status"] == "ready"

@@ -12,11 +12,14 @@ loop. The child reports over a pipe whether the sandbox started (or why not), so
 launch is a failure the loop names in its handoff; the loop then supervises the child like a
 personal-mode launch (the same drain: SIGTERM to the group, SIGKILL after ``drain_seconds``).
 When it ends, the cgroup is removed (anything left in it killed) and a limit it counted is
-named in the run's ``.state-terminal.json``, as ``launch-root`` does.
+named in the run's ``.state-terminal.json``, as ``launch-root`` does. Like a personal-mode
+launch it dies with the loop: the child asks for SIGTERM when its parent exits, which kills the
+sandbox and still records the run's end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import select
@@ -27,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.push.peer import ask_parent_death_signal
 from agentc.supervisor import launch_execute, launch_plan, launch_root, preflight
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_execute import Outcome
@@ -119,6 +123,7 @@ def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunc
     except OSError as exc:
         raise SupervisorError(f"cannot create the launch's cgroup: {exc}") from None
     read_fd, write_fd = os.pipe()
+    loop_pid = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -128,7 +133,7 @@ def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunc
         raise
     if pid == 0:  # the launch, as the role account; never returns
         os.close(read_fd)
-        _child(config, request, account, limits, write_fd)
+        _child(config, request, account, limits, write_fd, loop_pid)
     os.close(write_fd)
     proc = ForkedProcess(pid)
     try:
@@ -137,7 +142,10 @@ def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunc
         os.close(read_fd)
     if report != _STARTED:
         if proc.poll() is None:
-            os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # if it did not lead its group yet
         proc.wait()
         limits.remove()
         why = report.decode("utf-8", "replace") or f"the launch exited ({proc.returncode})"
@@ -165,6 +173,7 @@ def _child(
     account: pwd.struct_passwd,
     limits: LaunchLimits,
     report_fd: int,
+    loop_pid: int,
 ) -> None:
     code = 3
     try:
@@ -172,6 +181,11 @@ def _child(
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         launch_root.become(account, limits)
+        # After the switch (which clears it): the launch dies with its loop, as a personal-mode
+        # launch does (SIGTERM: the sandbox is killed and the run still ends recorded).
+        ask_parent_death_signal(signal.SIGTERM)
+        if os.getppid() != loop_pid:
+            raise SupervisorError("the loop exited")
         os.chdir("/")
         plan = launch_plan.plan(config, request)
         problems = preflight.launch_problems(config, plan)
