@@ -30,6 +30,9 @@ from typing import Any
 import httpx
 import pytest
 
+from agentc.supervisor import preflight_host
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.roles import ROLES
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
 from tests.supervisor.kit import REPO, Kit, create_user, delete_user
@@ -352,3 +355,36 @@ def test_host_mode_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     assert f"settled launch {record['launch_id']}" in result.stderr
     assert loop.records() == [] and not run.exists()
     assert loop.show(task["id"])["work_status"] == "ready"
+
+
+def test_role_accounts_that_administer_or_share_a_uid_are_problems(
+    accounts: dict[str, Account], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    impl, rev = accounts["implementer"], accounts["reviewer"]
+    config = SupervisorConfig(implementer_user=impl.name, reviewer_user=rev.name)
+    roles = ROLES
+    assert preflight_host.account_problems(config, roles) == []
+    same = SupervisorConfig(implementer_user=impl.name, reviewer_user=impl.name)
+    [shared] = preflight_host.account_problems(same, roles)
+    assert f"shares uid {impl.uid} with {impl.name}" in shared
+    missing = SupervisorConfig(implementer_user="agentc-nobody-here", reviewer_user=rev.name)
+    [gone] = preflight_host.account_problems(missing, roles)
+    assert "role account agentc-nobody-here does not exist (fix: create the role" in gone
+    subprocess.run(["gpasswd", "-a", impl.name, "adm"], check=True, capture_output=True)
+    try:
+        [admin] = preflight_host.account_problems(config, roles)
+        assert f"the implementer's account {impl.name} is in the group adm" in admin
+    finally:
+        subprocess.run(["gpasswd", "-d", impl.name, "adm"], check=True, capture_output=True)
+    # sudo -l as root lists what an account may run: a grant is a problem, a refusal is not.
+    sudo = tmp_path / "sudo"
+    sudo.write_text(
+        '#!/bin/sh\ncase "$4" in\n'
+        f'  {rev.name}) printf "User %s may run the following commands on h:\\n'
+        '    (ALL : ALL) ALL\\n" "$4";;\n'
+        '  *) echo "User $4 is not allowed to run sudo on h.";;\nesac\n'
+    )
+    sudo.chmod(0o755)
+    monkeypatch.setattr(preflight_host, "SUDO", sudo)
+    [granted] = preflight_host.account_problems(config, roles)
+    assert f"the reviewer's account {rev.name} may use sudo ((ALL : ALL) ALL)" in granted
