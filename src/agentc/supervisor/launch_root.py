@@ -40,12 +40,18 @@ from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 
 
-def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
-    """Checks only root can make: the supervisor binary, the account, the seed layout."""
-    problems: list[str] = []
+def program_problems(config: SupervisorConfig) -> list[str]:
+    """The installed ``agentc-supervisor`` (run as the role inside every launch, for the
+    relays) is root's and nobody else can write it or its directories."""
     program = supervisor_program(config)
     if program[0].startswith("/") and config.supervisor_program is None:
-        problems += preflight.protected_problems(Path(program[0]), "agentc-supervisor", {0})
+        return preflight.protected_problems(Path(program[0]), "agentc-supervisor", {0})
+    return []
+
+
+def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
+    """Checks only root can make: the supervisor binary, the account, the seed layout."""
+    problems = program_problems(config)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state, request.role, request.run, request.clone)
     problems += preflight.layout_problems(config, layout, request.harness)

@@ -52,12 +52,13 @@ echo '{{"type": "agent", "step": "start"}}'
 cd agentc-checkout
 id -u > uid.txt
 stat -c %u . > owner.txt
+stat -c '%a %g' "$(dirname "$AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET")" > push.txt
 for f in {probes}; do
     if cat "$f" > /dev/null 2>&1; then echo "read $f"; else echo "denied $f"; fi
 done > probes.txt
 ls -A {runs} > runs.txt 2>&1 || true
 echo hi > greeting.txt
-git add uid.txt owner.txt probes.txt runs.txt greeting.txt
+git add uid.txt owner.txt push.txt probes.txt runs.txt greeting.txt
 git commit --quiet -m greeting
 cat > "$TMPDIR/submission.json" <<'JSON'
 {{"summary": "greeting added",
@@ -226,6 +227,8 @@ def test_host_mode_launches_the_implementer_as_its_account(host: HostLoop) -> No
     assert ref == f"refs/agent-coordinator/candidates/{task['id']}/{final['launch_id']}"
     assert _show(loop, ref, "uid.txt").strip() == str(impl.uid)  # the implementer account
     assert _show(loop, ref, "owner.txt").strip() == str(impl.uid)  # its own checkout
+    # The push helper's socket directory: root's, the implementer's group, setgid 2750.
+    assert _show(loop, ref, "push.txt").strip() == f"2750 {impl.gid}"
     probes = _show(loop, ref, "probes.txt").split("\n")
     denied = [line for line in probes if line.startswith("denied ")]
     assert len(denied) == 5 and not [p for p in probes if p.startswith("read ")], probes

@@ -15,11 +15,12 @@ The reviewer launch (role ``reviewer``) has no coordinator access: the loop rene
 lease while the reviewer runs, stops it after ``review_minutes``, reads its verdict (Claude: the
 final result's structured output; ``command:``: its last non-empty stdout line), checks it
 (:func:`agentc.supervisor.review.check_verdict`) and posts it, or releases the review saying why.
-Failed verdicts count per submission in ``<state>/loop/review-strikes.json``; after
-``review_attempts`` in a row the submission is skipped. The launch record (role ``reviewer``)
-is written before the claim, so a loop that dies mid-review is settled by the next poll
-(:func:`release_dead`, :func:`remove_review`); clone, run, private session and mirror branch are
-removed after every review.
+In host mode the run and clone are handed to the reviewer account before the launch, which
+runs as that account (:mod:`.hostlaunch`). Failed verdicts count per submission in
+``<state>/loop/review-strikes.json``; after ``review_attempts`` in a row the submission is
+skipped. The launch record (role ``reviewer``) is written before the claim, so a loop that dies
+mid-review is settled by the next poll (:func:`release_dead`, :func:`remove_review`); clone,
+run, private session and mirror branch are removed after every review.
 """
 
 from __future__ import annotations

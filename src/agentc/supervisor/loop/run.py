@@ -7,6 +7,11 @@ the implementer's admission, asks ``next``, and runs at most one implementer lau
 after every poll and every ``heartbeat_seconds`` during a launch. SIGTERM or SIGINT stop new
 claims, drain a running launch, release its attempt (or review) with a handoff, and end the
 loop.
+
+Personal mode runs as one unprivileged user and launches as that user. Host mode runs as root
+(:func:`unsupported` refuses it otherwise) and launches each implementer and reviewer as its
+role account (:mod:`.hostlaunch`), after :func:`host_checks` found the accounts, the state
+layout and the loop's credentials fit.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import UnsafeFile, read_private
-from agentc.supervisor import preflight_host
+from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, review
@@ -84,13 +89,15 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
 
 def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
     """Host mode: the role accounts the loop launches as are fit (they exist, are not root,
-    share no uid, administer nothing, get nothing from sudo), the state tree has the seed's
+    share no uid, administer nothing, get nothing from sudo), the installed agentc-supervisor
+    is root's and protected (as ``launch-root`` checks it), the state tree has the seed's
     owners and modes, and each of the loop's credentials (by its key) lies outside the role
     directories, whose accounts could replace it there. Refused with every problem named."""
     if config.mode != "host":
         return
     roles: list[Role] = ["implementer", "reviewer"] if config.run.reviewer else ["implementer"]
     problems = preflight_host.account_problems(config, roles)
+    problems += launch_root.program_problems(config)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     if not problems:
         for role in roles:
