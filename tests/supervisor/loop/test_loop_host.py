@@ -193,10 +193,7 @@ def host(
         yield HostLoop(loop, root, accounts, credential, reviewer_credential, other_run,
                        reviewer_run)  # fmt: skip
     finally:
-        shutil.rmtree(root, ignore_errors=True)
-        gone = Path(tempfile.gettempdir())
-        for stale in gone.glob("agentc-push-0-*"):  # the push base when the state path is long
-            shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)  # the push base is inside: the path is short
 
 
 def _show(loop: LoopKit, ref: str, name: str) -> str:
@@ -391,3 +388,24 @@ def test_role_accounts_that_administer_or_share_a_uid_are_problems(
     monkeypatch.setattr(preflight_host, "SUDO", sudo)
     [granted] = preflight_host.account_problems(config, roles)
     assert f"the reviewer's account {rev.name} may use sudo ((ALL : ALL) ALL)" in granted
+
+
+def test_a_launch_the_role_cannot_start_is_released_naming_why(host: HostLoop) -> None:
+    """The launch is planned as the role account: an agent only root may run (mode 0700) is
+    not started, and the attempt is released with the child's reason."""
+    loop = host.loop
+    os.chmod(loop.agent, 0o700)
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    impl = host.accounts["implementer"].name
+    why = f"the launch as {impl} did not start: harness command:{loop.agent}: "
+    assert why in result.stderr and "is not an executable" in result.stderr, result.stderr
+    [final] = loop.records("finished")
+    assert final["outcome"] == "released" and final["pid"] is None
+    handoff = loop.attempt(final["attempt"])["attempt"]["handoff"]
+    assert f"the launch failed: {why}" in handoff, handoff
+    assert loop.show(task["id"])["work_status"] == "ready"
+    assert list((loop.state / "impl/clones").iterdir()) == []
+    leftovers = [p.name for p in (loop.state / "push").iterdir() if not p.name.startswith(".")]
+    assert leftovers == []
