@@ -30,8 +30,10 @@ from typing import Any
 import httpx
 import pytest
 
+from agentc.core.errors import SupervisorError
 from agentc.supervisor import preflight_host
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.loop import hostlaunch
 from agentc.supervisor.roles import ROLES
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
@@ -409,3 +411,26 @@ def test_a_launch_the_role_cannot_start_is_released_naming_why(host: HostLoop) -
     assert list((loop.state / "impl/clones").iterdir()) == []
     leftovers = [p.name for p in (loop.state / "push").iterdir() if not p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_hand_over_gives_the_tree_to_the_role_and_follows_no_link(
+    accounts: dict[str, Account], tmp_path: Path
+) -> None:
+    impl = accounts["implementer"]
+    outside = _file(tmp_path / "outside", "root's\n", 0, 0, 0o600)
+    tree = tmp_path / "clone"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub/file").write_text("x\n")
+    (tree / "link").symlink_to(outside)
+    hostlaunch.hand_over(pwd.getpwnam(impl.name), tree)
+    for path in (tree, tree / "sub", tree / "sub/file", tree / "link"):
+        assert os.lstat(path).st_uid == impl.uid, path
+    assert os.stat(outside).st_uid == 0  # the link's target is not touched
+    planted = tmp_path / "planted"
+    planted.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(SupervisorError, match="no longer the directory the loop made"):
+        hostlaunch.hand_over(pwd.getpwnam(impl.name), planted)
+    with pytest.raises(SupervisorError, match="no longer the directory the loop made"):
+        hostlaunch.hand_over(pwd.getpwnam(impl.name), tree)  # the role's already
+    assert os.stat(tmp_path / "elsewhere").st_uid == 0

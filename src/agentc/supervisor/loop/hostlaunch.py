@@ -24,6 +24,7 @@ import os
 import pwd
 import select
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -43,9 +44,13 @@ _ERROR_BYTES = 4000
 
 
 def hand_over(account: pwd.struct_passwd, *trees: Path) -> None:
-    """Give each tree (made by root for this launch) to ``account``, never following links."""
+    """Give each tree (made by root for this launch) to ``account``, never following links;
+    a tree that is no longer a real directory of root's is refused."""
     uid, gid = account.pw_uid, account.pw_gid
     for tree in trees:
+        info = os.lstat(tree)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise SupervisorError(f"{tree} is no longer the directory the loop made")
         os.chown(tree, uid, gid, follow_symlinks=False)
         for _dir, dirs, files, dir_fd in os.fwalk(tree, follow_symlinks=False):
             for name in dirs + files:
