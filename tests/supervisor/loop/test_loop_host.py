@@ -345,6 +345,9 @@ def test_host_mode_kill_9_during_the_launch_is_recovered_by_the_next_loop(
         status = Path(f"/proc/{record['pid']}/status").read_text()
         uid = host.accounts["implementer"].uid
         assert f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in status, status
+        # It holds descriptors the loop opened as root: the role account cannot reach them.
+        fds = host.as_role("implementer", "ls", f"/proc/{record['pid']}/fd")
+        assert fds.returncode != 0 and "Permission denied" in fds.stderr, fds
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)

@@ -32,12 +32,13 @@ from pathlib import Path
 
 from agentc.core.errors import SupervisorError
 from agentc.push.peer import ask_parent_death_signal
-from agentc.supervisor import launch_execute, launch_plan, launch_root, preflight
+from agentc.supervisor import launch_execute, launch_plan, launch_root, preflight, reaper
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_execute import Outcome
 from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.limits import LaunchLimits
 
+PR_SET_DUMPABLE = 4
 START_SECONDS = 120.0  # the child's plan, preflight and sandbox start
 _STARTED = b"started"
 _ERROR_BYTES = 4000
@@ -189,6 +190,9 @@ def _child(
         # After the switch (which clears it): the launch dies with its loop, as a personal-mode
         # launch does (SIGTERM: the sandbox is killed and the run still ends recorded).
         ask_parent_death_signal(signal.SIGTERM)
+        # It still holds descriptors the loop opened as root (none reach the sandbox: every
+        # one is close-on-exec): no process of the role's may trace it or open them via /proc.
+        reaper.prctl(PR_SET_DUMPABLE, 0)
         if os.getppid() != loop_pid:
             raise SupervisorError("the loop exited")
         os.chdir("/")
