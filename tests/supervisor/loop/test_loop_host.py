@@ -437,3 +437,15 @@ def test_hand_over_gives_the_tree_to_the_role_and_follows_no_link(
     with pytest.raises(SupervisorError, match="no longer the directory the loop made"):
         hostlaunch.hand_over(pwd.getpwnam(impl.name), tree)  # the role's already
     assert os.stat(tmp_path / "elsewhere").st_uid == 0
+
+
+def test_host_mode_refuses_a_reviewer_credential_in_a_role_dir(host: HostLoop) -> None:
+    loop = host.loop
+    loop.run.update(reviewer=True)
+    inside = loop.state / "rev/coordinator/credentials.toml"  # the default: the role's own
+    loop.write_config()
+    result = loop.once()
+    assert result.returncode != 0
+    assert f"run.reviewer_binding.credential_file: {inside} is inside" in result.stderr
+    assert "run.binding.credential_file" not in result.stderr, result.stderr
+    assert not (loop.state / "loop").exists()

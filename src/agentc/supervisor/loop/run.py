@@ -77,7 +77,10 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
         )
     state = config.resolved_state_dir()
     credential = bound.credential_file or state / "impl/coordinator/credentials.toml"
-    host_checks(config, {"run.binding.credential_file": credential})
+    loop_credentials = {"run.binding.credential_file": credential}
+    if config.run.reviewer:
+        loop_credentials["run.reviewer_binding.credential_file"] = reviewer_credential(config)
+    host_checks(config, loop_credentials)
     return coordinator.Binding(
         repo_config=state / "loop" / "coordinator-binding.toml",
         credential_file=credential,
@@ -85,6 +88,12 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
         project_name=bound.project_name,
         allow_insecure_loopback=_insecure(config, bound.service_url, "run.binding.service_url"),
     )
+
+
+def reviewer_credential(config: SupervisorConfig) -> Path:
+    own = config.run.reviewer_binding
+    default = config.resolved_state_dir() / "rev/coordinator/credentials.toml"
+    return (own.credential_file if own else None) or default
 
 
 def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
@@ -136,11 +145,8 @@ def check_reviewer_binding(
     bound, own = config.run.binding, config.run.reviewer_binding
     assert bound is not None
     state = config.resolved_state_dir()
-    credential = (
-        own.credential_file if own else None
-    ) or state / "rev/coordinator/credentials.toml"
+    credential = reviewer_credential(config)
     key = "run.reviewer_binding.credential_file"
-    host_checks(config, {key: credential})
     if os.path.realpath(credential) == os.path.realpath(binding.credential_file):
         raise ConfigError(
             f"{key}: {credential} is the implementer's; a reviewer needs its own credential "
