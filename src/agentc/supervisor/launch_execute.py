@@ -127,7 +127,12 @@ def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
     before anything is written and revoked when the launch ends, however it ends. SIGTERM,
     SIGINT and SIGHUP to this process kill the sandbox (the run still ends recorded).
     """
-    running = start(plan_, host_relays)
+    return wait(start(plan_, host_relays))
+
+
+def wait(running: RunningLaunch) -> Outcome:
+    """Wait for a started launch with SIGTERM, SIGINT and SIGHUP killing its sandbox, then
+    :func:`finish` it."""
     with _forward_termination(running.proc):
         running.proc.wait()
     return finish(running)

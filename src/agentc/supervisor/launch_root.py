@@ -40,16 +40,49 @@ from agentc.supervisor.roles import role_slug
 from agentc.supervisor.rundir import RunLayout
 
 
-def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
-    """Checks only root can make: the supervisor binary, the account, the seed layout."""
-    problems: list[str] = []
+def program_problems(config: SupervisorConfig) -> list[str]:
+    """The installed ``agentc-supervisor`` (run as the role inside every launch, for the
+    relays) is root's and nobody else can write it or its directories."""
     program = supervisor_program(config)
     if program[0].startswith("/") and config.supervisor_program is None:
-        problems += preflight.protected_problems(Path(program[0]), "agentc-supervisor", {0})
+        return preflight.protected_problems(Path(program[0]), "agentc-supervisor", {0})
+    return []
+
+
+def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]:
+    """Checks only root can make: the supervisor binary, the account, the seed layout."""
+    problems = program_problems(config)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     layout = RunLayout(state, request.role, request.run, request.clone)
     problems += preflight.layout_problems(config, layout, request.harness)
     return problems
+
+
+def role_account(config: SupervisorConfig, role: str) -> pwd.struct_passwd:
+    """The role's account, which must exist and must not be root."""
+    name = config.role_user(role)
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise SupervisorError(f"role account {name} does not exist") from None
+    if account.pw_uid == 0:
+        raise SupervisorError(f"role account {name} must not be root")
+    return account
+
+
+def become(account: pwd.struct_passwd, limits: LaunchLimits | None = None) -> None:
+    """In a child of root: join the launch's cgroup and take its rlimits (``limits``), then
+    become ``account`` for good: no supplementary groups, its primary group, its uid.
+
+    The one account switch of host mode: ``launch-root``'s child, the loop's launches
+    (:mod:`agentc.supervisor.loop.hostlaunch`) and the host preflight's version launches."""
+    if limits is not None:
+        limits.enter()  # the cgroup and the rlimits, before the uid switch
+    os.setgroups([])
+    os.setgid(account.pw_gid)
+    os.setuid(account.pw_uid)
+    if os.getuid() != account.pw_uid or os.geteuid() != account.pw_uid or os.getgroups():
+        raise SupervisorError(f"could not become {account.pw_name}")
 
 
 def run_as_role(
@@ -63,13 +96,7 @@ def run_as_role(
         raise SupervisorError("launch-root must run as root")
     if config.mode != "host":
         raise SupervisorError("launch-root is for host mode; personal mode runs launch directly")
-    account_name = config.role_user(request.role)
-    try:
-        account = pwd.getpwnam(account_name)
-    except KeyError:
-        raise SupervisorError(f"role account {account_name} does not exist") from None
-    if account.pw_uid == 0:
-        raise SupervisorError(f"role account {account_name} must not be root")
+    account = role_account(config, request.role)
     problems = host_problems(config, request)
     if problems:
         raise SupervisorError("host checks failed: " + "; ".join(problems))
@@ -107,10 +134,7 @@ def _run_child(
     """Run ``argv`` as ``account`` inside the launch's cgroup (joined while still root)."""
 
     def become_role() -> None:
-        limits.enter()  # the cgroup and the rlimits, before the uid switch
-        os.setgroups([])
-        os.setgid(account.pw_gid)
-        os.setuid(account.pw_uid)
+        become(account, limits)
 
     proc = subprocess.Popen(argv, env=env, cwd="/", close_fds=True, preexec_fn=become_role)
     try:

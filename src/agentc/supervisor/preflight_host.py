@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import grp
 import os
 import pwd
 import shutil
 import socket
+import subprocess
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentc.core.errors import AgentcError
-from agentc.supervisor import limits, preflight, seccomp
+from agentc.supervisor import launch_root, limits, preflight, seccomp
 from agentc.supervisor.launch_plan import REVIEWER_HARNESSES
 from agentc.supervisor.launch_request import HARNESSES, ROLES, LaunchRequest
 from agentc.supervisor.roles import Role
@@ -64,6 +67,8 @@ def host_report(config: SupervisorConfig) -> tuple[list[str], list[str]]:
     """(problems, notes) for this host: see the module docstring."""
     problems = [with_fix(p) for p in preflight.sandbox_problems(config)]
     problems += filter_problems()
+    if config.mode == "host":
+        problems += account_problems(config, ROLES)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     for role in ROLES:
         problems += layout_problems(config, state, role)
@@ -89,6 +94,71 @@ _LIMITS_FIX = (
     "run the supervisor with a delegated cgroup v2 subtree holding the memory and pids "
     "controllers (e.g. systemd-run --user --scope -p Delegate=yes), or as root"
 )
+
+
+# Groups whose members administer the host (sudo's defaults on Debian, Red Hat and Arch).
+ADMIN_GROUPS = ("root", "sudo", "wheel", "admin", "adm", "docker", "lxd", "disk", "shadow")
+SUDO = Path("/usr/bin/sudo")
+
+
+def account_problems(config: SupervisorConfig, roles: Iterable[Role]) -> list[str]:
+    """Host mode's role accounts: each exists, is not root (uid and group 0), has a uid of its
+    own, is in no administering group, and sudo (when installed) grants it nothing."""
+    problems: list[str] = []
+    seen: dict[int, str] = {}
+    for role in roles:
+        name = config.role_user(role)
+        try:
+            account = pwd.getpwnam(name)
+        except KeyError:
+            problems.append(with_fix(f"role account {name} does not exist"))
+            continue
+        fix = f"use an unprivileged system account of its own for the {role} (userdel {name})"
+        if account.pw_uid == 0 or account.pw_gid == 0:
+            problems.append(with_fix(f"the {role}'s account {name} is root (uid or group 0)", fix))
+        if account.pw_uid in seen:
+            problems.append(
+                with_fix(f"the {role}'s account {name} shares uid {account.pw_uid} with "
+                         f"{seen[account.pw_uid]}", fix)
+            )  # fmt: skip
+        seen[account.pw_uid] = name
+        groups = sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
+        groups += [g.gr_name for g in grp.getgrall() if g.gr_gid == account.pw_gid]
+        admin = sorted({g for g in groups if g in ADMIN_GROUPS})
+        if admin:
+            problems.append(
+                with_fix(f"the {role}'s account {name} is in the group {', '.join(admin)}",
+                         f"gpasswd -d {name} <group>")
+            )  # fmt: skip
+        granted = sudo_grant(name)
+        if granted:
+            problems.append(
+                with_fix(f"the {role}'s account {name} may use sudo ({granted})",
+                         f"remove {name} from /etc/sudoers and /etc/sudoers.d")
+            )  # fmt: skip
+    return problems
+
+
+def sudo_grant(name: str) -> str | None:
+    """What ``sudo -l`` lets ``name`` run (asked as root; None when nothing, when sudo is not
+    installed, or when this process is not root and cannot ask)."""
+    if os.geteuid() != 0 or not SUDO.exists():
+        return None
+    try:
+        result = subprocess.run(
+            [str(SUDO), "-n", "-l", "-U", name],
+            capture_output=True,
+            text=True,
+            timeout=CONNECT_SECONDS * 5,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C"},
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sudo -l failed: {exc}"
+    out = result.stdout.strip()
+    if result.returncode != 0 or "not allowed" in out or "may run" not in out:
+        return None
+    return " ".join(out.splitlines()[-1].split())[:200]
 
 
 def filter_problems() -> list[str]:
@@ -242,9 +312,7 @@ def _launch(
     if pid == 0:  # the role account's launch; never returns
         code = 1
         try:
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
+            launch_root.become(account)
             code = 0 if _execute(quiet, request) is None else 3
         finally:
             os._exit(code)

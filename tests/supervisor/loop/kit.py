@@ -61,6 +61,8 @@ class LoopKit:
     binding_url: str | None = None  # the loop's coordinator origin (default: the server's)
     user: str | None = None  # run the loop as this unprivileged account (reviews need one)
     clone: Path | None = None  # a working clone of the origin (the test's own pushes)
+    binding: dict[str, Any] = field(default_factory=dict)  # more [run.binding] keys
+    portable: bool = False  # run the loop (as root) with an interpreter any account can run
 
     @property
     def state(self) -> Path:
@@ -86,6 +88,7 @@ class LoopKit:
             "[run.binding]",
             f'service_url = "{self.binding_url or self.live.url}"',
             f'project_id = "{self.project}"',
+            *(f"{k} = {json.dumps(v)}" for k, v in self.binding.items()),
             f"[setup.{self.project}]",
             f'repository_url = "{self.origin}"',
         ]
@@ -94,7 +97,7 @@ class LoopKit:
     def argv(self, *args: str) -> list[str]:
         tail = ["-m", "agentc.supervisor.cli", "--config", str(self.config), *args]
         if self.user is None:
-            return [sys.executable, *tail]
+            return [*PORTABLE_PYTHON, *tail] if self.portable else [sys.executable, *tail]
         entry = pwd.getpwnam(self.user)
         as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}"]
         return [*as_user, "--clear-groups", *PORTABLE_PYTHON, *tail]

@@ -1,9 +1,10 @@
 """One implementer launch from the loop: claim, clone, worktree, prompt, start, renew, settle.
 
-The launch is spawned from the loop's own process (:func:`launch_execute.start`: the same plan,
-argv, markers, sealed prompt and reaping as ``agentc-supervisor launch``), in a process group of
-its own so a drain is one signal. Every step that can fail after the claim releases the attempt
-with a handoff naming why, unless the agent already submitted it.
+The launch is spawned from the loop's own process (:func:`hostlaunch.start`: the same plan,
+argv, markers, sealed prompt and reaping as ``agentc-supervisor launch``; in host mode forked
+as the implementer account, to which the run and clone are handed first), in a process group
+of its own so a drain is one signal. Every step that can fail after the claim releases the
+attempt with a handoff naming why, unless the agent already submitted it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
-from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
+from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.supervisor import agentsession, launch_root, rundir
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
-from agentc.supervisor.loop import coordinator, push, repo
+from agentc.supervisor.loop import coordinator, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
 from agentc.supervisor.loop.push import PushHelper, token_digests
@@ -93,7 +94,7 @@ def handoff(text: str) -> str:
     )
 
 
-def drain(running: launch_execute.RunningLaunch, grace_seconds: float) -> None:
+def drain(running: hostlaunch.Running, grace_seconds: float) -> None:
     """SIGTERM to the launch's process group, SIGKILL after ``grace_seconds``."""
     pgid = running.pid
     try:
@@ -172,7 +173,7 @@ class ImplementerLaunch:
                 return f"Failed({self.action['task_id']}: {why})"
             try:
                 exit_note = self._supervise(client, lease, running)
-                outcome = launch_execute.finish(running)
+                outcome = hostlaunch.finish(running)
             finally:
                 self._stop_push()
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
@@ -215,7 +216,7 @@ class ImplementerLaunch:
 
     def _prepare_and_start(
         self, client: Agent, claim: dict[str, Any], head: str, url: str
-    ) -> launch_execute.RunningLaunch:
+    ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         run_cfg = loop.config.run
         repo.clone(
@@ -247,11 +248,16 @@ class ImplementerLaunch:
         coordinator.hand_over(
             self.binding, self.private, layout.run / "state/coordinator", self.launch_id
         )
-        return self._start(attempt, url)
+        group = None
+        if loop.config.mode == "host":  # the run and clone are the implementer account's
+            account = launch_root.role_account(loop.config, "implementer")
+            hostlaunch.hand_over(account, layout.run, layout.clone)
+            group = account.pw_gid
+        return self._start(attempt, url, group)
 
-    def _start(self, attempt: dict[str, Any], url: str) -> launch_execute.RunningLaunch:
+    def _start(self, attempt: dict[str, Any], url: str, group: int | None) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
-        self.push = PushHelper.prepare(loop.state, self.launch_id)
+        self.push = PushHelper.prepare(loop.state, self.launch_id, group=group)
         access = CoordinatorAccess(
             session=self.launch_id,
             repo_config=layout.run / BINDING_COPY,
@@ -273,20 +279,18 @@ class ImplementerLaunch:
         )
         session = agentsession.ensure(loop.config, "implementer")
         request = dataclasses.replace(request, agent_session=session)
-        plan = launch_plan.plan(loop.config, request)
-        problems = preflight.launch_problems(loop.config, plan)
-        if problems:
-            raise SupervisorError("preflight: " + "; ".join(problems))
-        plan = project_setup.run(
+        beat = {"role": "implementer", "task": self.action["task_id"]}
+        running = hostlaunch.start(
             loop.config,
-            plan,
-            self.binding.project_id,
-            stopping=lambda: loop.stopping,
-            beat=lambda: loop.heartbeat(
-                launch={"role": "implementer", "task": self.action["task_id"]}
+            request,
+            prepare=lambda plan: project_setup.run(
+                loop.config,
+                plan,
+                self.binding.project_id,
+                stopping=lambda: loop.stopping,
+                beat=lambda: loop.heartbeat(launch=beat),
             ),
         )
-        running = launch_execute.start(plan, own_group=True)
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
         loop.records.write(self.record)
@@ -315,7 +319,7 @@ class ImplementerLaunch:
             mtime = 0.0
         return time.time() - max(mtime, started)
 
-    def _supervise(self, client: Agent, lease: Lease, running: launch_execute.RunningLaunch) -> str:
+    def _supervise(self, client: Agent, lease: Lease, running: hostlaunch.Running) -> str:
         """Renew while the gates allow; drain when one fails. Returns a note for the handoff."""
         loop, cfg = self.loop, self.loop.config.run
         started_wall, started = time.time(), time.monotonic()
@@ -380,7 +384,7 @@ class ImplementerLaunch:
         log(f"renewing {lease.attempt_id} failed; next try in {delay:g} s")
         return None, now + delay
 
-    def _drain(self, running: launch_execute.RunningLaunch) -> None:
+    def _drain(self, running: hostlaunch.Running) -> None:
         drain(running, self.loop.config.run.drain_seconds)
 
     # -- the end -----------------------------------------------------------------------------

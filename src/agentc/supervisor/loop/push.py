@@ -135,8 +135,13 @@ class PushHelper:
         return self.base / f"{self.name}.work"
 
     @classmethod
-    def prepare(cls, state: Path, launch_id: str) -> PushHelper:
-        """Sweep stale directories, then make and lock this launch's (before the launch)."""
+    def prepare(cls, state: Path, launch_id: str, *, group: int | None = None) -> PushHelper:
+        """Sweep stale directories, then make and lock this launch's (before the launch).
+
+        With ``group`` (host mode: the implementer account's group; the loop is root) the base
+        is mode 0711 and the launch's directory root:``group`` mode 2750, so the socket the
+        helper binds there (mode 0660) takes that group: the implementer account can reach it,
+        no other account can."""
         base = base_dir(state)
         sweep(base)
         name = launch_id.replace("-", "")[:_ID_CHARS]
@@ -147,6 +152,10 @@ class PushHelper:
             helper = cls(base, name, fd)
             helper.directory.mkdir(mode=0o700)
             helper.work.mkdir(mode=0o700)
+            if group is not None:
+                os.chmod(base, 0o711, follow_symlinks=False)  # noqa: S103 - traversable only
+                os.chown(helper.directory, 0, group, follow_symlinks=False)
+                os.chmod(helper.directory, 0o2750, follow_symlinks=False)  # noqa: S103 - the group
         return helper
 
     def start(

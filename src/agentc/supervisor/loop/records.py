@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -137,12 +138,16 @@ class Records:
         target = folder / launch_id
         target.mkdir(mode=0o700, exist_ok=True)
         for name in names:
-            try:
-                fd = os.open(run / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:  # in host mode the run is the role's: no link, no FIFO, a regular file only
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                fd = os.open(run / name, flags)
             except OSError:
                 continue
             with os.fdopen(fd, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                size = info.st_size
                 handle.seek(max(0, size - TAIL_BYTES))
                 write_atomic(target / name, handle.read(TAIL_BYTES), mode=0o600)
         kept = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)

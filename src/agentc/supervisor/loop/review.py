@@ -15,11 +15,12 @@ The reviewer launch (role ``reviewer``) has no coordinator access: the loop rene
 lease while the reviewer runs, stops it after ``review_minutes``, reads its verdict (Claude: the
 final result's structured output; ``command:``: its last non-empty stdout line), checks it
 (:func:`agentc.supervisor.review.check_verdict`) and posts it, or releases the review saying why.
-Failed verdicts count per submission in ``<state>/loop/review-strikes.json``; after
-``review_attempts`` in a row the submission is skipped. The launch record (role ``reviewer``)
-is written before the claim, so a loop that dies mid-review is settled by the next poll
-(:func:`release_dead`, :func:`remove_review`); clone, run, private session and mirror branch are
-removed after every review.
+In host mode the run and clone are handed to the reviewer account before the launch, which
+runs as that account (:mod:`.hostlaunch`). Failed verdicts count per submission in
+``<state>/loop/review-strikes.json``; after ``review_attempts`` in a row the submission is
+skipped. The launch record (role ``reviewer``) is written before the claim, so a loop that dies
+mid-review is settled by the next poll (:func:`release_dead`, :func:`remove_review`); clone,
+run, private session and mirror branch are removed after every review.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
-from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight, rundir
+from agentc.supervisor import agentsession, launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
 from agentc.supervisor.launch_request import LaunchRequest
-from agentc.supervisor.loop import admission, coordinator, repo
+from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo
 from agentc.supervisor.loop.gates import Backoff
 from agentc.supervisor.loop.implementer import Loop, drain, log
 from agentc.supervisor.loop.records import LaunchRecord, boot_id, now_ms, start_ticks
@@ -237,7 +238,7 @@ class ReviewLaunch:
                 return self._give_back(client, lease, f"the review could not start: "
                                        f"{coordinator.describe_error(exc)}")  # fmt: skip
             stopped = self._supervise(client, lease, running)
-            outcome = launch_execute.finish(running)
+            outcome = hostlaunch.finish(running)
             if stopped is not None:
                 return self._give_back(client, lease, stopped, strike=not loop.stopping)
             return self._judge(client, lease, claim, outcome)
@@ -270,7 +271,7 @@ class ReviewLaunch:
 
     # -- prepare and launch ------------------------------------------------------------------
 
-    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> launch_execute.RunningLaunch:
+    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         sub, task = claim["submission"], claim["task"]
         revision, base = str(sub["candidate_revision"]), str(sub["base_revision"])
@@ -310,12 +311,11 @@ class ReviewLaunch:
             project=self.binding.project_id,
             coordinator=None,  # the loop posts the verdict; the reviewer never reaches it
         )
+        if loop.config.mode == "host":  # the run and clone are the reviewer account's
+            account = launch_root.role_account(loop.config, "reviewer")
+            hostlaunch.hand_over(account, layout.run, layout.clone)
         session = agentsession.ensure(loop.config, "reviewer")
-        plan = launch_plan.plan(loop.config, dataclasses.replace(request, agent_session=session))
-        problems = preflight.launch_problems(loop.config, plan)
-        if problems:
-            raise SupervisorError("preflight: " + "; ".join(problems))
-        running = launch_execute.start(plan, own_group=True)
+        running = hostlaunch.start(loop.config, dataclasses.replace(request, agent_session=session))
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
         loop.records.write(self.record)
@@ -323,9 +323,7 @@ class ReviewLaunch:
 
     # -- while it runs -----------------------------------------------------------------------
 
-    def _supervise(
-        self, client: Agent, lease: Lease, running: launch_execute.RunningLaunch
-    ) -> str | None:
+    def _supervise(self, client: Agent, lease: Lease, running: hostlaunch.Running) -> str | None:
         """Renew the review's lease while the reviewer runs; stop it after ``review_minutes``,
         when the lease is gone or the loop stops. Returns why it was stopped, if it was."""
         cfg = self.loop.config.run

@@ -7,6 +7,11 @@ the implementer's admission, asks ``next``, and runs at most one implementer lau
 after every poll and every ``heartbeat_seconds`` during a launch. SIGTERM or SIGINT stop new
 claims, drain a running launch, release its attempt (or review) with a handoff, and end the
 loop.
+
+Personal mode runs as one unprivileged user and launches as that user. Host mode runs as root
+(:func:`unsupported` refuses it otherwise) and launches each implementer and reviewer as its
+role account (:mod:`.hostlaunch`), after :func:`host_checks` found the accounts, the state
+layout and the loop's credentials fit.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import UnsafeFile, read_private
+from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, review
@@ -36,7 +42,7 @@ from agentc.supervisor.loop.records import (
     now_ms,
     start_ticks,
 )
-from agentc.supervisor.roles import role_slug
+from agentc.supervisor.roles import Role, role_slug
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
@@ -44,12 +50,13 @@ COSTS_RETRY_MS = 10 * 60 * 1000
 
 
 def unsupported(config: SupervisorConfig) -> None:
-    """Refuse, naming the key, what the loop does not do yet (never half of it), and a project
+    """Refuse, naming the key, what the loop does not do (never half of it), and a project
     setup it cannot run."""
-    if config.mode == "host":
+    if config.mode == "host" and os.geteuid() != 0:
         raise ConfigError(
-            "mode: agentc-supervisor run launches as the invoking user only (personal mode); "
-            "host mode with role accounts is not in the loop yet"
+            "mode: host mode runs agentc-supervisor run as root (it launches each implementer "
+            "and reviewer as its role account); run it as root, or set mode = 'personal' to "
+            "launch as this user"
         )
     if config.run.reviewer:
         refusal = reviewer_refusal(config.run.reviewer_harness)
@@ -68,13 +75,52 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
             "run.binding: required by agentc-supervisor run (service_url, project_id)"
         )
     state = config.resolved_state_dir()
+    credential = bound.credential_file or state / "impl/coordinator/credentials.toml"
+    loop_credentials = {"run.binding.credential_file": credential}
+    if config.run.reviewer:
+        loop_credentials["run.reviewer_binding.credential_file"] = reviewer_credential(config)
+    host_checks(config, loop_credentials)
     return coordinator.Binding(
         repo_config=state / "loop" / "coordinator-binding.toml",
-        credential_file=bound.credential_file or state / "impl/coordinator/credentials.toml",
+        credential_file=credential,
         project_id=bound.project_id,
         project_name=bound.project_name,
         allow_insecure_loopback=_insecure(config, bound.service_url, "run.binding.service_url"),
     )
+
+
+def reviewer_credential(config: SupervisorConfig) -> Path:
+    own = config.run.reviewer_binding
+    default = config.resolved_state_dir() / "rev/coordinator/credentials.toml"
+    return (own.credential_file if own else None) or default
+
+
+def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
+    """Host mode: the role accounts the loop launches as are fit (they exist, are not root,
+    share no uid, administer nothing, get nothing from sudo), the installed agentc-supervisor
+    is root's and protected (as ``launch-root`` checks it), the state tree has the seed's
+    owners and modes, and each of the loop's credentials (by its key) lies outside the role
+    directories, whose accounts could replace it there. Refused with every problem named."""
+    if config.mode != "host":
+        return
+    roles: list[Role] = ["implementer", "reviewer"] if config.run.reviewer else ["implementer"]
+    problems = preflight_host.account_problems(config, roles)
+    problems += launch_root.program_problems(config)
+    state = Path(os.path.realpath(config.resolved_state_dir()))
+    if not problems:
+        for role in roles:
+            problems += preflight_host.layout_problems(config, state, role)
+    for key, path in credentials.items():
+        real = Path(os.path.realpath(path))
+        for slug in ("impl", "rev"):
+            if real.is_relative_to(state / slug):
+                problems.append(
+                    f"{key}: {path} is inside {state / slug}, which a role account owns; keep "
+                    "the loop's credential root-owned (mode 0600) outside the role directories, "
+                    "e.g. /etc/agentc/"
+                )
+    if problems:
+        raise ConfigError("host mode: " + "; ".join(problems))
 
 
 def _insecure(config: SupervisorConfig, url: str, key: str) -> bool:
@@ -130,9 +176,7 @@ def check_reviewer_binding(
     bound, own = config.run.binding, config.run.reviewer_binding
     assert bound is not None
     state = config.resolved_state_dir()
-    credential = (
-        own.credential_file if own else None
-    ) or state / "rev/coordinator/credentials.toml"
+    credential = reviewer_credential(config)
     key = "run.reviewer_binding.credential_file"
     if os.path.realpath(credential) == os.path.realpath(binding.credential_file):
         raise ConfigError(
