@@ -2,14 +2,21 @@
 
 Each simulated agent loops claim (next ready task) -> renew -> checkpoint -> release against a
 real `agent-coordinator-server serve` (uvicorn, in a subprocess), on SQLite (synchronous=FULL)
-and on PostgreSQL (a throwaway server started here). The ceiling is measured in the same run:
-the very same mutation transactions (authentication, receipt, operation, audit event) executed
-directly against the database by the same number of threads, without HTTP.
+and on PostgreSQL (a throwaway server started here). Measured in the same run:
+
+- direct: the very same mutation transactions (authentication, receipt, operation, audit
+  event) submitted to the service's executor by the same number of agents, without HTTP;
+- raw (PostgreSQL): the database's own ceiling, a minimal lease loop by the same number of
+  clients on one connection each, one statement per operation in its own transaction: claim
+  (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)), renew (a fenced UPDATE),
+  checkpoint (an INSERT) and release (a fenced UPDATE back to ready);
+- http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite.
 
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
+        [--workers 1,2,4] [--server-args "..."]
 
-Prints ops/s, p50 and p99 latency for each, and the HTTP/ceiling ratio. Not a test: it asserts
-nothing; docs/benchmarks.md keeps the latest figures.
+Prints ops/s, p50 and p99 latency for each, and ratios against the ceilings. Not a test: it
+asserts nothing; docs/benchmarks.md keeps the latest figures.
 """
 
 from __future__ import annotations
@@ -238,7 +245,84 @@ async def over_http(
     return int(count / elapsed), lat
 
 
-def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
+RAW_SCHEMA = """
+CREATE TABLE raw_tasks (
+    id bigint PRIMARY KEY,
+    state text NOT NULL,
+    generation bigint NOT NULL,
+    expires_at bigint
+);
+CREATE TABLE raw_checkpoints (
+    id bigserial PRIMARY KEY,
+    task_id bigint NOT NULL,
+    generation bigint NOT NULL,
+    summary text NOT NULL
+);
+"""
+RAW_CLAIM = (
+    "UPDATE raw_tasks SET state = 'claimed', generation = generation + 1, expires_at = %s "
+    "WHERE id = (SELECT id FROM raw_tasks WHERE state = 'ready' ORDER BY id "
+    "FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, generation"
+)
+RAW_RENEW = (
+    "UPDATE raw_tasks SET expires_at = %s WHERE id = %s AND generation = %s AND state = 'claimed'"
+)
+RAW_CHECKPOINT = "INSERT INTO raw_checkpoints (task_id, generation, summary) VALUES (%s, %s, 's')"
+RAW_RELEASE = (
+    "UPDATE raw_tasks SET state = 'ready', expires_at = NULL WHERE id = %s AND generation = %s "
+    "AND state = 'claimed'"
+)
+
+
+async def raw_postgres(url: str, agents: int, seconds: float) -> tuple[int, list[float]]:
+    """PostgreSQL's own ceiling for the lease loop: the same number of clients, one
+    connection each (autocommit: each statement is its own durable transaction), 2N tasks."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute(RAW_SCHEMA)
+        setup.execute(
+            "INSERT INTO raw_tasks SELECT i, 'ready', 0, NULL FROM generate_series(1, %s) i",
+            (agents * 2,),
+        )
+    lat: list[float] = []
+    count = 0
+    stop = time.monotonic() + seconds
+
+    async def client() -> None:
+        nonlocal count
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+
+        async def op(sql: str, *args: Any) -> Any:
+            nonlocal count
+            t0 = time.perf_counter()
+            cur = await conn.execute(sql, args)
+            row = await cur.fetchone() if cur.description else None
+            lat.append(time.perf_counter() - t0)
+            count += 1
+            return row
+
+        try:
+            while time.monotonic() < stop:
+                now = int(time.time() * 1000)
+                claimed = await op(RAW_CLAIM, now + 600_000)
+                if claimed is None:
+                    await asyncio.sleep(0.01)
+                    continue
+                task, gen = claimed
+                await op(RAW_RENEW, now + 600_000, task, gen)
+                await op(RAW_CHECKPOINT, task, gen)
+                await op(RAW_RELEASE, task, gen)
+        finally:
+            await conn.close()
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(client() for _ in range(agents)))
+    elapsed = time.monotonic() - t0
+    return int(count / elapsed), lat
+
+
+def serve(database: str, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     port = pg.free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
@@ -251,6 +335,7 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
             "--allow-insecure-loopback",
             "--listen",
             f"127.0.0.1:{port}",
+            *extra,
             "serve",
         ],
         stdout=subprocess.DEVNULL,
@@ -267,25 +352,43 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("server did not start")
 
 
-def run_backend(name: str, database: str, agents: int, seconds: float) -> dict[str, Any]:
-    pid, creds = prepare(database, agents)
-    ceiling, clat = asyncio.run(direct(database, pid, creds, seconds))
-    # Every cycle ends with a release, so the tasks are ready again for the HTTP run.
-    proc, url = serve(database)
-    try:
-        ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
-    finally:
-        proc.terminate()
-        proc.wait()
+def measure(mode: str, ops: int, lat: list[float]) -> dict[str, Any]:
     return {
-        "backend": name,
-        "http_ops": ops,
-        "http_p50_ms": percentile(lat, 0.5) * 1000,
-        "http_p99_ms": percentile(lat, 0.99) * 1000,
-        "direct_ops": ceiling,
-        "direct_p50_ms": percentile(clat, 0.5) * 1000,
-        "direct_p99_ms": percentile(clat, 0.99) * 1000,
+        "mode": mode,
+        "ops": ops,
+        "p50_ms": percentile(lat, 0.5) * 1000,
+        "p99_ms": percentile(lat, 0.99) * 1000,
     }
+
+
+def run_backend(
+    name: str,
+    database: str,
+    agents: int,
+    seconds: float,
+    workers: list[int],
+    server_args: list[str],
+    raw_url: str | None,
+) -> list[dict[str, Any]]:
+    pid, creds = prepare(database, agents)
+    rows = []
+    if raw_url is not None:
+        rows.append(measure("raw", *asyncio.run(raw_postgres(raw_url, agents, seconds))))
+    rows.append(measure("direct", *asyncio.run(direct(database, pid, creds, seconds))))
+    # Every cycle ends with a release, so the tasks are ready again for the next run.
+    for n in workers:
+        proc, url = serve(database, "--workers", str(n), *server_args)
+        try:
+            ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
+        finally:
+            proc.terminate()
+            proc.wait()
+        rows.append(measure(f"http w={n}", ops, lat))
+    return rows
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:
@@ -293,41 +396,58 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument(
+        "--workers",
+        default="1,2,4",
+        help="comma-separated --workers values to measure over HTTP on PostgreSQL",
+    )
+    ap.add_argument(
+        "--server-args", default="", help="extra global options for the server, space-separated"
+    )
     args = ap.parse_args()
-    results = []
+    sweep = [int(n) for n in args.workers.split(",")]
+    results: dict[str, list[dict[str, Any]]] = {}
     tmp = tempfile.TemporaryDirectory(prefix="agentc-bench-")
     server = None
+    load_before = load_average()
     try:
         backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
         for name in backends:
             if name == "sqlite":
                 database = str(Path(tmp.name) / "bench.sqlite3")
+                workers, raw_url = [1], None
             else:
                 server = pg.start()
                 database = server.create_database("bench")
-            results.append(run_backend(name, database, args.agents, args.seconds))
+                workers, raw_url = sweep, server.create_database("raw")
+            results[name] = run_backend(
+                name,
+                database,
+                args.agents,
+                args.seconds,
+                workers,
+                args.server_args.split(),
+                raw_url,
+            )
     finally:
         if server is not None:
             pg.stop(server)
         tmp.cleanup()
     print(
         f"lease operations: {args.agents} agents, {args.seconds:.0f} s per measurement, "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
-    print(f"{'backend':10} {'mode':8} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
-    for r in results:
-        print(
-            f"{r['backend']:10} {'http':8} {r['http_ops']:>8} {r['http_p50_ms']:>8.1f} "
-            f"{r['http_p99_ms']:>8.1f}"
-        )
-        print(
-            f"{r['backend']:10} {'direct':8} {r['direct_ops']:>8} {r['direct_p50_ms']:>8.1f} "
-            f"{r['direct_p99_ms']:>8.1f}"
-        )
-        print(
-            f"{r['backend']:10} {'ratio':8} {r['http_ops'] / max(1, r['direct_ops']):>8.2f}"
-            "  (http / direct ceiling)"
-        )
+    print(f"{'backend':10} {'mode':10} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>14}")
+    for name, rows in results.items():
+        ceiling = next(r for r in rows if r["mode"] == ("raw" if name == "postgres" else "direct"))
+        for r in rows:
+            ratio = ""
+            if r is not ceiling:
+                ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
+            print(
+                f"{name:10} {r['mode']:10} {r['ops']:>8} {r['p50_ms']:>8.1f} "
+                f"{r['p99_ms']:>8.1f} {ratio:>14}"
+            )
 
 
 if __name__ == "__main__":

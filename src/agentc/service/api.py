@@ -95,6 +95,14 @@ class Op:
 _ids = random.Random(os.urandom(32))
 
 
+def _reseed_ids() -> None:
+    _ids.seed(os.urandom(32))
+
+
+# A forked process (`serve --workers N`) would otherwise draw the very same ids as its siblings.
+os.register_at_fork(after_in_child=_reseed_ids)
+
+
 def new_id() -> str:
     """A random (version 4) UUID."""
     return str(uuid.UUID(int=_ids.getrandbits(128), version=4))
