@@ -227,20 +227,21 @@ def mutation(
         if result.secret_fields:
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
-        with tx.savepoint_if_concurrent():
-            insert(
-                tx.conn,
-                Receipt(
-                    principal_id=actor.principal_id,
-                    operation=operation,
-                    key=key,
-                    fingerprint=fp,
-                    status=result.status,
-                    body=_dumps(stored).decode(),
-                    created_at=tx.now,
-                    credential_id=actor.credential_id,
-                ),
-            )
+        # No savepoint: a racing request with the same key fails on the receipt's primary
+        # key, the whole transaction rolls back, and `mutate` retries it, finding the receipt.
+        insert(
+            tx.conn,
+            Receipt(
+                principal_id=actor.principal_id,
+                operation=operation,
+                key=key,
+                fingerprint=fp,
+                status=result.status,
+                body=_dumps(stored).decode(),
+                created_at=tx.now,
+                credential_id=actor.credential_id,
+            ),
+        )
         return result.status, _dumps(env), False
 
     return work
