@@ -10,10 +10,12 @@ and on PostgreSQL (a throwaway server started here). Measured in the same run:
   clients on one connection each, one statement per operation in its own transaction: claim
   (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)), renew (a fenced UPDATE),
   checkpoint (an INSERT) and release (a fenced UPDATE back to ready);
-- http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite.
+- http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite;
+- with --http-variants, the same app under other uvicorn event loops and HTTP parsers
+  (serve_variant.py; the server's own choice is uvicorn's "auto": uvloop and httptools).
 
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
-        [--workers 1,2,4] [--server-args "..."]
+        [--workers 1,2,4] [--server-args "..."] [--http-variants asyncio+h11]
 
 Prints ops/s, p50 and p99 latency for each, and ratios against the ceilings. Not a test: it
 asserts nothing; docs/benchmarks.md keeps the latest figures.
@@ -149,7 +151,13 @@ async def direct(
         _status, body, _ = await asyncio.wrap_future(
             rt.executor.submit_write(
                 mutation(
-                    rt, creds, f"POST /api/v1/projects/{pid}{path}", uuid.uuid4().hex, model, fn
+                    rt,
+                    creds,
+                    f"POST /api/v1/projects/{pid}{path}",
+                    uuid.uuid4().hex,
+                    model,
+                    fn,
+                    project_id=pid,
                 )
             )
         )
@@ -322,11 +330,18 @@ async def raw_postgres(url: str, agents: int, seconds: float) -> tuple[int, list
     return int(count / elapsed), lat
 
 
-def serve(database: str, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(
+    database: str, *extra: str, variant: tuple[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The server on a free port: `agent-coordinator-server serve` (uvicorn's defaults, uvloop
+    and httptools), or with variant (loop, http) the same app through serve_variant.py."""
     port = pg.free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
+    if variant is not None:
+        command = [sys.executable, str(ROOT / "bench" / "serve_variant.py"), database, str(port)]
+        command += list(variant)
+    else:
+        command = [
             SERVER,
             "--database",
             database,
@@ -337,7 +352,9 @@ def serve(database: str, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
             f"127.0.0.1:{port}",
             *extra,
             "serve",
-        ],
+        ]
+    proc = subprocess.Popen(
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -369,6 +386,7 @@ def run_backend(
     workers: list[int],
     server_args: list[str],
     raw_url: str | None,
+    variants: list[tuple[str, str]],
 ) -> list[dict[str, Any]]:
     pid, creds = prepare(database, agents)
     rows = []
@@ -384,6 +402,14 @@ def run_backend(
             proc.terminate()
             proc.wait()
         rows.append(measure(f"http w={n}", ops, lat))
+    for loop, http in variants:
+        proc, url = serve(database, variant=(loop, http))
+        try:
+            ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
+        finally:
+            proc.terminate()
+            proc.wait()
+        rows.append(measure(f"{loop}+{http}", ops, lat))
     return rows
 
 
@@ -404,7 +430,16 @@ def main() -> None:
     ap.add_argument(
         "--server-args", default="", help="extra global options for the server, space-separated"
     )
+    ap.add_argument(
+        "--http-variants",
+        default="",
+        help="comma-separated LOOP+HTTP uvicorn variants to measure too (one process), e.g. "
+        "asyncio+h11 (the server's own is uvloop+httptools)",
+    )
     args = ap.parse_args()
+    variants = [
+        (v.split("+")[0], v.split("+")[1]) for v in args.http_variants.split(",") if v.strip()
+    ]
     sweep = [int(n) for n in args.workers.split(",")]
     results: dict[str, list[dict[str, Any]]] = {}
     tmp = tempfile.TemporaryDirectory(prefix="agentc-bench-")
@@ -428,6 +463,7 @@ def main() -> None:
                 workers,
                 args.server_args.split(),
                 raw_url,
+                variants,
             )
     finally:
         if server is not None:
