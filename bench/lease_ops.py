@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -369,13 +370,34 @@ def serve(
     raise RuntimeError("server did not start")
 
 
-def measure(mode: str, ops: int, lat: list[float]) -> dict[str, Any]:
+def measure(mode: str, ops: int, lat: list[float], cpu_s: float | None = None) -> dict[str, Any]:
     return {
         "mode": mode,
         "ops": ops,
         "p50_ms": percentile(lat, 0.5) * 1000,
         "p99_ms": percentile(lat, 0.99) * 1000,
+        # The service's CPU time per operation (all its processes), whatever the load.
+        "cpu_ms": None if cpu_s is None or not lat else cpu_s * 1000 / len(lat),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process and its live children (the workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for p in [str(pid), *kids]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_backend(
@@ -392,24 +414,25 @@ def run_backend(
     rows = []
     if raw_url is not None:
         rows.append(measure("raw", *asyncio.run(raw_postgres(raw_url, agents, seconds))))
-    rows.append(measure("direct", *asyncio.run(direct(database, pid, creds, seconds))))
+    cpu0 = own_cpu_seconds()
+    ops, lat = asyncio.run(direct(database, pid, creds, seconds))
+    rows.append(measure("direct", ops, lat, own_cpu_seconds() - cpu0))
     # Every cycle ends with a release, so the tasks are ready again for the next run.
-    for n in workers:
-        proc, url = serve(database, "--workers", str(n), *server_args)
+    servers: list[tuple[str, tuple[str, ...], tuple[str, str] | None]] = [
+        (f"http w={n}", ("--workers", str(n), *server_args), None) for n in workers
+    ]
+    servers += [(f"{loop}+{http}", (), (loop, http)) for loop, http in variants]
+    for mode, extra, variant in servers:
+        proc, url = serve(database, *extra, variant=variant)
         try:
+            time.sleep(1)  # every worker is up
+            cpu0 = cpu_seconds(proc.pid)
             ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
+            cpu = cpu_seconds(proc.pid) - cpu0
         finally:
             proc.terminate()
             proc.wait()
-        rows.append(measure(f"http w={n}", ops, lat))
-    for loop, http in variants:
-        proc, url = serve(database, variant=(loop, http))
-        try:
-            ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
-        finally:
-            proc.terminate()
-            proc.wait()
-        rows.append(measure(f"{loop}+{http}", ops, lat))
+        rows.append(measure(mode, ops, lat, cpu))
     return rows
 
 
@@ -473,16 +496,20 @@ def main() -> None:
         f"lease operations: {args.agents} agents, {args.seconds:.0f} s per measurement, "
         f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
-    print(f"{'backend':10} {'mode':10} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>14}")
+    print(
+        f"{'backend':10} {'mode':12} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'cpu ms/op':>10} {'ratio':>14}"
+    )
     for name, rows in results.items():
         ceiling = next(r for r in rows if r["mode"] == ("raw" if name == "postgres" else "direct"))
         for r in rows:
             ratio = ""
             if r is not ceiling:
                 ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
+            cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
             print(
-                f"{name:10} {r['mode']:10} {r['ops']:>8} {r['p50_ms']:>8.1f} "
-                f"{r['p99_ms']:>8.1f} {ratio:>14}"
+                f"{name:10} {r['mode']:12} {r['ops']:>8} {r['p50_ms']:>8.1f} "
+                f"{r['p99_ms']:>8.1f} {cpu:>10} {ratio:>14}"
             )
 
 
