@@ -3,8 +3,9 @@
 Many agents claim, renew and submit over real HTTP against two worker processes; both workers
 answer (each holds some of the agents' connections, read from /proc), one worker is killed
 mid-run (the master starts another, the agents retry with the same Idempotency-Key), and every
-task is still claimed exactly once. On SQLite, --workers above 1 is refused before anything is
-touched.
+task is still claimed exactly once. Concurrent creates, one claim sent on many connections
+with one key, and stale generations meet the admission budget, the receipt and the fence
+whichever worker answers. On SQLite, --workers above 1 is refused before anything is touched.
 """
 
 from __future__ import annotations
@@ -227,6 +228,104 @@ def test_two_workers_claim_each_task_once_and_survive_a_killed_worker(
     live.stop()
     assert live.process.returncode == 0
     assert not [p for p in now_serving if Path(f"/proc/{p}").exists()]
+
+
+def at_once(count: int, fn: Any) -> list[httpx.Response]:
+    """fn(i) for i in range(count), all released together, each on its own connection."""
+    answers: list[httpx.Response] = [None] * count  # type: ignore[list-item]
+    start = threading.Barrier(count)
+
+    def one(i: int) -> None:
+        start.wait()
+        answers[i] = fn(i)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
+
+
+@pytest.mark.postgres
+def test_admission_idempotency_and_fencing_hold_across_two_workers(
+    two_workers: LiveServer,
+) -> None:
+    live = two_workers
+    admin = live.admin_client()
+    try:
+        pid = admin.post(
+            "/api/v1/projects",
+            json={"name": "rules", "repository_url": "https://x/y"},
+            headers={"Idempotency-Key": "p"},
+        ).json()["data"]["id"]
+        tokens = [
+            admin.post(
+                "/api/v1/admin/agents",
+                json={"name": f"rules-agent-{i}", "projects": [pid]},
+                headers={"Idempotency-Key": f"a{i}"},
+            ).json()["data"]["token"]
+            for i in range(4)
+        ]
+    finally:
+        admin.close()
+
+    def client(token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=live.url, timeout=60, headers={"Authorization": f"Bearer {token}"}
+        )
+
+    # Admission: 24 agent task creates at once, spread over the workers; the weekly budget (5)
+    # admits exactly 5, the project row lock being PostgreSQL's, not a process's.
+    def create(i: int) -> httpx.Response:
+        with client(tokens[i % len(tokens)]) as c:
+            return c.post(
+                f"/api/v1/projects/{pid}/tasks",
+                json={"title": f"t{i}", "kind": "general", "acceptance_criteria": ["c"]},
+                headers={"Idempotency-Key": f"t{i}"},
+            )
+
+    created = at_once(24, create)
+    assert [r.status_code for r in created] == [201] * 24, [r.text for r in created]
+    held = Counter(r.json()["data"]["admission"]["held"] for r in created)
+    assert held == {False: 5, True: 19}
+
+    # Idempotency: one claim sent 8 times at once with one key, on 8 connections: one claim,
+    # seven replays of the very same answer.
+    agent = client(tokens[0])
+    session = agent.post(
+        "/api/v1/sessions", json={"harness": "rules"}, headers={"Idempotency-Key": "s"}
+    ).json()["data"]
+    headers = {
+        "Authorization": f"Bearer {tokens[0]}",
+        "X-Coordinator-Session": session["session_id"],
+        "X-Coordinator-Session-Proof": session["proof"],
+        "Idempotency-Key": "one-claim",
+    }
+
+    def claim(_i: int) -> httpx.Response:
+        with httpx.Client(base_url=live.url, timeout=60) as c:
+            return c.post(f"/api/v1/projects/{pid}/claims", json={}, headers=headers)
+
+    claims = at_once(8, claim)
+    assert [r.status_code for r in claims] == [201] * 8, [r.text for r in claims]
+    assert len({r.json()["data"]["claim"]["attempt"]["id"] for r in claims}) == 1
+    assert sum(r.headers.get("idempotency-replayed") == "true" for r in claims) == 7
+    attempt = claims[0].json()["data"]["claim"]["attempt"]
+    task_id = claims[0].json()["data"]["claim"]["task"]["id"]
+    agent.headers.update({k: v for k, v in headers.items() if k != "Idempotency-Key"})
+    task = agent.get(f"/api/v1/projects/{pid}/tasks/{task_id}").json()["data"]
+    assert len(task["attempts"]) == 1
+
+    # Fencing: a write with another generation is refused, whichever worker answers.
+    for n in range(4):
+        resp = agent.post(
+            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/renew",
+            json={"generation": attempt["generation"] + 1},
+            headers={"Idempotency-Key": f"stale{n}"},
+        )
+        assert resp.status_code == 409 and resp.json()["error"]["code"] == "lease_expired"
+    agent.close()
 
 
 @pytest.mark.parametrize(
