@@ -2,14 +2,23 @@
 
 Each simulated agent loops claim (next ready task) -> renew -> checkpoint -> release against a
 real `agent-coordinator-server serve` (uvicorn, in a subprocess), on SQLite (synchronous=FULL)
-and on PostgreSQL (a throwaway server started here). The ceiling is measured in the same run:
-the very same mutation transactions (authentication, receipt, operation, audit event) executed
-directly against the database by the same number of threads, without HTTP.
+and on PostgreSQL (a throwaway server started here). Measured in the same run:
+
+- direct: the very same mutation transactions (authentication, receipt, operation, audit
+  event) submitted to the service's executor by the same number of agents, without HTTP;
+- raw (PostgreSQL): the database's own ceiling, a minimal lease loop by the same number of
+  clients on one connection each, one statement per operation in its own transaction: claim
+  (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)), renew (a fenced UPDATE),
+  checkpoint (an INSERT) and release (a fenced UPDATE back to ready);
+- http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite;
+- with --http-variants, the same app under other uvicorn event loops and HTTP parsers
+  (serve_variant.py; the server's own choice is uvicorn's "auto": uvloop and httptools).
 
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
+        [--workers 1,2,4] [--server-args "..."] [--http-variants asyncio+h11]
 
-Prints ops/s, p50 and p99 latency for each, and the HTTP/ceiling ratio. Not a test: it asserts
-nothing; docs/benchmarks.md keeps the latest figures.
+Prints ops/s, p50 and p99 latency for each, and ratios against the ceilings. Not a test: it
+asserts nothing; docs/benchmarks.md keeps the latest figures.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -142,7 +152,13 @@ async def direct(
         _status, body, _ = await asyncio.wrap_future(
             rt.executor.submit_write(
                 mutation(
-                    rt, creds, f"POST /api/v1/projects/{pid}{path}", uuid.uuid4().hex, model, fn
+                    rt,
+                    creds,
+                    f"POST /api/v1/projects/{pid}{path}",
+                    uuid.uuid4().hex,
+                    model,
+                    fn,
+                    project_id=pid,
                 )
             )
         )
@@ -238,11 +254,95 @@ async def over_http(
     return int(count / elapsed), lat
 
 
-def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
+RAW_SCHEMA = """
+CREATE TABLE raw_tasks (
+    id bigint PRIMARY KEY,
+    state text NOT NULL,
+    generation bigint NOT NULL,
+    expires_at bigint
+);
+CREATE TABLE raw_checkpoints (
+    id bigserial PRIMARY KEY,
+    task_id bigint NOT NULL,
+    generation bigint NOT NULL,
+    summary text NOT NULL
+);
+"""
+RAW_CLAIM = (
+    "UPDATE raw_tasks SET state = 'claimed', generation = generation + 1, expires_at = %s "
+    "WHERE id = (SELECT id FROM raw_tasks WHERE state = 'ready' ORDER BY id "
+    "FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, generation"
+)
+RAW_RENEW = (
+    "UPDATE raw_tasks SET expires_at = %s WHERE id = %s AND generation = %s AND state = 'claimed'"
+)
+RAW_CHECKPOINT = "INSERT INTO raw_checkpoints (task_id, generation, summary) VALUES (%s, %s, 's')"
+RAW_RELEASE = (
+    "UPDATE raw_tasks SET state = 'ready', expires_at = NULL WHERE id = %s AND generation = %s "
+    "AND state = 'claimed'"
+)
+
+
+async def raw_postgres(url: str, agents: int, seconds: float) -> tuple[int, list[float]]:
+    """PostgreSQL's own ceiling for the lease loop: the same number of clients, one
+    connection each (autocommit: each statement is its own durable transaction), 2N tasks."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute(RAW_SCHEMA)
+        setup.execute(
+            "INSERT INTO raw_tasks SELECT i, 'ready', 0, NULL FROM generate_series(1, %s) i",
+            (agents * 2,),
+        )
+    lat: list[float] = []
+    count = 0
+    stop = time.monotonic() + seconds
+
+    async def client() -> None:
+        nonlocal count
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+
+        async def op(sql: str, *args: Any) -> Any:
+            nonlocal count
+            t0 = time.perf_counter()
+            cur = await conn.execute(sql, args)
+            row = await cur.fetchone() if cur.description else None
+            lat.append(time.perf_counter() - t0)
+            count += 1
+            return row
+
+        try:
+            while time.monotonic() < stop:
+                now = int(time.time() * 1000)
+                claimed = await op(RAW_CLAIM, now + 600_000)
+                if claimed is None:
+                    await asyncio.sleep(0.01)
+                    continue
+                task, gen = claimed
+                await op(RAW_RENEW, now + 600_000, task, gen)
+                await op(RAW_CHECKPOINT, task, gen)
+                await op(RAW_RELEASE, task, gen)
+        finally:
+            await conn.close()
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(client() for _ in range(agents)))
+    elapsed = time.monotonic() - t0
+    return int(count / elapsed), lat
+
+
+def serve(
+    database: str, *extra: str, variant: tuple[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The server on a free port: `agent-coordinator-server serve` (uvicorn's defaults, uvloop
+    and httptools), or with variant (loop, http) the same app through serve_variant.py."""
     port = pg.free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
+    if variant is not None:
+        command = [sys.executable, str(ROOT / "bench" / "serve_variant.py"), database, str(port)]
+        command += list(variant)
+    else:
+        command = [
             SERVER,
             "--database",
             database,
@@ -251,8 +351,11 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
             "--allow-insecure-loopback",
             "--listen",
             f"127.0.0.1:{port}",
+            *extra,
             "serve",
-        ],
+        ]
+    proc = subprocess.Popen(
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -267,25 +370,74 @@ def serve(database: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("server did not start")
 
 
-def run_backend(name: str, database: str, agents: int, seconds: float) -> dict[str, Any]:
-    pid, creds = prepare(database, agents)
-    ceiling, clat = asyncio.run(direct(database, pid, creds, seconds))
-    # Every cycle ends with a release, so the tasks are ready again for the HTTP run.
-    proc, url = serve(database)
-    try:
-        ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
-    finally:
-        proc.terminate()
-        proc.wait()
+def measure(mode: str, ops: int, lat: list[float], cpu_s: float | None = None) -> dict[str, Any]:
     return {
-        "backend": name,
-        "http_ops": ops,
-        "http_p50_ms": percentile(lat, 0.5) * 1000,
-        "http_p99_ms": percentile(lat, 0.99) * 1000,
-        "direct_ops": ceiling,
-        "direct_p50_ms": percentile(clat, 0.5) * 1000,
-        "direct_p99_ms": percentile(clat, 0.99) * 1000,
+        "mode": mode,
+        "ops": ops,
+        "p50_ms": percentile(lat, 0.5) * 1000,
+        "p99_ms": percentile(lat, 0.99) * 1000,
+        # The service's CPU time per operation (all its processes), whatever the load.
+        "cpu_ms": None if cpu_s is None or not lat else cpu_s * 1000 / len(lat),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process and its live children (the workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for p in [str(pid), *kids]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_backend(
+    name: str,
+    database: str,
+    agents: int,
+    seconds: float,
+    workers: list[int],
+    server_args: list[str],
+    raw_url: str | None,
+    variants: list[tuple[str, str]],
+) -> list[dict[str, Any]]:
+    pid, creds = prepare(database, agents)
+    rows = []
+    if raw_url is not None:
+        rows.append(measure("raw", *asyncio.run(raw_postgres(raw_url, agents, seconds))))
+    cpu0 = own_cpu_seconds()
+    ops, lat = asyncio.run(direct(database, pid, creds, seconds))
+    rows.append(measure("direct", ops, lat, own_cpu_seconds() - cpu0))
+    # Every cycle ends with a release, so the tasks are ready again for the next run.
+    servers: list[tuple[str, tuple[str, ...], tuple[str, str] | None]] = [
+        (f"http w={n}", ("--workers", str(n), *server_args), None) for n in workers
+    ]
+    servers += [(f"{loop}+{http}", (), (loop, http)) for loop, http in variants]
+    for mode, extra, variant in servers:
+        proc, url = serve(database, *extra, variant=variant)
+        try:
+            time.sleep(1)  # every worker is up
+            cpu0 = cpu_seconds(proc.pid)
+            ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
+            cpu = cpu_seconds(proc.pid) - cpu0
+        finally:
+            proc.terminate()
+            proc.wait()
+        rows.append(measure(mode, ops, lat, cpu))
+    return rows
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:
@@ -293,41 +445,72 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument(
+        "--workers",
+        default="1,2,4",
+        help="comma-separated --workers values to measure over HTTP on PostgreSQL",
+    )
+    ap.add_argument(
+        "--server-args", default="", help="extra global options for the server, space-separated"
+    )
+    ap.add_argument(
+        "--http-variants",
+        default="",
+        help="comma-separated LOOP+HTTP uvicorn variants to measure too (one process), e.g. "
+        "asyncio+h11 (the server's own is uvloop+httptools)",
+    )
     args = ap.parse_args()
-    results = []
+    variants = [
+        (v.split("+")[0], v.split("+")[1]) for v in args.http_variants.split(",") if v.strip()
+    ]
+    sweep = [int(n) for n in args.workers.split(",")]
+    results: dict[str, list[dict[str, Any]]] = {}
     tmp = tempfile.TemporaryDirectory(prefix="agentc-bench-")
     server = None
+    load_before = load_average()
     try:
         backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
         for name in backends:
             if name == "sqlite":
                 database = str(Path(tmp.name) / "bench.sqlite3")
+                workers, raw_url = [1], None
             else:
                 server = pg.start()
                 database = server.create_database("bench")
-            results.append(run_backend(name, database, args.agents, args.seconds))
+                workers, raw_url = sweep, server.create_database("raw")
+            results[name] = run_backend(
+                name,
+                database,
+                args.agents,
+                args.seconds,
+                workers,
+                args.server_args.split(),
+                raw_url,
+                variants,
+            )
     finally:
         if server is not None:
             pg.stop(server)
         tmp.cleanup()
     print(
         f"lease operations: {args.agents} agents, {args.seconds:.0f} s per measurement, "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
-    print(f"{'backend':10} {'mode':8} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
-    for r in results:
-        print(
-            f"{r['backend']:10} {'http':8} {r['http_ops']:>8} {r['http_p50_ms']:>8.1f} "
-            f"{r['http_p99_ms']:>8.1f}"
-        )
-        print(
-            f"{r['backend']:10} {'direct':8} {r['direct_ops']:>8} {r['direct_p50_ms']:>8.1f} "
-            f"{r['direct_p99_ms']:>8.1f}"
-        )
-        print(
-            f"{r['backend']:10} {'ratio':8} {r['http_ops'] / max(1, r['direct_ops']):>8.2f}"
-            "  (http / direct ceiling)"
-        )
+    print(
+        f"{'backend':10} {'mode':12} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'cpu ms/op':>10} {'ratio':>14}"
+    )
+    for name, rows in results.items():
+        ceiling = next(r for r in rows if r["mode"] == ("raw" if name == "postgres" else "direct"))
+        for r in rows:
+            ratio = ""
+            if r is not ceiling:
+                ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
+            cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
+            print(
+                f"{name:10} {r['mode']:12} {r['ops']:>8} {r['p50_ms']:>8.1f} "
+                f"{r['p99_ms']:>8.1f} {cpu:>10} {ratio:>14}"
+            )
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ def test_each_documented_variable_sets_its_option(monkeypatch: pytest.MonkeyPatc
         "canary_principals": "bot-1,bot-2",
         "agent_task_weekly_budget": "7",
         "trusted_proxy_header": "X-Forwarded-For",
+        "workers": "4",
+        "database_pool_size": "12",
     }
     for name, value in given.items():
         monkeypatch.setenv(ENVIRONMENT[name], value)
@@ -61,6 +63,8 @@ def test_each_documented_variable_sets_its_option(monkeypatch: pytest.MonkeyPatc
         **given,
         "allow_insecure_loopback": True,
         "agent_task_weekly_budget": 7,
+        "workers": 4,
+        "database_pool_size": 12,
     }
 
 

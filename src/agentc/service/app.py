@@ -12,7 +12,7 @@ from agentc import __version__
 from agentc.core.errors import CoordinatorError
 from agentc.service import console, routes_access, routes_work
 from agentc.service.api import Runtime, error_response, install_error_handlers
-from agentc.service.settings import ServerSettings
+from agentc.service.settings import POOL_OVERFLOW, ServerSettings
 from agentc.store.engine import Database, open_engine
 from agentc.store.tx import Clock, Executor, wall_clock_ms
 
@@ -147,7 +147,13 @@ def create_app(
     settings.check_serving()
     own_executor = executor is None
     if executor is None:
-        executor = Executor(open_engine(Database.parse(settings.database), create=False), clock)
+        engine = open_engine(
+            Database.parse(settings.database),
+            create=False,
+            pool_size=settings.database_pool_size,
+            max_overflow=POOL_OVERFLOW,
+        )
+        executor = Executor(engine, clock)
     runtime = Runtime(settings, executor)
 
     @asynccontextmanager

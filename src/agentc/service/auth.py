@@ -24,9 +24,8 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
 from agentc.store import grants
-from agentc.store.accounts import AgentSession, browser_by_token, credential_by_token
+from agentc.store.accounts import agent_auth, browser_by_token
 from agentc.store.projects import Project, all_projects
-from agentc.store.sql import fetch_row
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
 _SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
@@ -236,8 +235,9 @@ def authenticate(
     place project scoping is enforced."""
     if p.duplicated or (p.bearer and p.cookie):
         raise unauthenticated("send exactly one credential (a bearer token or a browser cookie)")
+    role: str | None | _Unread = UNREAD
     if p.bearer:
-        actor = _agent(conn, p, now, lone_proof)
+        actor, role = _agent(conn, p, now, lone_proof, project_id)
     elif p.cookie:
         actor = _browser(conn, p, now, write=write, public_origin=public_origin)
     else:
@@ -245,17 +245,33 @@ def authenticate(
     if write and actor.access == Access.READ:
         raise denied("this credential has read access only")
     if project_id is not None:
-        require_project(conn, actor, project_id, write=write)
+        require_project(conn, actor, project_id, write=write, role=role)
     return actor
 
 
-def require_project(conn: Connection, actor: Actor, project_id: str, *, write: bool) -> None:
+class _Unread:
+    """The caller's role in the project has not been read yet."""
+
+
+UNREAD = _Unread()
+
+
+def require_project(
+    conn: Connection,
+    actor: Actor,
+    project_id: str,
+    *,
+    write: bool,
+    role: str | None | _Unread = UNREAD,
+) -> None:
     """The caller must be granted the project (admins have every project). A project the
     caller is not granted is answered exactly as one that does not exist (404), so its id
-    leaks nothing; a viewer may read the project but not change it."""
+    leaks nothing; a viewer may read the project but not change it. `role` is the caller's
+    grant when the authentication query already read it (None: not granted)."""
     if actor.has_every_project:
         return
-    role = grants.role_in(conn, actor.principal_id, project_id)
+    if isinstance(role, _Unread):
+        role = grants.role_in(conn, actor.principal_id, project_id)
     if role is None:
         raise project_not_found(project_id)
     if write and role == ProjectRole.VIEWER:
@@ -269,12 +285,23 @@ def visible_projects(conn: Connection, actor: Actor) -> list[Project]:
     return grants.projects_of(conn, actor.principal_id)
 
 
-def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -> Actor:
+def _agent(
+    conn: Connection,
+    p: Presented,
+    now: int,
+    lone_proof: bool = False,
+    project_id: str | None = None,
+) -> tuple[Actor, str | None]:
+    """The agent and its role in project_id, read in one query with the session it names."""
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
-    row = credential_by_token(conn, verifier(p.bearer))
+    # The session is looked up only when it comes with its proof, as it is checked.
+    session_id = p.session_id if p.proof is not None else None
+    found = agent_auth(conn, verifier(p.bearer), session_id, project_id)
+    row = found.credential if found is not None else None
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
+    assert found is not None
     actor = Actor(
         row.principal_id,
         row.principal_name,
@@ -288,18 +315,18 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         # Opening a session: the client made the proof and sends it alone, so it knows the
         # proof before the request leaves and a lost answer loses nothing.
         _check_secret(p.proof, "session proof")
-        return actor
+        return actor, found.project_role
     if (p.session_id is None) != (p.proof is None):
         raise unauthenticated("X-Coordinator-Session and X-Coordinator-Session-Proof go together")
     if p.session_id is None:
-        return actor
+        return actor, found.project_role
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
-    sess = fetch_row(conn, AgentSession, p.session_id)
     if (
-        sess is None
-        or sess.credential_id != row.id
-        or not hmac.compare_digest(sess.proof_hash, verifier(p.proof))
+        found.session_id is None
+        or found.session_credential_id != row.id
+        or found.session_proof_hash is None
+        or not hmac.compare_digest(found.session_proof_hash, verifier(p.proof))
     ):
         raise unauthenticated("the agent session or its proof does not match this credential")
     return Actor(
@@ -310,9 +337,9 @@ def _agent(conn: Connection, p: Presented, now: int, lone_proof: bool = False) -
         actor.credential_id,
         actor.credential_class,
         actor.access,
-        sess.id,
-        sess.closed_at is not None,
-    )
+        found.session_id,
+        found.session_closed_at is not None,
+    ), found.project_role
 
 
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:

@@ -17,7 +17,10 @@ from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
 from agentc.service.settings import (
     DEFAULT_PORT,
     ENVIRONMENT,
+    POOL_OVERFLOW,
+    POOL_SIZE_RANGE,
     WEEKLY_BUDGET_RANGE,
+    WORKERS_RANGE,
     ServerSettings,
     parse_listen,
 )
@@ -62,7 +65,12 @@ def _database(settings: ServerSettings, *, create: bool) -> Iterator[Executor]:
         raise ConfigError(f"--database: {db.sqlite_path} does not exist")
     executor = None
     try:
-        engine = open_engine(db, create=create)
+        engine = open_engine(
+            db,
+            create=create,
+            pool_size=settings.database_pool_size,
+            max_overflow=POOL_OVERFLOW,
+        )
         migrate(engine)
         executor = Executor(engine)
         yield executor
@@ -120,6 +128,8 @@ def _setting(name: str, **kwargs: Any) -> Callable[[F], F]:
 @_setting("canary_principals")
 @_setting("agent_task_weekly_budget", type=click.IntRange(*WEEKLY_BUDGET_RANGE), show_default=True)
 @_setting("trusted_proxy_header")
+@_setting("workers", type=click.IntRange(*WORKERS_RANGE), show_default=True)
+@_setting("database_pool_size", type=click.IntRange(*POOL_SIZE_RANGE), show_default=True)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -130,6 +140,8 @@ def main(
     canary_principals: str,
     agent_task_weekly_budget: int,
     trusted_proxy_header: str | None,
+    workers: int,
+    database_pool_size: int,
 ) -> None:
     """The agentc coordinator service."""
     ctx.obj = {
@@ -142,6 +154,8 @@ def main(
         ),
         "agent_task_weekly_budget": agent_task_weekly_budget,
         "trusted_proxy_header": trusted_proxy_header or None,
+        "workers": workers,
+        "database_pool_size": database_pool_size,
     }
 
 
@@ -308,6 +322,21 @@ def _issue(
     return data
 
 
+def _uvicorn_config(app: Any, host: str, port: int) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+    )
+
+
 def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -> None:
     import uvicorn
 
@@ -315,6 +344,9 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
 
     host, port = parse_listen(settings.listen)
     settings.check_serving()
+    if settings.workers > 1:
+        _serve_workers(settings, host, port, banner)
+        return
     with _database(settings, create=True) as ex:
         app = create_app(settings, executor=ex)
         if banner:
@@ -324,23 +356,58 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
             f"(public origin {settings.public_origin})",
             err=True,
         )
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            date_header=False,
+        uvicorn.Server(_uvicorn_config(app, host, port)).run()
+
+
+def _serve_workers(
+    settings: ServerSettings, host: str, port: int, banner: Callable[[], None] | None
+) -> None:
+    """Migrate once, bind once, then fork the workers (see agentc.service.workers)."""
+    import socket
+
+    import uvicorn
+
+    from agentc.service.app import create_app
+    from agentc.service.workers import bind, serve_forked
+
+    with _database(settings, create=True):
+        pass  # migrated; the master keeps no connection across the fork
+    sock = bind(host, port)
+
+    def worker(listening: socket.socket) -> None:
+        app = create_app(settings)  # its own engine, pool and executor
+        uvicorn.Server(_uvicorn_config(app, host, port)).run(sockets=[listening])
+
+    if banner:
+        banner()
+    click.echo(
+        f"agentc coordinator listening on http://{host}:{port} "
+        f"(public origin {settings.public_origin}; {settings.workers} worker processes, "
+        f"master pid {os.getpid()})",
+        err=True,
+    )
+    sys.exit(
+        serve_forked(
+            settings.workers,
+            sock,
+            worker,
+            lambda text: click.echo(f"agentc coordinator: {text}", err=True),
         )
+    )
 
 
 @main.command("serve")
+@click.option(
+    "--workers",
+    "serve_workers",
+    type=click.IntRange(*WORKERS_RANGE),
+    default=None,
+    help="The global --workers, given after serve (it wins over COORDINATOR_WORKERS).",
+)
 @click.pass_context
-def serve(ctx: click.Context) -> None:
+def serve(ctx: click.Context, serve_workers: int | None) -> None:
     """Migrate, then serve the API on the loopback listen address."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, **({} if serve_workers is None else {"workers": serve_workers}))
     _guard(lambda: _serve(settings))
 
 

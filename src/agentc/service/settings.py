@@ -15,10 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.core.model import AGENT_TASK_WEEKLY_BUDGET_DEFAULT
+from agentc.store.engine import is_postgres_url
 
 DEFAULT_PORT = 8080
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 WEEKLY_BUDGET_RANGE = (0, 10000)
+WORKERS_RANGE = (1, 64)
+POOL_SIZE_RANGE = (1, 100)
+POOL_OVERFLOW = 4  # connections a process may open beyond its pool size, briefly
 
 # The operator settings and their environment variables (the other fields serve tests).
 ENVIRONMENT = {
@@ -29,6 +33,8 @@ ENVIRONMENT = {
     "canary_principals": "COORDINATOR_CANARY_PRINCIPALS",
     "agent_task_weekly_budget": "COORDINATOR_AGENT_TASK_WEEKLY_BUDGET",
     "trusted_proxy_header": "COORDINATOR_TRUSTED_PROXY_HEADER",
+    "workers": "COORDINATOR_WORKERS",
+    "database_pool_size": "COORDINATOR_DATABASE_POOL_SIZE",
 }
 
 
@@ -75,6 +81,20 @@ class ServerSettings(BaseModel):
         description="The header the TLS proxy sets to the client's address (e.g. "
         "X-Forwarded-For), read for sign-in throttling only from a loopback peer.",
     )
+    workers: int = Field(
+        1,
+        ge=WORKERS_RANGE[0],
+        le=WORKERS_RANGE[1],
+        description="Service processes sharing the listening socket (PostgreSQL only; SQLite "
+        "runs as one process).",
+    )
+    database_pool_size: int = Field(
+        8,
+        ge=POOL_SIZE_RANGE[0],
+        le=POOL_SIZE_RANGE[1],
+        description="Database connections each service process keeps (it may open "
+        f"{POOL_OVERFLOW} more at a peak).",
+    )
     json_body_limit_bytes: int = Field(1024 * 1024, ge=1024, le=1024 * 1024)
 
     @field_validator("public_origin")
@@ -93,7 +113,14 @@ class ServerSettings(BaseModel):
         return self
 
     def check_serving(self) -> None:
-        """The transport rules for serving (host commands such as init-admin need none)."""
+        """The transport and process rules for serving (host commands such as init-admin need
+        none)."""
+        if self.workers > 1 and not is_postgres_url(self.database):
+            raise ConfigError(
+                f"--workers {self.workers}: SQLite is served by one process (its single writer "
+                "commits every mutation; a second process would contend for the file's write "
+                "lock); use --workers 1 with SQLite, or PostgreSQL for several processes"
+            )
         parts = urlsplit(self.public_origin)
         if parts.scheme == "http":
             if not is_loopback_host(parts.hostname or ""):

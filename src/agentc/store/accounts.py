@@ -84,6 +84,19 @@ class CredentialListing(NamedTuple):
     principal_name: str
 
 
+class AgentAuth(NamedTuple):
+    """A bearer token's credential with its principal, the agent session the request names
+    (None fields when there is none by that id) and the principal's role in the project the
+    request names (None when not granted): one query for what every agent request checks."""
+
+    credential: CredentialAuth
+    session_id: str | None
+    session_credential_id: str | None
+    session_proof_hash: str | None
+    session_closed_at: int | None
+    project_role: str | None
+
+
 class BrowserAuth(NamedTuple):
     """A browser session's cookie with its principal."""
 
@@ -104,10 +117,14 @@ _CLOSE_SESSIONS_OF = (
 )
 _CLOSE_SESSION = "UPDATE agent_sessions SET closed_at = :now WHERE id = :id AND closed_at IS NULL"
 # Plain SQL on the driver: these run on every authenticated request.
-_CREDENTIAL_AUTH = (
+_AGENT_AUTH = (
     "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
-    "p.name, p.kind, p.role, p.disabled_at "
+    "p.name, p.kind, p.role, p.disabled_at, "
+    "s.id, s.credential_id, s.proof_hash, s.closed_at, g.role "
     "FROM credentials c JOIN principals p ON p.id = c.principal_id "
+    "LEFT JOIN agent_sessions s ON s.id = :session_id "
+    "LEFT JOIN project_grants g ON g.principal_id = c.principal_id "
+    "AND g.project_id = :project_id "
     "WHERE c.token_hash = :token_hash"
 )
 _BROWSER_AUTH = (
@@ -117,8 +134,24 @@ _BROWSER_AUTH = (
 )
 
 
-def credential_by_token(conn: Connection, token_hash: str) -> CredentialAuth | None:
-    return fetch_one(conn, _CREDENTIAL_AUTH, CredentialAuth, token_hash=token_hash)
+def _agent_auth(*row: object) -> AgentAuth:
+    n = len(CredentialAuth._fields)
+    return AgentAuth(CredentialAuth(*row[:n]), *row[n:])  # type: ignore[arg-type]
+
+
+def agent_auth(
+    conn: Connection, token_hash: str, session_id: str | None, project_id: str | None
+) -> AgentAuth | None:
+    """The credential of token_hash with the session session_id and the role in project_id
+    (see AgentAuth), or None when no credential has that token."""
+    return fetch_one(
+        conn,
+        _AGENT_AUTH,
+        _agent_auth,
+        token_hash=token_hash,
+        session_id=session_id,
+        project_id=project_id,
+    )
 
 
 def browser_by_token(conn: Connection, token_hash: str) -> BrowserAuth | None:

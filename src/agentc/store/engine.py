@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+
+
+def is_postgres_url(value: str) -> bool:
+    return value.startswith(POSTGRES_SCHEMES)
+
+
 @dataclass(frozen=True)
 class Database:
     """Where the data lives: a SQLite path or a PostgreSQL URL."""
@@ -41,7 +48,7 @@ class Database:
 
     @classmethod
     def parse(cls, value: str) -> Database:
-        if value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        if is_postgres_url(value):
             rest = value.split("://", 1)[1]
             return cls("postgresql+psycopg://" + rest)
         if "://" in value:
@@ -88,7 +95,9 @@ def create_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def open_engine(db: Database, *, create: bool = True, pool_size: int = 8) -> Engine:
+def open_engine(
+    db: Database, *, create: bool = True, pool_size: int = 8, max_overflow: int = 4
+) -> Engine:
     if db.is_sqlite:
         path = db.sqlite_path
         if not path.exists():
@@ -110,7 +119,7 @@ def open_engine(db: Database, *, create: bool = True, pool_size: int = 8) -> Eng
     return create_engine(
         db.url,
         pool_size=pool_size,
-        max_overflow=4,
+        max_overflow=max_overflow,
         pool_pre_ping=False,
         connect_args={"connect_timeout": 5},
         hide_parameters=True,

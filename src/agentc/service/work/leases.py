@@ -166,8 +166,8 @@ def new_attempt(
     )
     what = "task" if activity_id is None else "activity"
     try:
-        with op.tx.savepoint_if_concurrent():
-            insert(op.conn, attempt)
+        # No savepoint: the conflict ends the whole mutation, so its transaction rolls back.
+        insert(op.conn, attempt)
     except IntegrityError as exc:  # another claim won the race
         raise conflict("claim_conflict", f"the {what} was claimed concurrently") from exc
     return attempt

@@ -1,0 +1,90 @@
+"""Database round trips and latency per lease operation: one agent, no HTTP, PostgreSQL.
+
+One agent loops claim -> renew -> checkpoint -> release through the service's own mutation
+transactions (as bench/lease_ops.py's "direct" mode) against a throwaway PostgreSQL; every
+statement sent to the server is counted (BEGIN, each query, savepoints, COMMIT), so the figure
+does not depend on the machine's load, and the latency of a lone agent is the best of three
+runs.
+
+    uv run python bench/round_trips.py [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sqlalchemy import Engine, event  # noqa: E402
+from tests.kit import pg  # noqa: E402
+
+import lease_ops  # noqa: E402
+from agentc.store import sql  # noqa: E402
+
+counts: Counter[str] = Counter()
+
+
+def counted(open_engine: Any) -> Any:
+    def open_counting(*args: Any, **kwargs: Any) -> Engine:
+        engine: Engine = open_engine(*args, **kwargs)
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _statement(*_args: Any) -> None:
+            counts["statements through SQLAlchemy (savepoints)"] += 1
+
+        @event.listens_for(engine, "begin")
+        def _begin(_conn: Any) -> None:
+            counts["BEGIN"] += 1
+
+        @event.listens_for(engine, "commit")
+        def _commit(_conn: Any) -> None:
+            counts["COMMIT"] += 1
+
+        return engine
+
+    return open_counting
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=4.0)
+    args = ap.parse_args()
+    execute = sql._execute
+
+    def counting(conn: Any, statement: str, params: Any) -> Any:
+        counts["queries on the driver's cursor"] += 1
+        return execute(conn, statement, params)
+
+    sql._execute = counting  # type: ignore[assignment]
+    lease_ops.open_engine = counted(lease_ops.open_engine)  # type: ignore[attr-defined]
+    server = pg.start()
+    try:
+        database = server.create_database("rt")
+        pid, creds = lease_ops.prepare(database, 1)
+        best: tuple[float, int, dict[str, float]] | None = None
+        for _ in range(3):
+            counts.clear()
+            ops, lat = asyncio.run(lease_ops.direct(database, pid, creds, args.seconds))
+            p50 = lease_ops.percentile(lat, 0.5) * 1000
+            per_op = {k: v / len(lat) for k, v in counts.items()}
+            if best is None or p50 < best[0]:
+                best = (p50, ops, per_op)
+    finally:
+        pg.stop(server)
+    assert best is not None
+    p50, ops, per_op = best
+    print(f"one agent, direct, PostgreSQL: p50 {p50:.2f} ms, {ops} ops/s")
+    print(f"round trips per lease operation: {sum(per_op.values()):.2f}")
+    for name, value in sorted(per_op.items()):
+        print(f"  {value:6.2f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
