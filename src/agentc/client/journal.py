@@ -14,14 +14,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
 import httpx
 
 from agentc.client.config import ID, Settings
 from agentc.client.errors import MutationPending, SetupRequired
 from agentc.client.state import Pending, State, Store
-from agentc.client.transport import Transport, check_path
+from agentc.client.transport import Closing, Transport, check_path
 from agentc.core.errors import ConfigError, CoordinatorError
 
 # How a mutation uses the agent session: it must have one, sends it when there is one, or never.
@@ -56,7 +56,7 @@ def unresolved(pending: Pending) -> MutationPending:
     )
 
 
-class Journal:
+class Journal(Closing):
     """One agent session of one coordinator, as seen from this machine: the plumbing every
     operation family (`agentc.client.ops.Agent`) builds on."""
 
@@ -71,12 +71,6 @@ class Journal:
 
     def close(self) -> None:
         self.http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     def project(self, suffix: str = "") -> str:
         return f"/api/v1/projects/{self.settings.project_id}{suffix}"
