@@ -39,6 +39,20 @@ class Outcome:
     request: Pending | None = None
 
 
+def ends_hold(hold: Literal["attempt", "review"], collection: str, id_key: str) -> Learner:
+    """The learner of the requests that end the session's held ``hold`` (its record's id under
+    ``id_key``): a definitive answer to a request on that record (a path under
+    ``/{collection}/{id}/``) means it is held no more."""
+
+    def learn(st: State, pending: Pending, data: Any) -> Any:
+        held: dict[str, Any] | None = getattr(st, hold)
+        if held is not None and f"/{collection}/{held[id_key]}/" in pending.path:
+            setattr(st, hold, None)
+        return data
+
+    return learn
+
+
 def check_id(value: str, what: str) -> str:
     if not ID.match(value):
         raise ConfigError(f"{what} {value!r} is not a valid id")
