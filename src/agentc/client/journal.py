@@ -14,14 +14,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
 import httpx
 
 from agentc.client.config import ID, Settings
 from agentc.client.errors import MutationPending, SetupRequired
 from agentc.client.state import Pending, State, Store
-from agentc.client.transport import Transport, check_path
+from agentc.client.transport import Closing, Transport, check_path
 from agentc.core.errors import ConfigError, CoordinatorError
 
 # How a mutation uses the agent session: it must have one, sends it when there is one, or never.
@@ -37,6 +37,20 @@ class Outcome:
     data: Any
     replayed: bool = False
     request: Pending | None = None
+
+
+def ends_hold(hold: Literal["attempt", "review"], collection: str, id_key: str) -> Learner:
+    """The learner of the requests that end the session's held ``hold`` (its record's id under
+    ``id_key``): a definitive answer to a request on that record (a path under
+    ``/{collection}/{id}/``) means it is held no more."""
+
+    def learn(st: State, pending: Pending, data: Any) -> Any:
+        held: dict[str, Any] | None = getattr(st, hold)
+        if held is not None and f"/{collection}/{held[id_key]}/" in pending.path:
+            setattr(st, hold, None)
+        return data
+
+    return learn
 
 
 def check_id(value: str, what: str) -> str:
@@ -56,7 +70,7 @@ def unresolved(pending: Pending) -> MutationPending:
     )
 
 
-class Journal:
+class Journal(Closing):
     """One agent session of one coordinator, as seen from this machine: the plumbing every
     operation family (`agentc.client.ops.Agent`) builds on."""
 
@@ -71,12 +85,6 @@ class Journal:
 
     def close(self) -> None:
         self.http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     def project(self, suffix: str = "") -> str:
         return f"/api/v1/projects/{self.settings.project_id}{suffix}"

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from agentc.client.candidates import publish
-from agentc.client.journal import Journal, Learner, Outcome, check_id
+from agentc.client.journal import Journal, Learner, Outcome, check_id, ends_hold
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
 from agentc.core.model import Role
@@ -162,11 +162,8 @@ def _renewed(st: State, _pending: Pending, data: Any) -> Any:
     return data
 
 
-def ended(st: State, pending: Pending, data: Any) -> Any:
-    """The held attempt was released or submitted: it is held no more."""
-    if st.attempt is not None and f"/attempts/{st.attempt['id']}/" in pending.path:
-        st.attempt = None
-    return data
+# The held attempt was released or submitted: it is held no more.
+ended = ends_hold("attempt", "attempts", "id")
 
 
 LEARNERS: dict[str, Learner] = {

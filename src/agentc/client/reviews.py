@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentc.client.journal import Learner, Outcome, check_id
+from agentc.client.journal import Learner, Outcome, check_id, ends_hold
 from agentc.client.leases import Leases
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
@@ -72,14 +72,8 @@ def _claimed(st: State, _pending: Pending, data: Any) -> Any:
     return data
 
 
-def _decided(st: State, pending: Pending, data: Any) -> Any:
-    """The held review was decided or released: it is held no more."""
-    if (
-        st.review is not None
-        and f"/workflow-activities/{st.review['activity_id']}/" in pending.path
-    ):
-        st.review = None
-    return data
+# The held review was decided or released: it is held no more.
+_decided = ends_hold("review", "workflow-activities", "activity_id")
 
 
 LEARNERS: dict[str, Learner] = {

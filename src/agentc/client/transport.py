@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -47,7 +47,20 @@ class Answer:
     replayed: bool
 
 
-class Transport:
+class Closing:
+    """Something to close, usable in a ``with`` block that closes it at the end."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class Transport(Closing):
     """A synchronous coordinator client for one origin and one bearer token."""
 
     def __init__(
@@ -68,12 +81,6 @@ class Transport:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> Transport:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     def send(
         self,

@@ -8,7 +8,7 @@ from the activity and the landed revision, so a resent landing replays instead o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,19 +113,18 @@ class Coordinator:
     ) -> None:
         """Record the landing once, with the target it was built on and its checks: a replay,
         or a landing already recorded with ``rev``, is success; anything else is raised."""
-        path = f"/workflow-activities/{quote(activity_id, safe='')}/landing"
         body: dict[str, Any] = {"submission_id": submission_id, "landed_revision": rev}
         if target is not None:
             body["target_revision"] = target
         body["checks"] = [check_body(c) for c in checks]
-        try:
-            self.transport.send("POST", self.base + path, body, key=f"landing:{activity_id}:{rev}")
-        except CoordinatorError as exc:
-            if exc.code != "activity_not_eligible":
-                raise
-            act = self.activity(task_id, activity_id)
-            if not act or act["state"] != "completed" or act["landed_revision"] != rev:
-                raise
+        self._record_once(
+            task_id,
+            activity_id,
+            "landing",
+            body,
+            f"landing:{activity_id}:{rev}",
+            lambda act: act["state"] == "completed" and act["landed_revision"] == rev,
+        )
 
     def send_back(
         self,
@@ -141,7 +140,6 @@ class Coordinator:
     ) -> None:
         """Send the task back to its implementer with the reason (once: a replay, or an
         activity already sent back, is success)."""
-        path = f"/workflow-activities/{quote(activity_id, safe='')}/send-back"
         body: dict[str, Any] = {
             "submission_id": submission_id,
             "reason_code": code,
@@ -151,15 +149,35 @@ class Coordinator:
         }
         if target is not None:
             body["target_revision"] = target
+        self._record_once(
+            task_id,
+            activity_id,
+            "send-back",
+            body,
+            f"send-back:{activity_id}:{submission_id}",
+            lambda act: bool(act.get("sent_back")),
+        )
+
+    def _record_once(
+        self,
+        task_id: str,
+        activity_id: str,
+        verb: str,
+        body: dict[str, Any],
+        key: str,
+        recorded: Callable[[dict[str, Any]], bool],
+    ) -> None:
+        """POST ``body`` to the activity's ``verb`` under ``key``. A refusal because the
+        activity is no longer eligible is success when the activity shows the outcome
+        ``recorded`` already (an earlier attempt of ours got through)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/{verb}"
         try:
-            self.transport.send(
-                "POST", self.base + path, body, key=f"send-back:{activity_id}:{submission_id}"
-            )
+            self.transport.send("POST", self.base + path, body, key=key)
         except CoordinatorError as exc:
             if exc.code != "activity_not_eligible":
                 raise
             act = self.activity(task_id, activity_id)
-            if not act or not act.get("sent_back"):
+            if not act or not recorded(act):
                 raise
 
 

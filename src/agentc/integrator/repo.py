@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.core.errors import AgentcError
-from agentc.push.repo import git_env
+from agentc.push.repo import git_env, run_git
 
 GIT_TIMEOUT = 600.0
 OWN = "refs/integrator"
@@ -74,26 +74,17 @@ class Repo:
     def git(
         self, *args: str, check: bool = True, cwd: Path | None = None, push: bool = False
     ) -> subprocess.CompletedProcess[str]:
-        what = next((a for a in args if not a.startswith("-")), "")
-        try:
-            done = subprocess.run(
-                ["git", *(_PUSH_CONFIG if push else _CONFIG), *args],
-                cwd=cwd or self.path,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=GIT_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise GitFailure(f"git {what} did not finish within {GIT_TIMEOUT:g} s") from None
-        except OSError as exc:
-            raise GitFailure(f"cannot run git: {exc}") from None
-        if check and done.returncode != 0:
-            raise GitFailure(f"git {what} failed: {_last_lines(done.stderr)}")
-        return done
+        argv = ["git", *(_PUSH_CONFIG if push else _CONFIG), *args]
+        return run_git(
+            argv,
+            cwd or self.path,
+            self.env,
+            GIT_TIMEOUT,
+            GitFailure,
+            _last_lines,
+            check=check,
+            text=True,
+        )
 
     def ensure(self) -> None:
         """Create the repository on first use; leave no half-done rebase behind."""

@@ -34,14 +34,14 @@ def _shown(path: str) -> str:
     return _UNPRINTABLE.sub("?", path)
 
 
+@dataclass(frozen=True)
 class Publisher:
     """Publishes the requests of one launch (``task``, ``launch``) through ``repo``."""
 
-    def __init__(self, repo: PrivateRepo, task: str, launch: str, scanner: Scanner) -> None:
-        self.repo = repo
-        self.task = task
-        self.launch = launch
-        self.scanner = scanner
+    repo: PrivateRepo
+    task: str
+    launch: str
+    scanner: Scanner
 
     def target(self, request: Request) -> Target:
         if request.op == "candidate":

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from agentc.push.scan import Scanner
 
@@ -32,6 +32,7 @@ _CONFIG = (
     "credential.helper=",
 )
 _CHUNK = 1024 * 1024
+Out = TypeVar("Out", str, bytes)
 
 
 class Refusal(Exception):
@@ -54,6 +55,43 @@ def git_env(ssh_key: Path | None = None) -> dict[str, str]:
             f"ssh -i {shlex.quote(str(ssh_key))} -o IdentitiesOnly=yes -o BatchMode=yes"
         )
     return env
+
+
+def run_git(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    fail: Callable[[str], Exception],
+    detail: Callable[[Out], str],
+    *,
+    check: bool = True,
+    text: bool = False,
+) -> subprocess.CompletedProcess[Out]:
+    """Run ``argv`` (``git`` and its arguments) with no input, its output captured (decoded,
+    errors replaced, when ``text``: then ``detail`` takes ``str``, else ``bytes``). A timeout,
+    a git that cannot start, or (with ``check``) a failure raises ``fail(message)``, the
+    message naming the subcommand and, for a failure, ``detail(stderr)``."""
+    what = next((a for a in argv[1:] if not a.startswith("-") and "=" not in a), "")
+    try:
+        done: subprocess.CompletedProcess[Out] = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=text,
+            errors="replace" if text else None,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise fail(f"git {what} did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise fail(f"cannot run git: {exc}") from None
+    if check and done.returncode != 0:
+        raise fail(f"git {what} failed: {detail(done.stderr)}")
+    return done
 
 
 def _last_line(stderr: bytes) -> str:
@@ -83,24 +121,8 @@ class PrivateRepo:
     def git(
         self, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT
     ) -> subprocess.CompletedProcess[bytes]:
-        what = next((a for a in args if not a.startswith("-") and "=" not in a), "")
-        try:
-            done = subprocess.run(
-                ["git", f"--git-dir={self.path}", *_CONFIG, *args],
-                cwd=self.path,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise Refusal(f"git {what} did not finish within {timeout:g} s") from None
-        except OSError as exc:
-            raise Refusal(f"cannot run git: {exc}") from None
-        if check and done.returncode != 0:
-            raise Refusal(f"git {what} failed: {_last_line(done.stderr)}")
-        return done
+        argv = ["git", f"--git-dir={self.path}", *_CONFIG, *args]
+        return run_git(argv, self.path, self.env, timeout, Refusal, _last_line, check=check)
 
     def ensure(self, object_format: str) -> None:
         """Create the bare repository on first use; refuse a revision of another hash."""

@@ -33,47 +33,34 @@ from agentc.files import UnsafeFile, read_private, write_atomic
 ROLES = ("implementer", "reviewer", "integrator", "status")
 
 
+class _Under:
+    """A path of the layout: ``name`` under its root."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layout: Layout, _owner: type[Layout] | None = None) -> Path:
+        return layout.root / self.name
+
+
 @dataclass(frozen=True)
 class Layout:
     root: Path
 
-    @property
-    def database(self) -> Path:
-        return self.root / "coordinator.sqlite3"
-
-    @property
-    def admin_password(self) -> Path:
-        return self.root / "admin-password"
-
-    @property
-    def record(self) -> Path:
-        return self.root / "up.json"
+    database = _Under("coordinator.sqlite3")
+    admin_password = _Under("admin-password")
+    record = _Under("up.json")
+    remote = _Under("remote.git")
+    supervisor_config = _Under("supervisor.toml")
+    supervisor_state = _Under("supervisor")
+    integrator_config = _Under("integrator.toml")
+    integrator_state = _Under("integrator")
 
     def credential(self, role: str) -> Path:
         """A client credentials file; the integrator's is a bare token file
         (docs/integrator.md)."""
         suffix = "token" if role == "integrator" else "toml"
         return self.root / "credentials" / f"{role}.{suffix}"
-
-    @property
-    def remote(self) -> Path:
-        return self.root / "remote.git"
-
-    @property
-    def supervisor_config(self) -> Path:
-        return self.root / "supervisor.toml"
-
-    @property
-    def supervisor_state(self) -> Path:
-        return self.root / "supervisor"
-
-    @property
-    def integrator_config(self) -> Path:
-        return self.root / "integrator.toml"
-
-    @property
-    def integrator_state(self) -> Path:
-        return self.root / "integrator"
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"

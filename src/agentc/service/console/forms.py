@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -29,7 +29,7 @@ from agentc.service.api import (
     project_of,
     runtime_of,
 )
-from agentc.service.auth import hash_password
+from agentc.service.auth import Presented, hash_password
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
 from agentc.service.routes_access import (
@@ -58,7 +58,7 @@ Fn = Callable[[Op, Any], Result]
 async def run_write(request: Request, form: FormData, body: BaseModel | None, fn: Fn) -> JsonObject:
     """One console write as an API mutation: cookie + Origin + the form's CSRF token."""
     rt = runtime_of(request)
-    creds = dataclasses.replace(presented(request), csrf=_field(form, "csrf"))
+    creds = _credentials(request, form)
     if creds.bearer is not None or creds.cookie is None:
         raise CoordinatorError("authentication_required", "sign in first", status=401)
     key = check_idempotency_key(_field(form, "idempotency_key") or None)
@@ -85,255 +85,237 @@ def _model(make: Callable[[], BaseModel]) -> BaseModel:
         raise invalid_form(exc) from None
 
 
-async def _guarded(request: Request, handle: Callable[[FormData], Any]) -> Response:
-    """Run a form's handler; a refusal becomes a page that says what and why. A form about a
-    project the person may not reach is refused before the form is read, as the API does."""
-    hidden = await hidden_project(request)
-    if hidden is not None:
-        return problem(hidden)
-    try:
-        form = await request.form()
-        response: Response = await handle(form)
-        return response
-    except CoordinatorError as err:
-        return problem(err)
+FormHandler = Callable[..., Awaitable[Response]]
+
+
+def _form(path: str) -> Callable[[FormHandler], FormHandler]:
+    """Register ``handler(request, form, **path_parameters)`` as the form posted to ``path``.
+
+    A refusal becomes a page that says what and why. A form about a project the person may not
+    reach is refused before the form is read, as the API does."""
+
+    def register(handler: FormHandler) -> FormHandler:
+        async def endpoint(request: Request) -> Response:
+            hidden = await hidden_project(request)
+            if hidden is not None:
+                return problem(hidden)
+            try:
+                form = await request.form()
+                response: Response = await handler(request, form, **request.path_params)
+                return response
+            except CoordinatorError as err:
+                return problem(err)
+
+        router.add_api_route(path, endpoint, methods=["POST"], name=handler.__name__)
+        return handler
+
+    return register
+
+
+def _credentials(request: Request, form: FormData) -> Presented:
+    """The credentials the request carried, with the form's CSRF token."""
+    return dataclasses.replace(presented(request), csrf=_field(form, "csrf"))
 
 
 def _go(path: str) -> RedirectResponse:
     return RedirectResponse(path, status_code=303)
 
 
-@router.post("/console/sign-in")
-async def sign_in_form(request: Request) -> Response:
+async def _write_then_go(
+    request: Request, form: FormData, body: BaseModel | None, fn: Fn, path: str
+) -> Response:
+    """One console write, then the page at ``path``."""
+    await run_write(request, form, body, fn)
+    return _go(path)
+
+
+@_form("/console/sign-in")
+async def sign_in_form(request: Request, form: FormData) -> Response:
     rt = runtime_of(request)
-
-    async def handle(form: FormData) -> Response:
-        check_origin(rt, request, "sign-in")
-        username, password = _field(form, "username"), _field(form, "password")
-        try:
-            cookie, _actor, _now = await sign_in(
-                rt, username, password, client_address(request, rt.settings.trusted_proxy_header)
-            )
-        except CoordinatorError as err:
-            if err.status != 401:
-                raise
-            nxt = _local(_field(form, "next"))
-            return html("sign_in.html", http_status=401, next=nxt, message=err.message)
-        resp = _go(_local(_field(form, "next")))
-        set_session_cookie(rt, resp, cookie)
-        return resp
-
-    return await _guarded(request, handle)
+    check_origin(rt, request, "sign-in")
+    username, password = _field(form, "username"), _field(form, "password")
+    try:
+        cookie, _actor, _now = await sign_in(
+            rt, username, password, client_address(request, rt.settings.trusted_proxy_header)
+        )
+    except CoordinatorError as err:
+        if err.status != 401:
+            raise
+        nxt = _local(_field(form, "next"))
+        return html("sign_in.html", http_status=401, next=nxt, message=err.message)
+    resp = _go(_local(_field(form, "next")))
+    set_session_cookie(rt, resp, cookie)
+    return resp
 
 
-@router.post("/console/sign-out")
-async def sign_out_form(request: Request) -> Response:
+@_form("/console/sign-out")
+async def sign_out_form(request: Request, form: FormData) -> Response:
     rt = runtime_of(request)
-
-    async def handle(form: FormData) -> Response:
-        await sign_out(rt, dataclasses.replace(presented(request), csrf=_field(form, "csrf")))
-        resp = _go("/console/sign-in")
-        resp.delete_cookie("__Host-coordinator" if rt.settings.https else "coordinator_local")
-        return resp
-
-    return await _guarded(request, handle)
+    await sign_out(rt, _credentials(request, form))
+    resp = _go("/console/sign-in")
+    resp.delete_cookie("__Host-coordinator" if rt.settings.https else "coordinator_local")
+    return resp
 
 
-@router.post("/console/account/password")
-async def password_form(request: Request) -> Response:
+@_form("/console/account/password")
+async def password_form(request: Request, form: FormData) -> Response:
     rt = runtime_of(request)
-
-    async def handle(form: FormData) -> Response:
-        new = _field(form, "new_password")
-        if new != _field(form, "confirm_password"):
-            raise CoordinatorError("invalid_input", "the new passwords differ", status=422)
-        creds = dataclasses.replace(presented(request), csrf=_field(form, "csrf"))
-        await change_password(rt, creds, _field(form, "current_password"), new)
-        return _go("/console/account?changed=1")
-
-    return await _guarded(request, handle)
+    new = _field(form, "new_password")
+    if new != _field(form, "confirm_password"):
+        raise CoordinatorError("invalid_input", "the new passwords differ", status=422)
+    await change_password(rt, _credentials(request, form), _field(form, "current_password"), new)
+    return _go("/console/account?changed=1")
 
 
-@router.post("/console/projects")
-async def project_form(request: Request) -> Response:
-    async def handle(form: FormData) -> Response:
-        body = _model(
-            lambda: ProjectIn(
-                name=_field(form, "name"),
-                repository_url=_field(form, "repository_url"),
-                target_branch=_field(form, "target_branch") or "main",
-                review_mode=_field(form, "review_mode") or "agent",  # type: ignore[arg-type]
-            )
+@_form("/console/projects")
+async def project_form(request: Request, form: FormData) -> Response:
+    body = _model(
+        lambda: ProjectIn(
+            name=_field(form, "name"),
+            repository_url=_field(form, "repository_url"),
+            target_branch=_field(form, "target_branch") or "main",
+            review_mode=_field(form, "review_mode") or "agent",  # type: ignore[arg-type]
         )
-        data = await run_write(request, form, body, projects.create_project)
-        return _go(f"/console/projects/{quote(data['id'])}")
+    )
+    data = await run_write(request, form, body, projects.create_project)
+    return _go(f"/console/projects/{quote(data['id'])}")
 
-    return await _guarded(request, handle)
 
-
-@router.post("/console/projects/{project_id}/tasks")
-async def task_form(request: Request, project_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        priority = _field(form, "priority")
-        body = _model(
-            lambda: TaskIn(
-                title=_field(form, "title"),
-                description=_field(form, "description"),
-                acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
-                priority=int(priority) if priority.lstrip("-").isdigit() else PRIORITY_DEFAULT,
-                depends_on=_field(form, "depends_on").replace(",", " ").split(),
-                kind=_field(form, "kind") or "general",  # type: ignore[arg-type]
-            )
+@_form("/console/projects/{project_id}/tasks")
+async def task_form(request: Request, form: FormData, project_id: str) -> Response:
+    priority = _field(form, "priority")
+    body = _model(
+        lambda: TaskIn(
+            title=_field(form, "title"),
+            description=_field(form, "description"),
+            acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
+            priority=int(priority) if priority.lstrip("-").isdigit() else PRIORITY_DEFAULT,
+            depends_on=_field(form, "depends_on").replace(",", " ").split(),
+            kind=_field(form, "kind") or "general",  # type: ignore[arg-type]
         )
-        data = await run_write(
-            request, form, body, lambda op, b: tasks.create_task(op, project_id, b)
+    )
+    data = await run_write(request, form, body, lambda op, b: tasks.create_task(op, project_id, b))
+    return _go(f"/console/projects/{quote(project_id)}/tasks/{quote(data['task']['id'])}")
+
+
+@_form("/console/projects/{project_id}/tasks/{task_id}/edit")
+async def edit_form(request: Request, form: FormData, project_id: str, task_id: str) -> Response:
+    revision, priority = _field(form, "expected_revision"), _field(form, "priority")
+    body = _model(
+        lambda: TaskEditIn(
+            expected_revision=int(revision) if revision.isdigit() else -1,
+            title=_field(form, "title"),
+            description=_field(form, "description"),
+            acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
+            priority=int(priority) if priority.isdigit() else PRIORITY_DEFAULT,
+            depends_on=_field(form, "depends_on").replace(",", " ").split(),
         )
-        return _go(f"/console/projects/{quote(project_id)}/tasks/{quote(data['task']['id'])}")
+    )
+    fn: Fn = lambda op, b: tasks.edit_task(op, project_id, task_id, b)  # noqa: E731
+    return await _write_then_go(
+        request,
+        form,
+        body,
+        fn,
+        f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}",
+    )
 
-    return await _guarded(request, handle)
 
-
-@router.post("/console/projects/{project_id}/tasks/{task_id}/edit")
-async def edit_form(request: Request, project_id: str, task_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        revision, priority = _field(form, "expected_revision"), _field(form, "priority")
-        body = _model(
-            lambda: TaskEditIn(
-                expected_revision=int(revision) if revision.isdigit() else -1,
-                title=_field(form, "title"),
-                description=_field(form, "description"),
-                acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
-                priority=int(priority) if priority.isdigit() else PRIORITY_DEFAULT,
-                depends_on=_field(form, "depends_on").replace(",", " ").split(),
-            )
+@_form("/console/projects/{project_id}/activities/{activity_id}/review")
+async def review_form(
+    request: Request, form: FormData, project_id: str, activity_id: str
+) -> Response:
+    findings = [
+        {"severity": form.getlist("severity")[i], "remedy": remedy, "evidence": evidence}
+        for i, (remedy, evidence) in enumerate(
+            zip(form.getlist("remedy"), form.getlist("evidence"), strict=False)
         )
-        fn: Fn = lambda op, b: tasks.edit_task(op, project_id, task_id, b)  # noqa: E731
-        await run_write(request, form, body, fn)
-        return _go(
-            f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
+        if isinstance(remedy, str) and remedy.strip() and i < len(form.getlist("severity"))
+    ]
+    fields: dict[str, Any] = {
+        "submission_id": _field(form, "submission_id"),
+        "decision": _field(form, "decision"),
+        "summary": _field(form, "summary"),
+        "findings": findings,
+    }
+    if _field(form, "amendment_decision"):
+        fields["amendment_decision"] = _field(form, "amendment_decision")
+    body = _model(lambda: ReviewIn.model_validate(fields))
+    await run_write(
+        request, form, body, lambda op, b: reviews.decide(op, project_id, activity_id, b)
+    )
+    task = quote(_field(form, "task_id"), safe="")
+    return _go(f"/console/projects/{quote(project_id, safe='')}/tasks/{task}")
+
+
+@_form("/console/access/people")
+async def person_form(request: Request, form: FormData) -> Response:
+    fields = {"name": _field(form, "name"), "role": _field(form, "role") or "operator"}
+    body = _model(lambda: PersonIn.model_validate(fields))
+    assert isinstance(body, PersonIn)
+    if body.role not in (PrincipalRole.ADMIN, PrincipalRole.OPERATOR):
+        raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+    password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
+    role = body.role
+    fn: Fn = lambda op, b: accounts.add_person(op, b.name, role, password_hash)  # noqa: E731
+    return await _write_then_go(request, form, body, fn, "/console/access")
+
+
+@_form("/console/access/agents")
+async def issue_form(request: Request, form: FormData) -> Response:
+    body = _model(
+        lambda: AgentIn.model_validate(
+            {
+                "name": _field(form, "name"),
+                "credential_name": _field(form, "credential_name") or "initial",
+                "credential_class": _field(form, "credential_class") or "interactive",
+                "access": _field(form, "access") or "write",
+                "projects": [p for p in form.getlist("projects") if isinstance(p, str)],
+            }
         )
-
-    return await _guarded(request, handle)
-
-
-@router.post("/console/projects/{project_id}/activities/{activity_id}/review")
-async def review_form(request: Request, project_id: str, activity_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        findings = [
-            {"severity": form.getlist("severity")[i], "remedy": remedy, "evidence": evidence}
-            for i, (remedy, evidence) in enumerate(
-                zip(form.getlist("remedy"), form.getlist("evidence"), strict=False)
-            )
-            if isinstance(remedy, str) and remedy.strip() and i < len(form.getlist("severity"))
-        ]
-        fields: dict[str, Any] = {
-            "submission_id": _field(form, "submission_id"),
-            "decision": _field(form, "decision"),
-            "summary": _field(form, "summary"),
-            "findings": findings,
-        }
-        if _field(form, "amendment_decision"):
-            fields["amendment_decision"] = _field(form, "amendment_decision")
-        body = _model(lambda: ReviewIn.model_validate(fields))
-        await run_write(
-            request, form, body, lambda op, b: reviews.decide(op, project_id, activity_id, b)
-        )
-        task = quote(_field(form, "task_id"), safe="")
-        return _go(f"/console/projects/{quote(project_id, safe='')}/tasks/{task}")
-
-    return await _guarded(request, handle)
+    )
+    data = await run_write(request, form, body, accounts.admin_issue)
+    return html("revealed.html", data=data)
 
 
-@router.post("/console/access/people")
-async def person_form(request: Request) -> Response:
-    async def handle(form: FormData) -> Response:
-        fields = {"name": _field(form, "name"), "role": _field(form, "role") or "operator"}
-        body = _model(lambda: PersonIn.model_validate(fields))
-        assert isinstance(body, PersonIn)
-        if body.role not in (PrincipalRole.ADMIN, PrincipalRole.OPERATOR):
-            raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
-        password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
-        role = body.role
-        fn: Fn = lambda op, b: accounts.add_person(op, b.name, role, password_hash)  # noqa: E731
-        await run_write(request, form, body, fn)
-        return _go("/console/access")
-
-    return await _guarded(request, handle)
+@_form("/console/access/credentials/{credential_id}/rotate")
+async def rotate_form(request: Request, form: FormData, credential_id: str) -> Response:
+    fn: Fn = lambda op, _b: accounts.rotate_credential(op, credential_id)  # noqa: E731
+    data = await run_write(request, form, None, fn)
+    return html("revealed.html", data=data)
 
 
-@router.post("/console/access/agents")
-async def issue_form(request: Request) -> Response:
-    async def handle(form: FormData) -> Response:
-        body = _model(
-            lambda: AgentIn.model_validate(
-                {
-                    "name": _field(form, "name"),
-                    "credential_name": _field(form, "credential_name") or "initial",
-                    "credential_class": _field(form, "credential_class") or "interactive",
-                    "access": _field(form, "access") or "write",
-                    "projects": [p for p in form.getlist("projects") if isinstance(p, str)],
-                }
-            )
-        )
-        data = await run_write(request, form, body, accounts.admin_issue)
-        return html("revealed.html", data=data)
-
-    return await _guarded(request, handle)
+@_form("/console/access/credentials/{credential_id}/revoke")
+async def revoke_form(request: Request, form: FormData, credential_id: str) -> Response:
+    fn: Fn = lambda op, _b: accounts.revoke_credential(op, credential_id)  # noqa: E731
+    return await _write_then_go(request, form, None, fn, "/console/access")
 
 
-@router.post("/console/access/credentials/{credential_id}/rotate")
-async def rotate_form(request: Request, credential_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fn: Fn = lambda op, _b: accounts.rotate_credential(op, credential_id)  # noqa: E731
-        data = await run_write(request, form, None, fn)
-        return html("revealed.html", data=data)
-
-    return await _guarded(request, handle)
+@_form("/console/access/principals/{principal_id}/projects/grant")
+async def grant_form(request: Request, form: FormData, principal_id: str) -> Response:
+    fields = {"project_id": _field(form, "project_id"), "role": _field(form, "role") or None}
+    body = _model(lambda: GrantIn.model_validate(fields))
+    fn: Fn = lambda op, b: grants.grant_project(op, principal_id, b)  # noqa: E731
+    return await _write_then_go(request, form, body, fn, "/console/access")
 
 
-@router.post("/console/access/credentials/{credential_id}/revoke")
-async def revoke_form(request: Request, credential_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fn: Fn = lambda op, _b: accounts.revoke_credential(op, credential_id)  # noqa: E731
-        await run_write(request, form, None, fn)
-        return _go("/console/access")
-
-    return await _guarded(request, handle)
+@_form("/console/access/principals/{principal_id}/projects/{project_id}/revoke")
+async def revoke_grant_form(
+    request: Request, form: FormData, principal_id: str, project_id: str
+) -> Response:
+    fn: Fn = lambda op, _b: grants.revoke_project(op, principal_id, project_id)  # noqa: E731
+    return await _write_then_go(request, form, None, fn, "/console/access")
 
 
-@router.post("/console/access/principals/{principal_id}/projects/grant")
-async def grant_form(request: Request, principal_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fields = {"project_id": _field(form, "project_id"), "role": _field(form, "role") or None}
-        body = _model(lambda: GrantIn.model_validate(fields))
-        fn: Fn = lambda op, b: grants.grant_project(op, principal_id, b)  # noqa: E731
-        await run_write(request, form, body, fn)
-        return _go("/console/access")
-
-    return await _guarded(request, handle)
-
-
-@router.post("/console/access/principals/{principal_id}/projects/{project_id}/revoke")
-async def revoke_grant_form(request: Request, principal_id: str, project_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fn: Fn = lambda op, _b: grants.revoke_project(op, principal_id, project_id)  # noqa: E731
-        await run_write(request, form, None, fn)
-        return _go("/console/access")
-
-    return await _guarded(request, handle)
-
-
-@router.post("/console/access/principals/{principal_id}/{action}")
-async def account_state_form(request: Request, principal_id: str, action: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        if action not in ("disable", "enable"):
-            raise CoordinatorError("record_not_found", "no such action", status=404)
-        disabled = action == "disable"
-        fn: Fn = lambda op, _b: accounts.set_disabled(op, principal_id, disabled)  # noqa: E731
-        await run_write(request, form, None, fn)
-        return _go("/console/access")
-
-    return await _guarded(request, handle)
+@_form("/console/access/principals/{principal_id}/{action}")
+async def account_state_form(
+    request: Request, form: FormData, principal_id: str, action: str
+) -> Response:
+    if action not in ("disable", "enable"):
+        raise CoordinatorError("record_not_found", "no such action", status=404)
+    disabled = action == "disable"
+    fn: Fn = lambda op, _b: accounts.set_disabled(op, principal_id, disabled)  # noqa: E731
+    return await _write_then_go(request, form, None, fn, "/console/access")
 
 
 def _number(text: str) -> int | str:
@@ -356,32 +338,27 @@ def _checks(text: str) -> list[dict[str, str]]:
     return checks
 
 
-@router.post("/console/projects/{project_id}/settings")
-async def settings_form(request: Request, project_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fields = {
-            "expected_revision": _number(_field(form, "expected_revision")),
-            "repository_url": _field(form, "repository_url"),
-            "target_branch": _field(form, "target_branch"),
-            "review_mode": _field(form, "review_mode"),
-            "lease_seconds": _number(_field(form, "lease_seconds")),
-            "max_attempt_seconds": _number(_field(form, "max_attempt_seconds")),
-            "required_checks": _checks(_field(form, "required_checks")),
-        }
-        body = _model(lambda: PolicyIn.model_validate(fields))
-        fn: Fn = lambda op, b: projects.update_policy(op, project_id, b)  # noqa: E731
-        await run_write(request, form, body, fn)
-        return _go(f"/console/projects/{quote(project_id, safe='')}/settings?saved=1")
-
-    return await _guarded(request, handle)
+@_form("/console/projects/{project_id}/settings")
+async def settings_form(request: Request, form: FormData, project_id: str) -> Response:
+    fields = {
+        "expected_revision": _number(_field(form, "expected_revision")),
+        "repository_url": _field(form, "repository_url"),
+        "target_branch": _field(form, "target_branch"),
+        "review_mode": _field(form, "review_mode"),
+        "lease_seconds": _number(_field(form, "lease_seconds")),
+        "max_attempt_seconds": _number(_field(form, "max_attempt_seconds")),
+        "required_checks": _checks(_field(form, "required_checks")),
+    }
+    body = _model(lambda: PolicyIn.model_validate(fields))
+    fn: Fn = lambda op, b: projects.update_policy(op, project_id, b)  # noqa: E731
+    return await _write_then_go(
+        request, form, body, fn, f"/console/projects/{quote(project_id, safe='')}/settings?saved=1"
+    )
 
 
-@router.post("/console/sessions/{session_id}/end")
-async def end_session_form(request: Request, session_id: str) -> Response:
-    async def handle(form: FormData) -> Response:
-        fn: Fn = lambda op, _b: accounts.end_browser_session(op, session_id)  # noqa: E731
-        await run_write(request, form, None, fn)
-        back = _field(form, "back") == "access"
-        return _go("/console/access" if back else "/console/account?changed=session")
-
-    return await _guarded(request, handle)
+@_form("/console/sessions/{session_id}/end")
+async def end_session_form(request: Request, form: FormData, session_id: str) -> Response:
+    fn: Fn = lambda op, _b: accounts.end_browser_session(op, session_id)  # noqa: E731
+    await run_write(request, form, None, fn)
+    back = _field(form, "back") == "access"
+    return _go("/console/access" if back else "/console/account?changed=session")
