@@ -13,7 +13,6 @@ no credential. The integrator's work directory, the credential file's directory,
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import pwd
 import signal
@@ -25,9 +24,9 @@ from typing import Any
 
 from agentc.core.errors import AgentcError
 from agentc.integrator.config import CheckConfig, IntegratorConfig
-from agentc.supervisor import seccomp
+from agentc.supervisor import confined, seccomp
 from agentc.supervisor.limits import LaunchLimits
-from agentc.supervisor.sandbox import LaunchDescription, build_argv
+from agentc.supervisor.sandbox import LaunchDescription
 
 STANDARD_MASKS = (
     Path("/tmp"),  # noqa: S108 (masked, never used)
@@ -152,32 +151,13 @@ class CheckRunner:
         self, desc: LaunchDescription, scratch: Path, log: Path, limits: LaunchLimits, timeout: int
     ) -> int | None:
         """Run the sandbox; its exit status, or None when it ran out of time (then killed)."""
-        fd = seccomp.program_fd(self.program)
-        argv = build_argv(dataclasses.replace(desc, seccomp_fd=fd))
-
-        def child() -> None:
-            os.set_inheritable(fd, True)
-            limits.enter()
-
         try:
             with log.open("wb") as out:
-                try:
-                    proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=self.environment(scratch),
-                        cwd="/",
-                        close_fds=True,
-                        pass_fds=(fd,),
-                        preexec_fn=child,
-                        start_new_session=True,
-                    )
-                except OSError as exc:
-                    raise CheckSetupError(f"cannot start {argv[0]}: {exc}") from None
-        finally:
-            os.close(fd)
+                proc = confined.spawn(
+                    desc, seccomp.program_fd(self.program), limits, out, self.environment(scratch)
+                )
+        except OSError as exc:
+            raise CheckSetupError(f"cannot start the checks' sandbox: {exc}") from None
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

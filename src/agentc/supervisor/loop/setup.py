@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from agentc.core.errors import ConfigError, SupervisorError
-from agentc.supervisor import reaper, rundir, sandbox, seccomp, toolpaths
+from agentc.supervisor import confined, reaper, rundir, sandbox, seccomp, toolpaths
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_execute import translate_status
 from agentc.supervisor.launch_plan import Plan
@@ -219,7 +219,6 @@ def run(
     except seccomp.SeccompError as exc:
         os.close(log_fd)
         raise SetupFailed(f"project setup cannot start: no syscall filter ({exc})") from None
-    argv = sandbox.build_argv(dataclasses.replace(desc, seccomp_fd=filter_fd))
     limits = LaunchLimits(plan.limits, f"agentc-setup-{plan.request.launch_id}")
     reaper.set_child_subreaper()
     try:
@@ -229,31 +228,14 @@ def run(
         os.close(filter_fd)
         raise SetupFailed(f"project setup cannot start: no cgroup ({exc})") from None
 
-    def child() -> None:
-        reaper.child_setup()
-        os.set_inheritable(filter_fd, True)
-        limits.enter()
-
     reason: str | None = None
     try:
         with _host_relays(desc.relays):
             try:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_fd,
-                    stderr=subprocess.STDOUT,
-                    env=dict(plan.env),
-                    cwd="/",
-                    close_fds=True,
-                    pass_fds=(filter_fd,),
-                    preexec_fn=child,
-                    process_group=0,
-                )
+                proc = confined.spawn(desc, filter_fd, limits, log_fd, plan.env)
             except OSError as exc:
-                raise SetupFailed(f"project setup cannot start {argv[0]}: {exc}") from None
+                raise SetupFailed(f"project setup cannot start its sandbox: {exc}") from None
             finally:
-                os.close(filter_fd)
                 os.close(log_fd)
             deadline = time.monotonic() + entry.timeout_seconds
             next_beat = time.monotonic()
