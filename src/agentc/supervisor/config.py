@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -76,6 +77,25 @@ def _harness_table(check: Check[T]) -> Check[dict[str, T]]:
     return table_of(check, keys=HARNESSES, kind="harness")
 
 
+def _account_name(value: object) -> str:
+    """A local account name (what ``useradd`` accepts by default)."""
+    name = string(value)
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", name):
+        raise ValueError(f"must be an account name ([a-z_][a-z0-9_-]*, at most 32), got {name!r}")
+    return name
+
+
+class PushHelperSettings(Settings):
+    """The candidate push helper (``[push_helper]``; docs/push.md)."""
+
+    # Host mode: the helper's own account (never root, never a role's uid, no admin group).
+    user: str = setting(_account_name, default="agentc-push")
+    # The argv prefix running ``agentc-push``; none: this interpreter's ``-m agentc.push.cli``.
+    program: list[str] | None = setting(optional(list_of(string)), default=None)
+    # The remote credential (``--ssh-key``): readable by the helper's account only.
+    ssh_key: Path | None = setting(optional(absolute_path), default=None)
+
+
 class SupervisorConfig(Settings):
     """Every supervisor setting, with defaults; an empty file equals the defaults.
 
@@ -127,6 +147,10 @@ class SupervisorConfig(Settings):
     limits: Limits = setting(section(Limits), default_factory=Limits)
     # The live loop (agentc-supervisor run; docs/supervisor.md).
     run: RunSettings = setting(section(RunSettings), default_factory=RunSettings)
+    # The candidate push helper of implementer launches (``[push_helper]``; docs/push.md).
+    push_helper: PushHelperSettings = setting(
+        section(PushHelperSettings), default_factory=PushHelperSettings
+    )
     health: HealthSettings = setting(section(HealthSettings), default_factory=HealthSettings)
     setup: dict[str, ProjectSetup] = setting(setup_table, default_factory=dict)
     prices: dict[str, PriceSettings] = setting(prices_table, default_factory=dict)

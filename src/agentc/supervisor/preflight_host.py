@@ -68,7 +68,7 @@ def host_report(config: SupervisorConfig) -> tuple[list[str], list[str]]:
     problems = [with_fix(p) for p in preflight.sandbox_problems(config)]
     problems += filter_problems()
     if config.mode == "host":
-        problems += account_problems(config, ROLES)
+        problems += account_problems(config, ROLES, push_helper=True)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     for role in ROLES:
         problems += layout_problems(config, state, role)
@@ -101,24 +101,40 @@ ADMIN_GROUPS = ("root", "sudo", "wheel", "admin", "adm", "docker", "lxd", "disk"
 SUDO = Path("/usr/bin/sudo")
 
 
-def account_problems(config: SupervisorConfig, roles: Iterable[Role]) -> list[str]:
-    """Host mode's role accounts: each exists, is not root (uid and group 0), has a uid of its
-    own, is in no administering group, and sudo (when installed) grants it nothing."""
+PUSH_HELPER = "push helper"
+
+
+def account_problems(
+    config: SupervisorConfig, roles: Iterable[Role], *, push_helper: bool = False
+) -> list[str]:
+    """Host mode's role accounts (and with ``push_helper`` the candidate push helper's,
+    ``[push_helper] user``): each exists, is not root (uid and group 0), has a uid of its own,
+    is in no administering group, and sudo (when installed) grants it nothing."""
+    accounts: list[tuple[str, str]] = [(role, config.role_user(role)) for role in roles]
+    if push_helper:
+        accounts.append((PUSH_HELPER, config.push_helper.user))
     problems: list[str] = []
     seen: dict[int, str] = {}
-    for role in roles:
-        name = config.role_user(role)
+    for who, name in accounts:
         try:
             account = pwd.getpwnam(name)
         except KeyError:
-            problems.append(with_fix(f"role account {name} does not exist"))
+            if who == PUSH_HELPER:
+                problems.append(
+                    with_fix(f"the push helper's account {name} does not exist",
+                             f"create it (useradd --system --user-group --no-create-home "
+                             f"--shell /usr/sbin/nologin {name}; docs/operator-guide.md), or "
+                             "set [push_helper] user")
+                )  # fmt: skip
+            else:
+                problems.append(with_fix(f"role account {name} does not exist"))
             continue
-        fix = f"use an unprivileged system account of its own for the {role} (userdel {name})"
+        fix = f"use an unprivileged system account of its own for the {who} (userdel {name})"
         if account.pw_uid == 0 or account.pw_gid == 0:
-            problems.append(with_fix(f"the {role}'s account {name} is root (uid or group 0)", fix))
+            problems.append(with_fix(f"the {who}'s account {name} is root (uid or group 0)", fix))
         if account.pw_uid in seen:
             problems.append(
-                with_fix(f"the {role}'s account {name} shares uid {account.pw_uid} with "
+                with_fix(f"the {who}'s account {name} shares uid {account.pw_uid} with "
                          f"{seen[account.pw_uid]}", fix)
             )  # fmt: skip
         seen[account.pw_uid] = name
@@ -127,13 +143,13 @@ def account_problems(config: SupervisorConfig, roles: Iterable[Role]) -> list[st
         admin = sorted({g for g in groups if g in ADMIN_GROUPS})
         if admin:
             problems.append(
-                with_fix(f"the {role}'s account {name} is in the group {', '.join(admin)}",
+                with_fix(f"the {who}'s account {name} is in the group {', '.join(admin)}",
                          f"gpasswd -d {name} <group>")
             )  # fmt: skip
         granted = sudo_grant(name)
         if granted:
             problems.append(
-                with_fix(f"the {role}'s account {name} may use sudo ({granted})",
+                with_fix(f"the {who}'s account {name} may use sudo ({granted})",
                          f"remove {name} from /etc/sudoers and /etc/sudoers.d")
             )  # fmt: skip
     return problems

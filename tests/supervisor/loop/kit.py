@@ -63,6 +63,7 @@ class LoopKit:
     clone: Path | None = None  # a working clone of the origin (the test's own pushes)
     binding: dict[str, Any] = field(default_factory=dict)  # more [run.binding] keys
     portable: bool = False  # run the loop (as root) with an interpreter any account can run
+    repository_url: str | None = None  # the project's repository (default: the origin's path)
 
     @property
     def state(self) -> Path:
@@ -90,7 +91,7 @@ class LoopKit:
             f'project_id = "{self.project}"',
             *(f"{k} = {json.dumps(v)}" for k, v in self.binding.items()),
             f"[setup.{self.project}]",
-            f'repository_url = "{self.origin}"',
+            f'repository_url = "{self.repository_url or self.origin}"',
         ]
         self.config.write_text("\n".join(lines) + "\n" + self.extra)
 

@@ -8,19 +8,25 @@ reaches review; the role account cannot read the loop's credential files (the bi
 credential, the loop's own client copy and session state, the reviewer's); and, the hostile
 row, the implementer's launch cannot read another launch's run directory or the reviewer's
 (the state root is masked inside every launch, and the reviewer's tree is closed to the
-implementer account outside it as well). Plus the refusals: host mode as a non-root user, a
-role account that is root, a credential inside a role directory.
+implementer account outside it as well). The push helper runs as its own account (not root,
+not the implementer): its work directory and ssh key are closed to the implementer, and its
+socket to any other local account. Plus the refusals: host mode as a non-root user, a role
+account that is root, a missing push account, a credential inside a role directory, a push key
+others can read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,12 +38,12 @@ import pytest
 
 from agentc.core.errors import SupervisorError
 from agentc.supervisor import preflight_host
-from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.config import PushHelperSettings, SupervisorConfig
 from agentc.supervisor.loop import hostlaunch
 from agentc.supervisor.roles import ROLES
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import REPO, Kit, create_user, delete_user
+from tests.supervisor.kit import PORTABLE_PYTHON, REPO, Kit, create_user, delete_user
 from tests.supervisor.loop.kit import HANGING_AGENT, LoopKit
 from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
@@ -84,7 +90,9 @@ def accounts() -> Iterator[dict[str, Account]]:
     made: list[str] = []
     try:
         found: dict[str, Account] = {}
-        for role, prefix in (("implementer", "agentc-li-"), ("reviewer", "agentc-lr-")):
+        # The roles, the push helper's account, and another local user (none of them).
+        for role, prefix in (("implementer", "agentc-li-"), ("reviewer", "agentc-lr-"),
+                             ("push", "agentc-lp-"), ("other", "agentc-lo-")):  # fmt: skip
             name = create_user(prefix)
             made.append(name)
             entry = pwd.getpwnam(name)
@@ -120,6 +128,7 @@ class HostLoop:
     reviewer_credential: Path
     other_run: Path  # another implementer launch's run, left behind with a secret
     reviewer_run: Path  # a reviewer launch's run, with a secret
+    push_key: Path  # [push_helper] ssh_key: the push account's, 0400
 
     def as_role(self, role: str, *argv: str) -> subprocess.CompletedProcess[str]:
         who = self.accounts[role]
@@ -127,6 +136,39 @@ class HostLoop:
         return subprocess.run(
             [*prefix, *argv], capture_output=True, text=True, timeout=60, cwd="/", env={}
         )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def _git_daemon(base: Path) -> Iterator[str]:
+    """Serve ``base``'s repositories (root's) on loopback, pushes allowed: the push account
+    publishes there as a remote, as it would to GitHub (git refuses a local repository another
+    account owns, so neither root nor the push account could share a path remote)."""
+    port = _free_port()
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
+         f"--base-path={base}", "--export-all", "--enable=receive-pack",
+         "--informative-errors", str(base)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"git://127.0.0.1:{port}/origin.git"
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(["git", "ls-remote", url], env=env, capture_output=True).returncode:
+            assert daemon.poll() is None and time.monotonic() < deadline, "git daemon"
+            time.sleep(0.1)
+        yield url
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
 
 
 @pytest.fixture
@@ -138,7 +180,8 @@ def host(
     try:
         os.chmod(root, 0o755)  # noqa: S103 - root-owned, so the role accounts can traverse
         state = _mkdir(_mkdir(root / "kit", 0, 0, 0o755) / "state", 0, 0, 0o755)
-        for role, account in accounts.items():
+        for role in ("implementer", "reviewer"):
+            account = accounts[role]
             role_dir = _mkdir(state / ("impl" if role == "implementer" else "rev"), 0,
                               account.gid, 0o750)  # fmt: skip
             for sub in ("runs", "clones", "home"):
@@ -157,6 +200,8 @@ def host(
         credential = write_credentials(root / "etc/impl", server.url, token)
         reviewer_credential = write_credentials(root / "etc/rev", server.url, "not-a-token")
         origin, clone = make_clone(root / "repo")
+        push = accounts["push"]
+        push_key = _file(root / "etc/push-key", "not a real key\n", push.uid, push.gid, 0o400)
         agent_dir = _mkdir(root / "agent", 0, 0, 0o755)
         probes = [
             credential,
@@ -180,6 +225,11 @@ def host(
                 "-m",
                 "agentc.supervisor.cli",
             ],
+            "push_helper": {
+                "user": push.name,
+                "program": [*PORTABLE_PYTHON, "-m", "agentc.push.cli"],
+                "ssh_key": str(push_key),  # unused by a git:// remote; its owner is checked
+            },
         }
         run = {
             "harness": f"command:{agent}",
@@ -191,9 +241,11 @@ def host(
         loop = LoopKit(kit, server, admin, project, origin, agent, root / "supervisor.toml", run,
                        top=top, clone=clone, binding={"credential_file": str(credential)},
                        portable=True)  # fmt: skip
-        loop.write_config()
-        yield HostLoop(loop, root, accounts, credential, reviewer_credential, other_run,
-                       reviewer_run)  # fmt: skip
+        with _git_daemon(root / "repo") as url:
+            loop.repository_url = url
+            loop.write_config()
+            yield HostLoop(loop, root, accounts, credential, reviewer_credential, other_run,
+                           reviewer_run, push_key)  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)  # the push base is inside: the path is short
 
@@ -226,7 +278,8 @@ def test_host_mode_launches_the_implementer_as_its_account(host: HostLoop) -> No
     assert ref == f"refs/agent-coordinator/candidates/{task['id']}/{final['launch_id']}"
     assert _show(loop, ref, "uid.txt").strip() == str(impl.uid)  # the implementer account
     assert _show(loop, ref, "owner.txt").strip() == str(impl.uid)  # its own checkout
-    # The push helper's socket directory: root's, the implementer's group, setgid 2750.
+    # The push helper's socket directory: the implementer's group, setgid 2750 (its owner, the
+    # push account, is unmapped inside the launch; the test below checks it from outside).
     assert _show(loop, ref, "push.txt").strip() == f"2750 {impl.gid}"
     probes = _show(loop, ref, "probes.txt").split("\n")
     denied = [line for line in probes if line.startswith("denied ")]
@@ -449,3 +502,125 @@ def test_host_mode_refuses_a_reviewer_credential_in_a_role_dir(host: HostLoop) -
     assert f"run.reviewer_binding.credential_file: {inside} is inside" in result.stderr
     assert "run.binding.credential_file" not in result.stderr, result.stderr
     assert not (loop.state / "loop").exists()
+
+
+CONNECT = "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])"
+
+
+def _helper_pid(launch_id: str) -> int | None:
+    """The pid of the push helper serving ``launch_id`` (found by its command line)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"agentc.push.cli" in argv and f"--launch={launch_id}".encode() in argv:
+            return int(entry.name)
+    return None
+
+
+def test_host_mode_runs_the_push_helper_as_its_own_account(host: HostLoop) -> None:
+    """While a launch runs, its push helper is the push account's process (no groups, only
+    PATH, LANG and HOME, plus PYTHONPATH from a source tree), its work directory that account's
+    0700, its socket directory the push account's with the implementer's group 2750: the
+    implementer account can connect but not read the work directory or the ssh key, another
+    local account cannot even connect. The helper dies with the loop."""
+    loop = host.loop
+    push, impl = host.accounts["push"], host.accounts["implementer"]
+    loop.agent.write_text(HANGING_AGENT)
+    loop.task()
+    proc = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+        helper = loop.wait_for(lambda: _helper_pid(record["launch_id"]))
+        status = Path(f"/proc/{helper}/status").read_text()
+        assert f"Uid:\t{push.uid}\t{push.uid}\t{push.uid}\t{push.uid}\n" in status, status
+        assert f"Gid:\t{push.gid}\t{push.gid}\t{push.gid}\t{push.gid}\n" in status, status
+        [groups] = [line for line in status.splitlines() if line.startswith("Groups:")]
+        assert groups.split() == ["Groups:"], status  # no supplementary groups
+        environ = Path(f"/proc/{helper}/environ").read_bytes().split(b"\0")
+        names = {item.split(b"=", 1)[0].decode() for item in environ if item}
+        assert {"PATH", "LANG", "HOME"} <= names <= {"PATH", "LANG", "HOME", "PYTHONPATH"}, names
+        argv = Path(f"/proc/{helper}/cmdline").read_bytes().decode().split("\0")
+        assert f"--ssh-key={host.push_key}" in argv, argv
+        sock = Path(next(a for a in argv if a.startswith("--socket=")).removeprefix("--socket="))
+        loop.wait_for(lambda: sock.exists())
+        work = sock.parent.parent / "work"
+        assert f"--work-dir={work / 'repo'}" in argv, argv
+        info = os.stat(work)
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o7777) == (push.uid, push.gid, 0o700)
+        info = os.stat(sock.parent)
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o7777) == (push.uid, impl.gid, 0o2750)
+        info = os.stat(sock.parent.parent)
+        assert (info.st_uid, info.st_mode & 0o7777) == (0, 0o711)
+        # The implementer account reaches the socket, not the helper's files or its key.
+        assert host.as_role("implementer", "ls", str(work)).returncode != 0
+        assert host.as_role("implementer", "cat", str(host.push_key)).returncode != 0
+        assert host.as_role("push", "cat", str(host.push_key)).returncode == 0  # its own
+        reached = host.as_role("implementer", "/usr/bin/python3", "-c", CONNECT, str(sock))
+        assert reached.returncode == 0, reached.stderr
+        # Another local account (neither root nor the implementer) cannot connect at all.
+        other = host.as_role("other", "/usr/bin/python3", "-c", CONNECT, str(sock))
+        assert other.returncode != 0 and "Permission denied" in other.stderr, other.stderr
+        assert host.as_role("other", "ls", str(work)).returncode != 0
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    loop.wait_for(lambda: not os.path.exists(f"/proc/{helper}"), timeout=30)  # parent death
+    loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"), timeout=30)
+    (loop.state / "kill-switch").touch()  # settle, but claim nothing afterwards
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert not sock.parent.parent.exists()  # swept
+
+
+def test_host_mode_refuses_a_missing_or_shared_push_account_and_an_open_key(
+    host: HostLoop,
+) -> None:
+    loop = host.loop
+    table = loop.top["push_helper"]
+    loop.top["push_helper"] = {**table, "user": "agentc-nobody-push"}
+    loop.write_config()
+    result = loop.once()
+    assert result.returncode != 0
+    assert "the push helper's account agentc-nobody-push does not exist (fix: create it" in (
+        result.stderr
+    ), result.stderr
+    impl = host.accounts["implementer"]
+    loop.top["push_helper"] = {**table, "user": impl.name}
+    loop.write_config()
+    result = loop.once()
+    assert result.returncode != 0
+    assert f"the push helper's account {impl.name} shares uid {impl.uid}" in result.stderr
+    loop.top["push_helper"] = table
+    loop.write_config()
+    os.chmod(host.push_key, 0o440)
+    result = loop.once()
+    assert result.returncode != 0
+    assert f"push_helper.ssh_key {host.push_key} has mode 0440" in result.stderr, result.stderr
+    os.chmod(host.push_key, 0o400)
+    os.chown(host.push_key, 0, 0)
+    result = loop.once()
+    assert result.returncode != 0
+    owned = f"push_helper.ssh_key {host.push_key} is owned by uid 0, not by the push helper's"
+    assert owned in result.stderr, result.stderr
+    assert not (loop.state / "loop").exists()  # nothing was written
+
+
+def test_push_accounts_that_are_root_or_share_a_uid_are_problems(
+    accounts: dict[str, Account],
+) -> None:
+    impl, rev, push = accounts["implementer"], accounts["reviewer"], accounts["push"]
+
+    def config(user: str) -> SupervisorConfig:
+        return SupervisorConfig(implementer_user=impl.name, reviewer_user=rev.name,
+                                push_helper=PushHelperSettings(user=user))  # fmt: skip
+
+    assert preflight_host.account_problems(config(push.name), ROLES, push_helper=True) == []
+    problems = preflight_host.account_problems(config("root"), ROLES, push_helper=True)
+    assert "the push helper's account root is root (uid or group 0)" in problems[0], problems
+    shared = config(rev.name)
+    [problem] = preflight_host.account_problems(shared, ROLES, push_helper=True)
+    assert f"the push helper's account {rev.name} shares uid {rev.uid} with {rev.name}" in problem

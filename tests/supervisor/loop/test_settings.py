@@ -14,7 +14,7 @@ import pytest
 
 from agentc.core.errors import ConfigError
 from agentc.files.settings import Settings
-from agentc.supervisor.config import SupervisorConfig, load_config
+from agentc.supervisor.config import PushHelperSettings, SupervisorConfig, load_config
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop import settings as loop_settings
 from agentc.supervisor.loop.run import (
@@ -28,6 +28,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs/supervisor.md"
 TABLES: dict[str, type[Settings]] = {
     "Top level": SupervisorConfig,
     "`[limits]`": Limits,
+    "`[push_helper]`": PushHelperSettings,
     "`[run]`": loop_settings.RunSettings,
     "`[run.binding]`": loop_settings.Binding,
     "`[run.reviewer_binding]`": loop_settings.ReviewerBinding,
@@ -39,6 +40,7 @@ TABLES: dict[str, type[Settings]] = {
 }
 SECTIONS = {
     "limits",
+    "push_helper",
     "run",
     "health",
     "setup",
@@ -137,6 +139,9 @@ BINDING = '[run.binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "p1"\
         ('[run.canary_binding]\nservice_url = "https://c.example"\nproject_id = "c"\nx = 1\n',
          "run.canary_binding.x: unknown setting"),
         ("[run]\nreview_minutes = 0\n", "run.review_minutes: must be > 0"),
+        ('[push_helper]\nuser = "Root Account"\n', "push_helper.user: must be an account name"),
+        ('[push_helper]\nssh_key = "key"\n', "push_helper.ssh_key: "),
+        ("[push_helper]\nprogram = 3\n", "push_helper.program: "),
         ("[health]\nimplementer_daily_usd = -1\n", "health.implementer_daily_usd: must be >= 0"),
         ('[health.fallback]\nharness = "codex"\n', "health.fallback.model: required, but missing"),
         ('[setup."a b"]\nbranch = "x"\n', "setup: 'a b' is not a project id"),

@@ -257,7 +257,9 @@ class ImplementerLaunch:
 
     def _start(self, attempt: dict[str, Any], url: str, group: int | None) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
-        self.push = PushHelper.prepare(loop.state, self.launch_id, group=group)
+        self.push = PushHelper.prepare(
+            loop.state, self.launch_id, group=group, account=push.helper_account(loop.config)
+        )
         access = CoordinatorAccess(
             session=self.launch_id,
             repo_config=layout.run / BINDING_COPY,
@@ -300,6 +302,8 @@ class ImplementerLaunch:
             launch=self.launch_id,
             remote=url,
             digests=token_digests(self.binding.credential_file),
+            program=loop.config.push_helper.program,
+            ssh_key=loop.config.push_helper.ssh_key,
         )
         return running
 

@@ -1,17 +1,24 @@
 """The candidate push helper of one implementer launch (``agentc-push``, docs/push.md).
 
-The launch holds no push credential. Before it starts, the loop makes a per-launch directory ``<push
-base>/<id>/`` (mode 0700; the base is ``<state>/push``, or a short directory under ``/tmp``
-named after the state root when that path would be too long for a Unix socket), holds an
-exclusive lock on ``<id>.lock`` for the launch's life, and binds the directory read-only into
-the launch, whose agent CLI finds the socket as ``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``.
-Once the sandbox runs, the loop starts the helper with only PATH, LANG and HOME (and PYTHONPATH
-when agentc runs from a source tree), serving that socket for that launch's processes alone (its
-``--parent-pid`` is the sandbox's root) and refusing a candidate that carries the launch's
-coordinator token (matched by digest). When the launch ends the helper gets SIGTERM, SIGKILL
-after :data:`STOP_SECONDS`, and its directory and private repository are removed; if the loop
-dies the helper dies with it (parent-death signal). Each new launch first sweeps, under
-``<base>/.sweep`` locked, every directory whose lock no running loop holds.
+The launch holds no push credential. Before it starts, the loop makes a per-launch directory
+``<push base>/<id>/`` (the base is ``<state>/push``, or a short directory under ``/tmp`` named
+after the state root when that path would be too long for a Unix socket) holding ``sock/``
+(the socket ``s``), ``work/`` (the helper's home and private repository) and ``log`` (the
+helper's output, the loop's own), holds an exclusive lock on ``<id>.lock`` for the launch's
+life, and binds ``sock/`` read-only into the launch, whose agent CLI finds the socket as
+``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``. In personal mode all of it is the user's, 0700.
+In host mode (the loop is root) the base and ``<id>/`` are root 0711, ``sock/`` is the push
+account's with the implementer's group, 2750 (the socket, 0660, takes that group: only the
+push account, the implementer account and root reach it), ``work/`` the push account's 0700,
+and the helper runs as the push account (``[push_helper] user``), switched with
+:func:`agentc.supervisor.launch_root.become`. Once the sandbox runs, the loop starts the helper
+with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving
+that socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
+refusing a candidate that carries the launch's coordinator token (matched by digest). When the
+launch ends the helper gets SIGTERM, SIGKILL after :data:`STOP_SECONDS`, and its directory and
+private repository are removed; if the loop dies the helper dies with it (parent-death
+signal). Each new launch first sweeps, under ``<base>/.sweep`` locked, every directory whose
+lock no running loop holds.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,9 +39,12 @@ from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.files import load_toml
+from agentc.supervisor import launch_root
+from agentc.supervisor.config import SupervisorConfig
 
 STOP_SECONDS = 5.0
 SOCKET_NAME = "s"
+SOCKET_DIR = "sock"
 # agentc.push.server.MAX_SOCKET_PATH: the helper binds a temporary name next to the socket.
 MAX_SOCKET_PATH = 93
 _ID_CHARS = 12
@@ -41,7 +53,7 @@ _ID_CHARS = 12
 def base_dir(state: Path) -> Path:
     """Where the per-launch directories live for this state root."""
     base = state / "push"
-    longest = base / ("x" * _ID_CHARS) / SOCKET_NAME
+    longest = base / ("x" * _ID_CHARS) / SOCKET_DIR / SOCKET_NAME
     if len(os.fsencode(str(longest))) <= MAX_SOCKET_PATH:
         return base
     digest = hashlib.sha256(os.fsencode(str(state))).hexdigest()[:16]
@@ -81,7 +93,6 @@ def sweep(base: Path) -> list[str]:
             if _locked(lock):
                 continue
             _remove(entry)
-            _remove(base / f"{entry.name}.work")
             lock.unlink(missing_ok=True)
             swept.append(entry.name)
     return swept
@@ -111,15 +122,54 @@ def token_digests(credential_file: Path) -> list[str]:
     return [hashlib.sha256(t.encode()).hexdigest() for t in tokens if isinstance(t, str) and t]
 
 
+def helper_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
+    """Host mode's push account (``[push_helper] user``), which must exist and must not be
+    root; None in personal mode (the helper runs as the loop's user)."""
+    if config.mode != "host":
+        return None
+    name = config.push_helper.user
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise SupervisorError(f"the push helper's account {name} does not exist") from None
+    if account.pw_uid == 0 or account.pw_gid == 0:
+        raise SupervisorError(f"the push helper's account {name} must not be root")
+    return account
+
+
+def key_problems(key: Path, account: pwd.struct_passwd) -> list[str]:
+    """The remote credential (``--ssh-key``) is a regular single-link file of ``account``'s
+    that no one else may read or write (it is opened without following a link)."""
+    try:
+        info = os.lstat(key)
+    except OSError as exc:
+        return [f"push_helper.ssh_key {key}: {exc.strerror or exc}"]
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        return [f"push_helper.ssh_key {key} must be a regular file with one link, not a link"]
+    problems = []
+    if info.st_uid != account.pw_uid:
+        problems.append(
+            f"push_helper.ssh_key {key} is owned by uid {info.st_uid}, not by the push "
+            f"helper's account {account.pw_name} (fix: chown {account.pw_name} {key})"
+        )
+    if info.st_mode & 0o077:
+        problems.append(
+            f"push_helper.ssh_key {key} has mode {info.st_mode & 0o777:04o}: only "
+            f"{account.pw_name} may read it (fix: chmod 0400 {key})"
+        )
+    return problems
+
+
 @dataclass
 class PushHelper:
-    """One launch's helper: its directory (bound into the launch), then its process."""
+    """One launch's helper: its directory (``sock/`` bound into the launch), then its process;
+    ``account`` is host mode's push account (None: the helper runs as the loop)."""
 
     base: Path
     name: str
     lock_fd: int
+    account: pwd.struct_passwd | None = None
     proc: subprocess.Popen[bytes] | None = None
-    log_path: Path | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -128,20 +178,34 @@ class PushHelper:
 
     @property
     def socket(self) -> Path:
-        return self.directory / SOCKET_NAME
+        return self.directory / SOCKET_DIR / SOCKET_NAME
 
     @property
     def work(self) -> Path:
-        return self.base / f"{self.name}.work"
+        return self.directory / "work"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "log"
 
     @classmethod
-    def prepare(cls, state: Path, launch_id: str, *, group: int | None = None) -> PushHelper:
+    def prepare(
+        cls,
+        state: Path,
+        launch_id: str,
+        *,
+        group: int | None = None,
+        account: pwd.struct_passwd | None = None,
+    ) -> PushHelper:
         """Sweep stale directories, then make and lock this launch's (before the launch).
 
-        With ``group`` (host mode: the implementer account's group; the loop is root) the base
-        is mode 0711 and the launch's directory root:``group`` mode 2750, so the socket the
-        helper binds there (mode 0660) takes that group: the implementer account can reach it,
-        no other account can."""
+        Host mode (the loop is root) gives ``account`` (the push account) and ``group`` (the
+        implementer account's group): the base and the launch's directory are root 0711,
+        ``sock/`` ``account``:``group`` 2750 (so the socket the helper binds there, mode 0660,
+        takes that group: the push and implementer accounts reach it, no other account does)
+        and ``work/`` the push account's 0700."""
+        if (group is None) != (account is None):
+            raise SupervisorError("host mode's push helper needs both its account and a group")
         base = base_dir(state)
         sweep(base)
         name = launch_id.replace("-", "")[:_ID_CHARS]
@@ -149,24 +213,40 @@ class PushHelper:
             lock = base / f"{name}.lock"
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
-            helper = cls(base, name, fd)
+            helper = cls(base, name, fd, account)
             helper.directory.mkdir(mode=0o700)
+            helper.socket.parent.mkdir(mode=0o700)
             helper.work.mkdir(mode=0o700)
-            if group is not None:
+            if account is not None and group is not None:
                 os.chmod(base, 0o711, follow_symlinks=False)  # noqa: S103 - traversable only
-                os.chown(helper.directory, 0, group, follow_symlinks=False)
-                os.chmod(helper.directory, 0o2750, follow_symlinks=False)  # noqa: S103 - the group
+                os.chmod(helper.directory, 0o711, follow_symlinks=False)  # noqa: S103 - same
+                sock = helper.socket.parent
+                os.chown(sock, account.pw_uid, group, follow_symlinks=False)
+                os.chmod(sock, 0o2750, follow_symlinks=False)  # noqa: S103 - the group
+                os.chown(helper.work, account.pw_uid, account.pw_gid, follow_symlinks=False)
         return helper
 
     def start(
-        self, *, parent_pid: int, task: str, launch: str, remote: str, digests: list[str]
+        self,
+        *,
+        parent_pid: int,
+        task: str,
+        launch: str,
+        remote: str,
+        digests: list[str],
+        program: list[str] | None = None,
+        ssh_key: Path | None = None,
     ) -> None:
-        """Start ``agentc-push serve`` for the running launch (the launch's CLI waits for its
-        socket)."""
-        argv = [sys.executable, "-m", "agentc.push.cli", "serve", f"--socket={self.socket}"]
+        """Start ``agentc-push serve`` (``program``, default this interpreter's ``-m
+        agentc.push.cli``) for the running launch, as the push account in host mode (the
+        launch's CLI waits for its socket)."""
+        argv = [*(program or [sys.executable, "-m", "agentc.push.cli"])]
+        argv += ["serve", f"--socket={self.socket}"]
         argv += [f"--task={task}", f"--launch={launch}", f"--work-dir={self.work / 'repo'}"]
         argv += [f"--remote={remote}", f"--parent-pid={parent_pid}"]
         argv += [f"--known-digest={d}" for d in digests]
+        if ssh_key is not None:
+            argv.append(f"--ssh-key={ssh_key}")
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "LANG": "C.UTF-8",
@@ -174,8 +254,15 @@ class PushHelper:
         }
         if os.environ.get("PYTHONPATH"):  # agentc run from a source tree
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        self.log_path = self.work / "helper.log"
-        with self.log_path.open("ab") as log:
+        account = self.account
+        become = None if account is None else lambda: launch_root.become(account)
+        # The log is the loop's (root's in host mode), beside work/, not in it.
+        fd = os.open(
+            self.log_path,
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+        with os.fdopen(fd, "ab") as log:
             self.proc = subprocess.Popen(
                 argv,
                 env=env,
@@ -184,6 +271,7 @@ class PushHelper:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=become,
             )
 
     def stop(self) -> None:
@@ -201,12 +289,11 @@ class PushHelper:
                 proc.kill()
                 proc.wait()
         failed = early or (proc is not None and proc.returncode not in (0, -15))
-        if failed and self.log_path is not None:
+        if failed:
             with contextlib.suppress(OSError):
                 tail = self.log_path.read_text(errors="replace")[-600:].strip()
                 if tail:
                     self.notes.append(f"agentc-push said: {tail}")
         _remove(self.directory)
-        _remove(self.work)
         (self.base / f"{self.name}.lock").unlink(missing_ok=True)
         os.close(self.lock_fd)

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pwd
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from agentc.core.addresses import is_loopback_host
-from agentc.core.errors import AgentcError, ConfigError
+from agentc.core.errors import AgentcError, ConfigError, SupervisorError
 from agentc.files import UnsafeFile, read_private
 from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
-from agentc.supervisor.loop import admission, coordinator, costs, review
+from agentc.supervisor.loop import admission, coordinator, costs, push, review
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
@@ -80,6 +81,7 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
     if config.run.reviewer:
         loop_credentials["run.reviewer_binding.credential_file"] = reviewer_credential(config)
     host_checks(config, loop_credentials)
+    push_key_checks(config)
     return coordinator.Binding(
         repo_config=state / "loop" / "coordinator-binding.toml",
         credential_file=credential,
@@ -95,16 +97,33 @@ def reviewer_credential(config: SupervisorConfig) -> Path:
     return (own.credential_file if own else None) or default
 
 
+def push_key_checks(config: SupervisorConfig) -> None:
+    """``[push_helper] ssh_key``, when set, is the push helper's alone: a regular single-link
+    file of its account's (host mode: the push account; personal mode: this user), mode 0600
+    or stricter. Refused naming the key."""
+    key = config.push_helper.ssh_key
+    if key is None:
+        return
+    try:
+        account = push.helper_account(config) or pwd.getpwuid(os.getuid())
+    except SupervisorError:
+        return  # host_checks named the missing account
+    problems = push.key_problems(key, account)
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
-    """Host mode: the role accounts the loop launches as are fit (they exist, are not root,
-    share no uid, administer nothing, get nothing from sudo), the installed agentc-supervisor
+    """Host mode: the role accounts the loop launches as and the push helper's account are fit
+    (they exist, are not root, share no uid, administer nothing, get nothing from sudo), the
+    installed agentc-supervisor
     is root's and protected (as ``launch-root`` checks it), the state tree has the seed's
     owners and modes, and each of the loop's credentials (by its key) lies outside the role
     directories, whose accounts could replace it there. Refused with every problem named."""
     if config.mode != "host":
         return
     roles: list[Role] = ["implementer", "reviewer"] if config.run.reviewer else ["implementer"]
-    problems = preflight_host.account_problems(config, roles)
+    problems = preflight_host.account_problems(config, roles, push_helper=True)
     problems += launch_root.program_problems(config)
     state = Path(os.path.realpath(config.resolved_state_dir()))
     if not problems:
