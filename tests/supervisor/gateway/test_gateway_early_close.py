@@ -49,7 +49,10 @@ def _read_text_and_close(url: str, key: str, body: dict[str, Any] = BODY) -> lis
 
 
 def _settled(stack: Any) -> dict[str, Any]:
+    """The request's one ledger row, once its log line is written too (the gateway writes the
+    ledger first)."""
     assert kit.wait_for(lambda: bool(stack.ledger_rows())), "no ledger row"
+    assert kit.wait_for(lambda: bool(stack.log_lines())), "no log line"
     rows = stack.ledger_rows()
     assert len(rows) == 1
     return dict(rows[0])
