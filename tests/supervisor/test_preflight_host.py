@@ -109,6 +109,20 @@ def test_a_harness_that_prints_no_version_inside_a_launch(kit: Kit) -> None:
     one_problem(report, "codex --version failed inside a implementer launch", "no version")
 
 
+def test_a_harness_that_is_not_the_pinned_release(kit: Kit) -> None:
+    """``[pinned]``: the version the harness prints inside a launch must contain the pin."""
+    printed = subprocess.run(
+        [REAL["claude"], "--version"], capture_output=True, text=True, timeout=60
+    ).stdout.split()[0]
+    configure(kit, harness_paths={"claude": REAL["claude"]}, pinned={"claude": printed})
+    assert host_preflight(kit)["problems"] == []
+    configure(kit, pinned={"claude": "0.0.1-not-this-one"})
+    report = host_preflight(kit)
+    for role in ("implementer", "reviewer"):
+        problem = one_problem(report, "harness claude --version printed", f"a {role} launch")
+        assert "not the pinned '0.0.1-not-this-one'" in problem and "pinned.claude" in problem
+
+
 def test_a_shared_state_directory_names_the_fix(kit: Kit) -> None:
     configure(kit, harness_paths=REAL)
     os.chmod(kit.role_dir("reviewer") / "runs", 0o777)  # noqa: S103 - the hostile state

@@ -130,6 +130,9 @@ class SupervisorConfig(Settings):
     # the agent opens can read it; docs/security.md). Claude then bypasses the gateway.
     token_in_env: bool = setting(boolean, default=False)
     harness_paths: dict[str, Path] = setting(_harness_table(path), default_factory=dict)
+    # Per harness, text its ``--version`` must print (the release this host was qualified
+    # with); checked by ``preflight`` and when the loop starts. Empty: any version.
+    pinned: dict[str, str] = setting(_harness_table(string), default_factory=dict)
     # The argv prefix running agentc-supervisor inside the sandbox.
     supervisor_program: list[str] | None = setting(optional(list_of(string)), default=None)
     # A prefix to the harness, in the sandbox.

@@ -274,6 +274,16 @@ def address_problems(config: SupervisorConfig) -> list[str]:
     return problems
 
 
+def pinned_problems(config: SupervisorConfig, harnesses: set[str]) -> list[str]:
+    """For each of ``harnesses`` that ``[pinned]`` names: its ``--version`` in a real
+    implementer launch printed the pinned text (else the problem)."""
+    state = Path(os.path.realpath(config.resolved_state_dir()))
+    problems: list[str] = []
+    for harness in sorted(h for h in harnesses if config.pinned.get(h)):
+        problems += version_problems(config, state, "implementer", harness)
+    return problems
+
+
 def version_problems(config: SupervisorConfig, state: Path, role: Role, harness: str) -> list[str]:
     """Run ``<harness> --version`` in a real launch of ``role``; [] when it printed a version."""
     base = RunLayout(state, role, state, state)
@@ -302,6 +312,16 @@ def version_problems(config: SupervisorConfig, state: Path, role: Role, harness:
         for path in (run, clone):
             shutil.rmtree(path, ignore_errors=True)
     text = out.decode("utf-8", "replace").strip()
+    pin = config.pinned.get(harness, "")
+    if why is None and pin and pin not in text:
+        return [
+            with_fix(
+                f"harness {harness} --version printed {text[-200:]!r} inside a {role} launch, "
+                f"not the pinned {pin!r}",
+                f"install the pinned release, or change pinned.{harness} once this one is "
+                "qualified",
+            )
+        ]
     if why is None and any(ch.isdigit() for ch in text):
         return []
     detail = why or f"printed no version ({text[-200:]!r})"

@@ -256,6 +256,12 @@ class Loop:
             for sub in ("", "impl", "impl/runs", "impl/clones", "rev", "rev/runs", "rev/clones"):
                 (self.state / sub).mkdir(mode=0o700, parents=not sub, exist_ok=True)
         self.records.ensure()
+        run, fallback = self.config.run, self.config.health.fallback
+        used = {run.harness, *([fallback.harness] if fallback else [])}
+        used |= {run.reviewer_harness} if run.reviewer else set()
+        pinned = preflight_host.pinned_problems(self.config, used)
+        if pinned:
+            raise ConfigError("pinned: " + "; ".join(pinned))
         bound = self.config.run.binding
         assert bound is not None
         coordinator.install_binding(
