@@ -88,7 +88,7 @@ class Helper:
 
 def start_helper(
     base: Path,
-    remote: Path,
+    remote: Path | str,
     *extra: str,
     parent_pid: int | None = None,
     wait: bool = True,

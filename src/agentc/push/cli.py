@@ -45,6 +45,12 @@ def main() -> None:
     default=None,
     help="The ssh key git pushes with (GIT_SSH_COMMAND with IdentitiesOnly).",
 )
+@click.option(
+    "--known-hosts",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The ssh remote's host keys (with --ssh-key; default ~/.ssh/known_hosts).",
+)
 @click.option("--max-bundle-bytes", type=click.IntRange(1), default=MAX_BUNDLE_BYTES, hidden=True)
 @click.option("--io-timeout", type=click.FloatRange(0.1), default=60.0, hidden=True)
 def serve(
@@ -56,6 +62,7 @@ def serve(
     known_digests: tuple[str, ...],
     parent_pid: int | None,
     ssh_key: Path | None,
+    known_hosts: Path | None,
     max_bundle_bytes: int,
     io_timeout: float,
 ) -> None:
@@ -68,12 +75,14 @@ def serve(
             raise ConfigError("--known-digest must be a SHA-256 digest: 64 hex digits")
         if not work_dir.is_absolute():
             raise ConfigError("--work-dir must be an absolute path")
+        if known_hosts is not None and ssh_key is None:
+            raise ConfigError("--known-hosts goes with --ssh-key (it checks the ssh remote)")
         if parent_pid is not None and parent_pid <= 1:
             raise ConfigError("--parent-pid must name a process other than init")
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     scanner = Scanner(d.lower() for d in known_digests)
-    repo = PrivateRepo(work_dir, remote, git_env(ssh_key))
+    repo = PrivateRepo(work_dir, remote, git_env(ssh_key, known_hosts))
     publisher = Publisher(repo, task, launch, scanner)
     sys.exit(run(socket_path, publisher, parent_pid, Limits(max_bundle_bytes, io_timeout)))
 

@@ -39,8 +39,10 @@ class Refusal(Exception):
     """A request the helper refuses; the message is the answer's error."""
 
 
-def git_env(ssh_key: Path | None = None) -> dict[str, str]:
-    """The whole environment git runs with."""
+def git_env(ssh_key: Path | None = None, known_hosts: Path | None = None) -> dict[str, str]:
+    """The whole environment git runs with. With an ssh key, ssh uses that key alone, never
+    asks, and checks the remote's host key strictly against ``known_hosts`` (default: the
+    account's ``~/.ssh/known_hosts``)."""
     env = {
         "PATH": os.environ.get("PATH", DEFAULT_PATH),
         "HOME": os.environ.get("HOME", "/nonexistent"),
@@ -51,9 +53,11 @@ def git_env(ssh_key: Path | None = None) -> dict[str, str]:
         "GIT_TERMINAL_PROMPT": "0",
     }
     if ssh_key is not None:
-        env["GIT_SSH_COMMAND"] = (
-            f"ssh -i {shlex.quote(str(ssh_key))} -o IdentitiesOnly=yes -o BatchMode=yes"
-        )
+        command = f"ssh -i {shlex.quote(str(ssh_key))} -o IdentitiesOnly=yes -o BatchMode=yes"
+        command += " -o StrictHostKeyChecking=yes"
+        if known_hosts is not None:
+            command += f" -o UserKnownHostsFile={shlex.quote(str(known_hosts))}"
+        env["GIT_SSH_COMMAND"] = command
     return env
 
 
@@ -94,9 +98,21 @@ def run_git(
     return done
 
 
-def _last_line(stderr: bytes) -> str:
-    lines = stderr.decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else "no message"
+# What git adds after any failure to reach a remote: it names no cause (ssh's line before it
+# does, e.g. "Host key verification failed.").
+_GIT_BOILERPLATE = (
+    "fatal: Could not read from remote repository.",
+    "Please make sure you have the correct access rights",
+    "and the repository exists.",
+)
+
+
+def _reason(stderr: bytes) -> str:
+    """Why git failed: its last line that says something."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines()]
+    lines = [line for line in lines if line]
+    useful = [line for line in lines if not line.startswith(_GIT_BOILERPLATE)]
+    return (useful or lines or ["no message"])[-1]
 
 
 def _chunks(out: IO[bytes], size: int, sha: str) -> Iterator[bytes]:
@@ -122,7 +138,7 @@ class PrivateRepo:
         self, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT
     ) -> subprocess.CompletedProcess[bytes]:
         argv = ["git", f"--git-dir={self.path}", *_CONFIG, *args]
-        return run_git(argv, self.path, self.env, timeout, Refusal, _last_line, check=check)
+        return run_git(argv, self.path, self.env, timeout, Refusal, _reason, check=check)
 
     def ensure(self, object_format: str) -> None:
         """Create the bare repository on first use; refuse a revision of another hash."""
@@ -145,7 +161,7 @@ class PrivateRepo:
         """What ``ref`` holds on the remote, or None when it does not exist there."""
         done = self.git("ls-remote", "--refs", "--end-of-options", self.remote, ref, check=False)
         if done.returncode != 0:
-            raise Refusal(f"cannot read the remote: {_last_line(done.stderr)}")
+            raise Refusal(f"cannot read the remote: {_reason(done.stderr)}")
         for line in done.stdout.decode(errors="replace").splitlines():
             sha, _, name = line.partition("\t")
             if name == ref:
@@ -167,7 +183,7 @@ class PrivateRepo:
             check=False,
         )
         if done.returncode != 0:
-            raise Refusal(f"cannot fetch from the remote: {_last_line(done.stderr)}")
+            raise Refusal(f"cannot fetch from the remote: {_reason(done.stderr)}")
 
     def fetch_bundle(self, bundle: Path, revision: str, missing_base: str) -> None:
         """Fetch ``revision`` from the verified bundle; it must be a commit."""
@@ -175,7 +191,7 @@ class PrivateRepo:
         if verify.returncode != 0:
             if b"lacks these prerequisite" in verify.stderr:
                 raise Refusal(f"{missing_base}; send a full bundle")
-            raise Refusal(f"not a valid git bundle: {_last_line(verify.stderr)}")
+            raise Refusal(f"not a valid git bundle: {_reason(verify.stderr)}")
         heads = self.git("bundle", "list-heads", str(bundle)).stdout.decode(errors="replace")
         if revision not in {line.split(" ", 1)[0] for line in heads.splitlines()}:
             raise Refusal(f"the bundle does not carry {revision} as a head")
@@ -192,7 +208,7 @@ class PrivateRepo:
             check=False,
         )
         if fetched.returncode != 0:
-            raise Refusal(f"fetching the bundle failed: {_last_line(fetched.stderr)}")
+            raise Refusal(f"fetching the bundle failed: {_reason(fetched.stderr)}")
         kind = self.git("cat-file", "-t", revision, check=False).stdout.decode().strip()
         if kind != "commit" or self.ref(incoming) != revision:
             raise Refusal(f"{revision} is not a commit in the bundle")
@@ -281,4 +297,4 @@ class PrivateRepo:
             f"{revision}:{ref}",
             check=False,
         )
-        return None if done.returncode == 0 else _last_line(done.stderr)
+        return None if done.returncode == 0 else _reason(done.stderr)

@@ -94,6 +94,9 @@ class PushHelperSettings(Settings):
     program: list[str] | None = setting(optional(list_of(string)), default=None)
     # The remote credential (``--ssh-key``): readable by the helper's account only.
     ssh_key: Path | None = setting(optional(absolute_path), default=None)
+    # The ssh remote's host keys (``--known-hosts``; with ssh_key): the helper's HOME is a
+    # fresh per-launch directory, so without this file ssh has nothing to check the host by.
+    known_hosts: Path | None = setting(optional(absolute_path), default=None)
 
 
 class SupervisorConfig(Settings):

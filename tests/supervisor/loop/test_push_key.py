@@ -37,3 +37,26 @@ def test_a_key_only_its_account_can_read_is_accepted_and_any_other_is_named(
     assert "must be a regular file with one link" in problem
     [problem] = push.key_problems(tmp_path / "missing", me)
     assert f"push_helper.ssh_key {tmp_path / 'missing'}: No such file" in problem
+
+
+def test_the_known_hosts_file_is_changed_by_its_owner_only(tmp_path: Path) -> None:
+    me = pwd.getpwuid(os.getuid())
+    hosts = tmp_path / "known_hosts"
+    hosts.write_text("[127.0.0.1]:2222 ssh-ed25519 AAAA\n")
+    hosts.chmod(0o644)
+    assert push.known_hosts_problems(hosts, me) == []
+    hosts.chmod(0o664)
+    [problem] = push.known_hosts_problems(hosts, me)
+    assert f"push_helper.known_hosts {hosts} has mode 0664: no one but its owner" in problem
+    hosts.chmod(0o644)
+    link = tmp_path / "link"
+    link.symlink_to(hosts)
+    [problem] = push.known_hosts_problems(link, me)
+    assert "must be a regular file with one link" in problem
+    fields = list(me)
+    fields[0], fields[2] = "someone-else", me.pw_uid + 1
+    if me.pw_uid != 0:  # root's file is always accepted
+        [problem] = push.known_hosts_problems(hosts, pwd.struct_passwd(fields))
+        assert f"is owned by uid {me.pw_uid}: root or someone-else must own it" in problem
+    [problem] = push.known_hosts_problems(tmp_path / "missing", me)
+    assert "No such file" in problem

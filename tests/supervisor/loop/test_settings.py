@@ -206,6 +206,11 @@ def test_bad_settings_name_their_key(tmp_path: Path, text: str, message: str) ->
             '[setup.p1]\ncommand = [""]\n[run]\nallow_insecure_loopback = true\n' + BINDING,
             "setup.p1.command: the program name is empty",
         ),
+        (
+            '[push_helper]\nknown_hosts = "/etc/hosts"\n[run]\nallow_insecure_loopback = true\n'
+            + BINDING,
+            "push_helper.known_hosts goes with push_helper.ssh_key",
+        ),
     ],
 )
 def test_what_the_loop_cannot_do_is_refused_at_start(

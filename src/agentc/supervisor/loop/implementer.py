@@ -304,6 +304,7 @@ class ImplementerLaunch:
             digests=token_digests(self.binding.credential_file),
             program=loop.config.push_helper.program,
             ssh_key=loop.config.push_helper.ssh_key,
+            known_hosts=loop.config.push_helper.known_hosts,
         )
         return running
 

@@ -160,6 +160,29 @@ def key_problems(key: Path, account: pwd.struct_passwd) -> list[str]:
     return problems
 
 
+def known_hosts_problems(path: Path, account: pwd.struct_passwd) -> list[str]:
+    """The ssh remote's host keys: a regular single-link file the helper's account can read
+    and that no one but its owner (root or that account) may change."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return [f"push_helper.known_hosts {path}: {exc.strerror or exc}"]
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        return [f"push_helper.known_hosts {path} must be a regular file with one link"]
+    problems = []
+    if info.st_uid not in (0, account.pw_uid):
+        problems.append(
+            f"push_helper.known_hosts {path} is owned by uid {info.st_uid}: root or "
+            f"{account.pw_name} must own it (fix: chown root {path})"
+        )
+    if info.st_mode & 0o022:
+        problems.append(
+            f"push_helper.known_hosts {path} has mode {info.st_mode & 0o777:04o}: no one but "
+            f"its owner may change it (fix: chmod 0644 {path})"
+        )
+    return problems
+
+
 @dataclass
 class PushHelper:
     """One launch's helper: its directory (``sock/`` bound into the launch), then its process;
@@ -236,6 +259,7 @@ class PushHelper:
         digests: list[str],
         program: list[str] | None = None,
         ssh_key: Path | None = None,
+        known_hosts: Path | None = None,
     ) -> None:
         """Start ``agentc-push serve`` (``program``, default this interpreter's ``-m
         agentc.push.cli``) for the running launch, as the push account in host mode (the
@@ -247,6 +271,8 @@ class PushHelper:
         argv += [f"--known-digest={d}" for d in digests]
         if ssh_key is not None:
             argv.append(f"--ssh-key={ssh_key}")
+            if known_hosts is not None:
+                argv.append(f"--known-hosts={known_hosts}")
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "LANG": "C.UTF-8",

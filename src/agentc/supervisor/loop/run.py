@@ -101,7 +101,9 @@ def push_key_checks(config: SupervisorConfig) -> None:
     """``[push_helper] ssh_key``, when set, is the push helper's alone: a regular single-link
     file of its account's (host mode: the push account; personal mode: this user), mode 0600
     or stricter. Refused naming the key."""
-    key = config.push_helper.ssh_key
+    key, hosts = config.push_helper.ssh_key, config.push_helper.known_hosts
+    if hosts is not None and key is None:
+        raise ConfigError("push_helper.known_hosts goes with push_helper.ssh_key")
     if key is None:
         return
     try:
@@ -109,6 +111,8 @@ def push_key_checks(config: SupervisorConfig) -> None:
     except SupervisorError:
         return  # host_checks named the missing account
     problems = push.key_problems(key, account)
+    if hosts is not None:
+        problems += push.known_hosts_problems(hosts, account)
     if problems:
         raise ConfigError("; ".join(problems))
 
