@@ -14,7 +14,7 @@ from agentc.service.app import create_app
 from agentc.service.auth import LoginLimiter, hash_password, verifier
 from agentc.service.work.accounts import _add_principal
 from agentc.store.sql import fetch_exists
-from tests.service.console.kit import browse_as
+from tests.service.console.kit import browse_as, form_of, post_form
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, ApiError, Caller, Service
 
 
@@ -212,6 +212,12 @@ def test_an_agent_holds_several_named_credentials(svc: Service) -> None:
         with pytest.raises(ApiError) as err:
             svc.admin.post("/api/v1/admin/agents", {**body, "credential_name": bad})
         assert err.value.status == 422 and "credential_name" in str(err.value), bad
+    # The console's issue form names the credential too, and the page that shows the token
+    # says which credential it is.
+    browse_as(svc, svc.admin)
+    form = {**form_of(svc), "name": "builder", "credential_name": "phone"}
+    shown = post_form(svc, "/console/access/agents", form)
+    assert shown.status_code == 200 and "credential “phone”" in shown.text, shown.text
     # The Access page lists each credential by its name.
     browse_as(svc, svc.admin)
     page = svc.client.get("/console/access").text
