@@ -67,8 +67,9 @@ class ImplementerLaunch(LeasedLaunch):
     ) -> None:
         # The project's binding and mirror (none: the main ones; else the canary project's).
         super().__init__(
-            loop, "implementer", action, vendor, binding or loop.binding, mirror or loop.mirror
+            loop, "implementer", vendor, binding or loop.binding, mirror or loop.mirror
         )
+        self.action = action
         self.push: PushHelper | None = None
 
     # -- claim and prepare -------------------------------------------------------------------

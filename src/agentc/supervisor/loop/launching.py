@@ -139,7 +139,6 @@ class LeasedLaunch:
         self,
         loop: Loop,
         role: Role,
-        action: dict[str, Any],
         vendor: dict[str, str],
         binding: coordinator.Binding,
         mirror: Path,
@@ -147,7 +146,6 @@ class LeasedLaunch:
         self.loop = loop
         self.binding = binding
         self.mirror = mirror
-        self.action = action
         self.vendor = vendor
         self.launch_id = str(uuid.uuid4())
         self.layout = RunLayout.of_launch(loop.state, role, self.launch_id)
