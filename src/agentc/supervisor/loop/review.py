@@ -151,7 +151,6 @@ class ReviewLaunch(LeasedLaunch):
         binding = binding or loop.reviewer  # the project's (the canary's, or the main)
         mirror = loop.review_mirror(binding.project_id)
         super().__init__(loop, "reviewer", vendor, binding, mirror)
-        self.loop = loop
         self.task = str(action["task_id"])
         self.activity = str(action["activity_id"])
         self.submission = str(action["submission_id"])
