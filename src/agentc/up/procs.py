@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentc.core.procs import start_detached
 from agentc.push.peer import ask_parent_death_signal
 
 
@@ -43,16 +44,7 @@ class Tree:
         with log.open("ab") as out:
             out.write(f"--- agentc up started {name}: {' '.join(argv)}\n".encode())
             out.flush()
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd="/",
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                preexec_fn=ask_parent_death_signal,
-            )
+            proc = start_detached(argv, env, out, ask_parent_death_signal)
         child = Child(name, argv, log, proc)
         self.children.append(child)
         return child

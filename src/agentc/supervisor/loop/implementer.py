@@ -9,69 +9,29 @@ attempt with a handoff naming why, unless the agent already submitted it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from agentc.core.errors import AgentcError, CoordinatorError
-from agentc.supervisor import agentsession, launch_root, rundir
+from agentc.core.errors import AgentcError
+from agentc.supervisor import launch_root, rundir
 from agentc.supervisor.contracts import implementer_prompt
-from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
+from agentc.supervisor.launch_request import CoordinatorAccess
 from agentc.supervisor.loop import coordinator, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
-from agentc.supervisor.loop.gates import Backoff, Progress, drain_reason, progress_age_ms
+from agentc.supervisor.loop.gates import Progress, drain_reason
+from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
 from agentc.supervisor.loop.push import PushHelper, token_digests
-from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
+from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.rundir import RunLayout
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
-    from agentc.supervisor.config import SupervisorConfig
-
-
-class Loop(Protocol):
-    """What a launch needs of the loop running it (:class:`agentc.supervisor.loop.run.Loop`)."""
-
-    config: SupervisorConfig
-    state: Path
-    records: Records
-    binding: coordinator.Binding
-    mirror: Path
-    stopping: bool
-
-    def repository(self, project: str) -> tuple[str, str]: ...
-
-    def heartbeat(self, launch: dict[str, Any] | None = None) -> None: ...
 
 
 BINDING_COPY = "coordinator-binding.toml"
-
-
-def log(message: str) -> None:
-    print(f"agentc-supervisor run: {message}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class Lease:
-    """The attempt as the loop last heard of it from the coordinator."""
-
-    attempt_id: str
-    generation: int
-    view: dict[str, Any]
-    renew_after: float
-    heard_at: float  # monotonic time of the answer
-
-    def progress_age_ms(self) -> int:
-        age = progress_age_ms(self.view) or 0
-        return age + int((time.monotonic() - self.heard_at) * 1000)
 
 
 def layout_of(loop: Loop, launch_id: str) -> RunLayout:
@@ -94,24 +54,7 @@ def handoff(text: str) -> str:
     )
 
 
-def drain(running: hostlaunch.Running, grace_seconds: float) -> None:
-    """SIGTERM to the launch's process group, SIGKILL after ``grace_seconds``."""
-    pgid = running.pid
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_seconds
-    while running.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if running.proc.poll() is None:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-class ImplementerLaunch:
+class ImplementerLaunch(LeasedLaunch):
     """One claimed task, from the claim to the settled end."""
 
     def __init__(
@@ -122,16 +65,11 @@ class ImplementerLaunch:
         binding: coordinator.Binding | None = None,
         mirror: Path | None = None,
     ) -> None:
-        self.loop = loop
         # The project's binding and mirror (none: the main ones; else the canary project's).
-        self.binding = binding or loop.binding
-        self.mirror = mirror or loop.mirror
+        super().__init__(
+            loop, "implementer", vendor, binding or loop.binding, mirror or loop.mirror
+        )
         self.action = action
-        self.vendor = vendor
-        self.launch_id = str(uuid.uuid4())
-        self.layout = layout_of(loop, self.launch_id)
-        self.private = loop.records.sessions / self.launch_id
-        self.record: LaunchRecord | None = None
         self.push: PushHelper | None = None
 
     # -- claim and prepare -------------------------------------------------------------------
@@ -145,21 +83,7 @@ class ImplementerLaunch:
         for path in (self.layout.run, self.layout.clone):
             path.mkdir(mode=0o700)
         with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
-            self._write_record(project, None, 0)
-            try:
-                claim = self._claim(client)
-            except BaseException:
-                remove_launch(loop, self.launch_id)
-                loop.records.remove(self.launch_id)
-                raise
-            lease = Lease(
-                str(claim["attempt"]["id"]),
-                int(claim["attempt"]["generation"]),
-                claim["attempt"],
-                float(claim.get("renew_after_seconds") or 60),
-                time.monotonic(),
-            )
-            self._write_record(project, lease.attempt_id, lease.generation)
+            claim, lease = self._claim_lease(client, BaseException)
             try:
                 running = self._prepare_and_start(client, claim, head, url)
             except (AgentcError, OSError) as exc:
@@ -189,26 +113,14 @@ class ImplementerLaunch:
         )
         return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
-    def _write_record(self, project: str, attempt: str | None, generation: int) -> None:
-        if self.record is None:
-            self.record = LaunchRecord(
-                launch_id=self.launch_id,
-                project=project,
-                task=str(self.action["task_id"]),
-                attempt=None,
-                generation=0,
-                boot_id=boot_id(),
-                loop_pid=os.getpid(),
-                loop_ticks=start_ticks(os.getpid()),
-                recorded_ms=now_ms(),
-                vendor=dict(self.vendor),
-            )
-        self.record.attempt, self.record.generation = attempt, generation
-        self.loop.records.write(self.record)
+    def _new_record(self) -> LaunchRecord:
+        return self._blank_record(self.binding.project_id, str(self.action["task_id"]), self.vendor)
+
+    def _remove(self) -> None:
+        remove_launch(self.loop, self.launch_id)
 
     def _claim(self, client: Agent) -> dict[str, Any]:
-        harness = self.vendor["harness"].split(":", 1)[0]
-        client.connect(harness=f"agentc-supervisor-{harness}", new=True)
+        self._connect(client, "agentc-supervisor")
         data = client.claim(str(self.action["task_id"]), int(self.action["task_revision"])).data
         claim: dict[str, Any] = data["claim"]
         claim["renew_after_seconds"] = data.get("renew_after_seconds")
@@ -218,15 +130,7 @@ class ImplementerLaunch:
         self, client: Agent, claim: dict[str, Any], head: str, url: str
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
-        run_cfg = loop.config.run
-        repo.clone(
-            self.mirror,
-            head,
-            layout.clone,
-            origin_url=url,
-            name=run_cfg.git_name,
-            email=run_cfg.git_email,
-        )
+        self._clone(head, url)
         checkout = layout.clone / "agentc-checkout"
         client.prepare_worktree(str(layout.clone), str(checkout), head)
         session_id = client.state().session_id or self.launch_id
@@ -240,9 +144,7 @@ class ImplementerLaunch:
             checkout=str(checkout),
             instructions=repo.instruction_files(self.mirror, head),
         )
-        fd = rundir.create_new(layout.prompt)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
         rundir.prepare(layout)
         coordinator.hand_over(
@@ -266,21 +168,7 @@ class ImplementerLaunch:
             allow_insecure_loopback=self.binding.allow_insecure_loopback,
             push_socket=self.push.socket,
         )
-        request = LaunchRequest(
-            role="implementer",
-            harness=self.vendor["harness"],
-            run=layout.run,
-            clone=layout.clone,
-            launch_id=self.launch_id,
-            model=self.vendor.get("model", "default"),
-            attempt=str(attempt["id"]),
-            generation=int(attempt["generation"]),
-            task=str(self.action["task_id"]),
-            project=self.binding.project_id,
-            coordinator=access,
-        )
-        session = agentsession.ensure(loop.config, "implementer")
-        request = dataclasses.replace(request, agent_session=session)
+        request = self._request("implementer", attempt, str(self.action["task_id"]), access)
         beat = {"role": "implementer", "task": self.action["task_id"]}
         running = hostlaunch.start(
             loop.config,
@@ -293,9 +181,7 @@ class ImplementerLaunch:
                 beat=lambda: loop.heartbeat(launch=beat),
             ),
         )
-        assert self.record is not None
-        self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
-        loop.records.write(self.record)
+        self._record_started(running)
         self.push.start(
             parent_pid=running.pid,
             task=str(self.action["task_id"]),
@@ -326,71 +212,39 @@ class ImplementerLaunch:
 
     def _supervise(self, client: Agent, lease: Lease, running: hostlaunch.Running) -> str:
         """Renew while the gates allow; drain when one fails. Returns a note for the handoff."""
-        loop, cfg = self.loop, self.loop.config.run
-        started_wall, started = time.time(), time.monotonic()
-        next_renew = started + lease.renew_after
-        next_beat = started
-        cap = min(300.0, lease.renew_after)
-        backoff = Backoff(first=min(30.0, cap), cap=cap)
-        while running.proc.poll() is None:
-            now = time.monotonic()
-            if now >= next_beat:
-                loop.heartbeat(launch={"role": "implementer", "task": self.action["task_id"]})
-                next_beat = now + cfg.heartbeat_seconds
-            reason = "the host supervisor stopped" if loop.stopping else None
-            reason = reason or drain_reason(
+        cfg = self.loop.config.run
+        started_wall = time.time()
+
+        def gate(elapsed: float) -> str | None:
+            return drain_reason(
                 Progress(
                     alive=True,
                     events_age_seconds=self._events_age(started_wall),
                     progress_age_ms=lease.progress_age_ms(),
-                    elapsed_seconds=now - started,
+                    elapsed_seconds=elapsed,
                 ),
                 budget_minutes=cfg.budget_minutes,
                 events_stale_seconds=cfg.events_stale_seconds,
                 checkpoint_stale_ms=int(cfg.checkpoint_stale_minutes * 60_000),
             )
-            if reason is None and now >= next_renew:
-                reason, next_renew = self._renew(client, lease, backoff, now)
-            if reason is not None:
-                log(f"stopped renewing attempt {lease.attempt_id}: {reason}")
-                self._drain(running)
-                return f" after a drain ({reason})"
-            try:
-                running.proc.wait(timeout=min(1.0, max(0.05, next_renew - now)))
-            except subprocess.TimeoutExpired:
-                pass
-        return ""
 
-    def _renew(
-        self, client: Agent, lease: Lease, backoff: Backoff, now: float
-    ) -> tuple[str | None, float]:
-        try:
-            data = coordinator.renew(client, lease.attempt_id, lease.generation)
-        except CoordinatorError as exc:
-            if exc.code in coordinator.FINAL_CODES:
-                state = coordinator.task_attempt_state(client, lease.attempt_id)
-                if state == "submitted":
-                    return f"the agent submitted attempt {lease.attempt_id}", now
-                return (
-                    f"the attempt is no longer renewable ({exc.code}; state {state or 'unknown'})",
-                    now,
-                )
-            delay = backoff.failure()
-        except AgentcError as exc:
-            delay = backoff.failure()
-            log(f"renewing {lease.attempt_id} failed: {coordinator.describe_error(exc)}")
-            return None, now + delay
-        else:
-            backoff.success()
-            lease.view = data.get("attempt", lease.view)
-            lease.heard_at = time.monotonic()
-            lease.renew_after = float(data.get("renew_after_seconds") or lease.renew_after)
-            return None, now + lease.renew_after
-        log(f"renewing {lease.attempt_id} failed; next try in {delay:g} s")
-        return None, now + delay
+        def gone(code: str) -> str:
+            state = coordinator.task_attempt_state(client, lease.attempt_id)
+            if state == "submitted":
+                return f"the agent submitted attempt {lease.attempt_id}"
+            return f"the attempt is no longer renewable ({code}; state {state or 'unknown'})"
 
-    def _drain(self, running: hostlaunch.Running) -> None:
-        drain(running, self.loop.config.run.drain_seconds)
+        reason = self._supervise_lease(
+            client,
+            lease,
+            running,
+            beat={"role": "implementer", "task": self.action["task_id"]},
+            gate=gate,
+            gone=gone,
+            label=lease.attempt_id,
+            stop_note=f"stopped renewing attempt {lease.attempt_id}",
+        )
+        return "" if reason is None else f" after a drain ({reason})"
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -408,18 +262,10 @@ class ImplementerLaunch:
             text += f" The launch's logs are kept in {kept}."
         try:
             if state == "active":
-                self.record.outcome = coordinator.release(
-                    client, lease.attempt_id, lease.generation, text
-                )
+                outcome = coordinator.release(client, lease.attempt_id, lease.generation, text)
             else:
-                self.record.outcome = f"left as it is ({state or 'unknown'})"
+                outcome = f"left as it is ({state or 'unknown'})"
         except AgentcError as exc:
-            self.record.release_failures += 1
-            self.record.outcome = f"release failed: {coordinator.describe_error(exc)}"
-            self.loop.records.write(self.record)
-            log(f"attempt {lease.attempt_id}: {self.record.outcome}; kept for the next poll")
+            self._release_failed(exc, f"attempt {lease.attempt_id}")
             return
-        self.record.released = True
-        self.loop.records.write(self.record)
-        remove_launch(self.loop, self.launch_id)
-        self.loop.records.finish(self.record)
+        self._finish(outcome)

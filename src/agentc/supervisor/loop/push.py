@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
+from agentc.core.procs import start_detached
 from agentc.files import load_toml
 from agentc.supervisor import launch_root
 from agentc.supervisor.config import SupervisorConfig
@@ -289,16 +290,7 @@ class PushHelper:
             0o600,
         )
         with os.fdopen(fd, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd="/",
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-                preexec_fn=become,
-            )
+            self.proc = start_detached(argv, env, log, become)
 
     def stop(self) -> None:
         """SIGTERM, SIGKILL after :data:`STOP_SECONDS`; remove the directory; drop the lock."""

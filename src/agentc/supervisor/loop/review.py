@@ -25,26 +25,20 @@ run, private session and mirror branch are removed after every review.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
-import subprocess
-import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
-from agentc.supervisor import agentsession, launch_execute, launch_plan, launch_root, rundir
+from agentc.supervisor import launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
-from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo
-from agentc.supervisor.loop.gates import Backoff
-from agentc.supervisor.loop.implementer import Loop, drain, log
-from agentc.supervisor.loop.records import LaunchRecord, boot_id, now_ms, start_ticks
+from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
+from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.review import (
     Verdict,
     VerdictError,
@@ -141,15 +135,10 @@ def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | N
         return f"Review failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
 
 
-@dataclasses.dataclass
-class Lease:
-    attempt_id: str
-    generation: int
-    renew_after: float
-
-
-class ReviewLaunch:
+class ReviewLaunch(LeasedLaunch):
     """One offered review, from the check of its submission to its posted or released end."""
+
+    loop: Reviewing
 
     def __init__(
         self,
@@ -159,18 +148,12 @@ class ReviewLaunch:
         binding: coordinator.Binding | None = None,
     ) -> None:
         assert loop.reviewer is not None
-        self.loop = loop
-        self.binding = binding or loop.reviewer  # the project's (the canary's, or the main)
-        self.action = action
-        self.vendor = vendor
+        binding = binding or loop.reviewer  # the project's (the canary's, or the main)
+        mirror = loop.review_mirror(binding.project_id)
+        super().__init__(loop, "reviewer", vendor, binding, mirror)
         self.task = str(action["task_id"])
         self.activity = str(action["activity_id"])
         self.submission = str(action["submission_id"])
-        self.launch_id = str(uuid.uuid4())
-        self.layout = layout_of(loop, self.launch_id)
-        self.private = loop.records.sessions / self.launch_id
-        self.mirror = loop.review_mirror(self.binding.project_id)
-        self.record: LaunchRecord | None = None
 
     def failed(self, reason: str) -> str:
         """Count a failed review of this submission; skipped after ``review_attempts``."""
@@ -215,23 +198,10 @@ class ReviewLaunch:
         for path in (self.layout.run, self.layout.clone):
             path.mkdir(mode=0o700)
         with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
-            self._write_record(None, 0)
-            try:
-                claim = self._claim(client)
-            except CoordinatorError:  # refused for certain: nothing is held
-                assert self.record is not None
-                remove_review(loop, self.record)
-                loop.records.remove(self.launch_id)
-                raise
-            # Any other failure may have lost the claim's answer: the record stays, and the
-            # next poll resends the journaled claim and releases what it got (release_dead).
-            attempt = claim["attempt"]
-            lease = Lease(
-                str(attempt["id"]),
-                int(attempt["generation"]),
-                float(claim.get("renew_after_seconds") or 60),
-            )
-            self._write_record(lease.attempt_id, lease.generation)
+            # A refusal holds nothing for certain; any other failure may have lost the claim's
+            # answer: the record stays, and the next poll resends the journaled claim and
+            # releases what it got (release_dead).
+            claim, lease = self._claim_lease(client, CoordinatorError)
             try:
                 running = self._prepare_and_start(claim, url)
             except (AgentcError, OSError) as exc:
@@ -243,29 +213,22 @@ class ReviewLaunch:
                 return self._give_back(client, lease, stopped, strike=not loop.stopping)
             return self._judge(client, lease, claim, outcome)
 
-    def _write_record(self, attempt: str | None, generation: int) -> None:
-        if self.record is None:
-            self.record = LaunchRecord(
-                launch_id=self.launch_id,
-                project=self.binding.project_id,
-                task=self.task,
-                attempt=None,
-                generation=0,
-                boot_id=boot_id(),
-                loop_pid=os.getpid(),
-                loop_ticks=start_ticks(os.getpid()),
-                recorded_ms=now_ms(),
-                vendor=dict(self.vendor),
-                role="reviewer",
-                activity=self.activity,
-                submission=self.submission,
-            )
-        self.record.attempt, self.record.generation = attempt, generation
-        self.loop.records.write(self.record)
+    def _new_record(self) -> LaunchRecord:
+        return self._blank_record(
+            self.binding.project_id,
+            self.task,
+            self.vendor,
+            role="reviewer",
+            activity=self.activity,
+            submission=self.submission,
+        )
+
+    def _remove(self) -> None:
+        assert self.record is not None
+        remove_review(self.loop, self.record)
 
     def _claim(self, client: Agent) -> dict[str, Any]:
-        harness = self.vendor["harness"].split(":", 1)[0]
-        client.connect(harness=f"agentc-supervisor-reviewer-{harness}", new=True)
+        self._connect(client, "agentc-supervisor-reviewer")
         data: dict[str, Any] = client.review_claim(self.activity, self.submission).data
         return data
 
@@ -276,15 +239,7 @@ class ReviewLaunch:
         sub, task = claim["submission"], claim["task"]
         revision, base = str(sub["candidate_revision"]), str(sub["base_revision"])
         repo.fetch_candidate(self.mirror, str(sub["candidate_ref"]), self.launch_id, revision)
-        run_cfg = loop.config.run
-        repo.clone(
-            self.mirror,
-            revision,
-            layout.clone,
-            origin_url=url,
-            name=run_cfg.git_name,
-            email=run_cfg.git_email,
-        )
+        self._clone(revision, url)
         text = reviewer_prompt(
             project=self.binding.project_id,
             title=str(task.get("title") or ""),
@@ -294,31 +249,14 @@ class ReviewLaunch:
             submission=sub,
             instructions=repo.instruction_files(self.mirror, base),
         )
-        fd = rundir.create_new(layout.prompt)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        attempt = claim["attempt"]
-        request = LaunchRequest(
-            role="reviewer",
-            harness=self.vendor["harness"],
-            run=layout.run,
-            clone=layout.clone,
-            launch_id=self.launch_id,
-            model=self.vendor.get("model", "default"),
-            attempt=str(attempt["id"]),
-            generation=int(attempt["generation"]),
-            task=self.task,
-            project=self.binding.project_id,
-            coordinator=None,  # the loop posts the verdict; the reviewer never reaches it
-        )
+        self._write_prompt(text)
         if loop.config.mode == "host":  # the run and clone are the reviewer account's
             account = launch_root.role_account(loop.config, "reviewer")
             hostlaunch.hand_over(account, layout.run, layout.clone)
-        session = agentsession.ensure(loop.config, "reviewer")
-        running = hostlaunch.start(loop.config, dataclasses.replace(request, agent_session=session))
-        assert self.record is not None
-        self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
-        loop.records.write(self.record)
+        # No coordinator access: the loop posts the verdict; the reviewer never reaches it.
+        request = self._request("reviewer", claim["attempt"], self.task, None)
+        running = hostlaunch.start(loop.config, request)
+        self._record_started(running)
         return running
 
     # -- while it runs -----------------------------------------------------------------------
@@ -326,51 +264,24 @@ class ReviewLaunch:
     def _supervise(self, client: Agent, lease: Lease, running: hostlaunch.Running) -> str | None:
         """Renew the review's lease while the reviewer runs; stop it after ``review_minutes``,
         when the lease is gone or the loop stops. Returns why it was stopped, if it was."""
-        cfg = self.loop.config.run
-        started = time.monotonic()
-        deadline = started + cfg.review_minutes * 60
-        next_renew, next_beat = started + lease.renew_after, started
-        cap = min(300.0, lease.renew_after)
-        backoff = Backoff(first=min(30.0, cap), cap=cap)
-        while running.proc.poll() is None:
-            now = time.monotonic()
-            if now >= next_beat:
-                self.loop.heartbeat(launch={"role": "reviewer", "task": self.task})
-                next_beat = now + cfg.heartbeat_seconds
-            reason = "the host supervisor stopped" if self.loop.stopping else None
-            if reason is None and now >= deadline:
-                reason = f"the reviewer ran past {cfg.review_minutes:g} minutes and was stopped"
-            if reason is None and now >= next_renew:
-                reason, next_renew = self._renew(client, lease, backoff, now)
-            if reason is not None:
-                log(f"review {self.activity} (task {self.task}): {reason}")
-                drain(running, cfg.drain_seconds)
-                return reason
-            try:
-                running.proc.wait(timeout=min(1.0, max(0.05, min(next_renew, deadline) - now)))
-            except subprocess.TimeoutExpired:
-                pass
-        return None
+        minutes = self.loop.config.run.review_minutes
 
-    def _renew(
-        self, client: Agent, lease: Lease, backoff: Backoff, now: float
-    ) -> tuple[str | None, float]:
-        try:
-            data = coordinator.renew(client, lease.attempt_id, lease.generation)
-        except CoordinatorError as exc:
-            if exc.code in coordinator.FINAL_CODES:
-                return f"the review's lease is gone ({exc.code})", now
-            delay = backoff.failure()
-        except AgentcError as exc:
-            delay = backoff.failure()
-            log(f"renewing review {lease.attempt_id} failed: {coordinator.describe_error(exc)}")
-            return None, now + delay
-        else:
-            backoff.success()
-            lease.renew_after = float(data.get("renew_after_seconds") or lease.renew_after)
-            return None, now + lease.renew_after
-        log(f"renewing review {lease.attempt_id} failed; next try in {delay:g} s")
-        return None, now + delay
+        def gate(elapsed: float) -> str | None:
+            if elapsed >= minutes * 60:
+                return f"the reviewer ran past {minutes:g} minutes and was stopped"
+            return None
+
+        return self._supervise_lease(
+            client,
+            lease,
+            running,
+            beat={"role": "reviewer", "task": self.task},
+            gate=gate,
+            gone=lambda code: f"the review's lease is gone ({code})",
+            label=f"review {lease.attempt_id}",
+            stop_note=f"review {self.activity} (task {self.task})",
+            limit_seconds=minutes * 60,
+        )
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -422,22 +333,12 @@ class ReviewLaunch:
         try:
             done = _release(client, self.activity, lease.generation, release_summary(why))
         except AgentcError as exc:
-            self.record.release_failures += 1
-            self.record.outcome = f"release failed: {coordinator.describe_error(exc)}"
-            self.loop.records.write(self.record)
-            log(f"review {self.activity}: {self.record.outcome}; kept for the next poll")
-            return f"Review failed({self.task}: {why}; {self.record.outcome})"
+            failed = self._release_failed(exc, f"review {self.activity}")
+            return f"Review failed({self.task}: {why}; {failed})"
         self._finish(f"{done}: {why}")
         if strike:
             return self.failed(why)
         return f"Review released({self.task}: {why})"
-
-    def _finish(self, outcome: str) -> None:
-        assert self.record is not None
-        self.record.released, self.record.outcome = True, outcome
-        self.loop.records.write(self.record)
-        remove_review(self.loop, self.record)
-        self.loop.records.finish(self.record)
 
 
 def _read_tail(path: Path, limit: int) -> bytes:

@@ -33,7 +33,8 @@ from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import admission, coordinator, costs, push, review
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
-from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, log, remove_launch
+from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, remove_launch
+from agentc.supervisor.loop.launching import log
 from agentc.supervisor.loop.records import (
     MAX_RELEASE_TRIES,
     LaunchRecord,

@@ -1,0 +1,318 @@
+"""What an implementer and a reviewer launch share: the lease the loop holds for it, its
+launch record, the supervision while it runs and the end of a settled launch.
+
+:class:`LeasedLaunch` is the base of :class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`
+and :class:`~agentc.supervisor.loop.review.ReviewLaunch`. While the launch's process runs,
+:meth:`LeasedLaunch._supervise_lease` beats the loop's heartbeat, renews the lease with a
+backoff while the role's gate holds, and drains the process group when a gate fails, the lease
+is gone or the loop stops. The record is written before the claim and again with the attempt,
+the pid and the outcome, so a loop that dies mid-launch is settled by the next poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.supervisor import agentsession, rundir
+from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
+from agentc.supervisor.loop import coordinator, hostlaunch, repo
+from agentc.supervisor.loop.gates import Backoff, progress_age_ms
+from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
+from agentc.supervisor.roles import Role
+from agentc.supervisor.rundir import RunLayout
+
+if TYPE_CHECKING:
+    from agentc.client.ops import Agent
+    from agentc.supervisor.config import SupervisorConfig
+
+
+class Loop(Protocol):
+    """What a launch needs of the loop running it (:class:`agentc.supervisor.loop.run.Loop`)."""
+
+    config: SupervisorConfig
+    state: Path
+    records: Records
+    binding: coordinator.Binding
+    mirror: Path
+    stopping: bool
+
+    def repository(self, project: str) -> tuple[str, str]: ...
+
+    def heartbeat(self, launch: dict[str, Any] | None = None) -> None: ...
+
+
+def log(message: str) -> None:
+    print(f"agentc-supervisor run: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Lease:
+    """The attempt as the loop last heard of it from the coordinator."""
+
+    attempt_id: str
+    generation: int
+    renew_after: float
+    view: dict[str, Any] = field(default_factory=dict)
+    heard_at: float = field(default_factory=time.monotonic)  # monotonic time of the answer
+
+    @classmethod
+    def of_claim(cls, claim: dict[str, Any]) -> Lease:
+        """The lease a claim's answer grants (``renew_after_seconds`` 60 when it names none)."""
+        attempt = claim["attempt"]
+        return cls(
+            str(attempt["id"]),
+            int(attempt["generation"]),
+            float(claim.get("renew_after_seconds") or 60),
+            attempt,
+        )
+
+    def progress_age_ms(self) -> int:
+        age = progress_age_ms(self.view) or 0
+        return age + int((time.monotonic() - self.heard_at) * 1000)
+
+
+def drain(running: hostlaunch.Running, grace_seconds: float) -> None:
+    """SIGTERM to the launch's process group, SIGKILL after ``grace_seconds``."""
+    pgid = running.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_seconds
+    while running.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running.proc.poll() is None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def renew(
+    client: Agent,
+    lease: Lease,
+    backoff: Backoff,
+    now: float,
+    *,
+    gone: Callable[[str], str],
+    label: str,
+) -> tuple[str | None, float]:
+    """Renew ``lease``; returns why to stop (``gone(code)`` when the coordinator says the lease
+    is over for good) and when to renew next (with ``backoff`` after a failure)."""
+    try:
+        data = coordinator.renew(client, lease.attempt_id, lease.generation)
+    except CoordinatorError as exc:
+        if exc.code in coordinator.FINAL_CODES:
+            return gone(str(exc.code)), now
+        delay = backoff.failure()
+    except AgentcError as exc:
+        delay = backoff.failure()
+        log(f"renewing {label} failed: {coordinator.describe_error(exc)}")
+        return None, now + delay
+    else:
+        backoff.success()
+        lease.view = data.get("attempt", lease.view)
+        lease.heard_at = time.monotonic()
+        lease.renew_after = float(data.get("renew_after_seconds") or lease.renew_after)
+        return None, now + lease.renew_after
+    log(f"renewing {label} failed; next try in {delay:g} s")
+    return None, now + delay
+
+
+class LeasedLaunch:
+    """A launch the loop holds a lease for, from its record to its settled end."""
+
+    loop: Loop
+
+    def __init__(
+        self,
+        loop: Loop,
+        role: Role,
+        vendor: dict[str, str],
+        binding: coordinator.Binding,
+        mirror: Path,
+    ) -> None:
+        self.loop = loop
+        self.binding = binding
+        self.mirror = mirror
+        self.vendor = vendor
+        self.launch_id = str(uuid.uuid4())
+        self.layout = RunLayout.of_launch(loop.state, role, self.launch_id)
+        self.private = loop.records.sessions / self.launch_id
+        self.record: LaunchRecord | None = None
+
+    def _new_record(self) -> LaunchRecord:
+        raise NotImplementedError
+
+    def _claim(self, client: Agent) -> dict[str, Any]:
+        """The claim's answer: ``attempt`` and ``renew_after_seconds`` and the role's data."""
+        raise NotImplementedError
+
+    def _remove(self) -> None:
+        """Remove what the launch left (clone, run, private coordinator state)."""
+        raise NotImplementedError
+
+    def _blank_record(
+        self,
+        project: str,
+        task: str,
+        vendor: dict[str, str],
+        *,
+        role: str = "implementer",
+        activity: str | None = None,
+        submission: str | None = None,
+    ) -> LaunchRecord:
+        """A record of this launch by this loop process, before any claim."""
+        return LaunchRecord(
+            launch_id=self.launch_id,
+            project=project,
+            task=task,
+            attempt=None,
+            generation=0,
+            boot_id=boot_id(),
+            loop_pid=os.getpid(),
+            loop_ticks=start_ticks(os.getpid()),
+            recorded_ms=now_ms(),
+            vendor=dict(vendor),
+            role=role,
+            activity=activity,
+            submission=submission,
+        )
+
+    def _write_record(self, attempt: str | None, generation: int) -> None:
+        if self.record is None:
+            self.record = self._new_record()
+        self.record.attempt, self.record.generation = attempt, generation
+        self.loop.records.write(self.record)
+
+    def _claim_lease(
+        self, client: Agent, refused: type[BaseException]
+    ) -> tuple[dict[str, Any], Lease]:
+        """Claim, with the record written before and after. A failure of type ``refused`` (one
+        that held nothing for certain) removes the launch and its record; any other leaves the
+        record for the next poll to settle."""
+        self._write_record(None, 0)
+        try:
+            claim = self._claim(client)
+        except refused:
+            self._remove()
+            self.loop.records.remove(self.launch_id)
+            raise
+        lease = Lease.of_claim(claim)
+        self._write_record(lease.attempt_id, lease.generation)
+        return claim, lease
+
+    def _connect(self, client: Agent, name: str) -> None:
+        """A new coordinator session named ``name`` and the harness, for the claim."""
+        harness = self.vendor["harness"].split(":", 1)[0]
+        client.connect(harness=f"{name}-{harness}", new=True)
+
+    def _clone(self, revision: str, url: str) -> None:
+        """The launch's clone of ``revision`` from the mirror, its origin ``url``."""
+        run_cfg = self.loop.config.run
+        repo.clone(
+            self.mirror,
+            revision,
+            self.layout.clone,
+            origin_url=url,
+            name=run_cfg.git_name,
+            email=run_cfg.git_email,
+        )
+
+    def _write_prompt(self, text: str) -> None:
+        fd = rundir.create_new(self.layout.prompt)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def _request(
+        self, role: Role, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None
+    ) -> LaunchRequest:
+        """The launch's request, in the role's agent session (established now if need be)."""
+        request = LaunchRequest(
+            role=role,
+            harness=self.vendor["harness"],
+            run=self.layout.run,
+            clone=self.layout.clone,
+            launch_id=self.launch_id,
+            model=self.vendor.get("model", "default"),
+            attempt=str(attempt["id"]),
+            generation=int(attempt["generation"]),
+            task=task,
+            project=self.binding.project_id,
+            coordinator=access,
+        )
+        session = agentsession.ensure(self.loop.config, role)
+        return dataclasses.replace(request, agent_session=session)
+
+    def _record_started(self, running: hostlaunch.Running) -> None:
+        assert self.record is not None
+        self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
+        self.loop.records.write(self.record)
+
+    def _supervise_lease(
+        self,
+        client: Agent,
+        lease: Lease,
+        running: hostlaunch.Running,
+        *,
+        beat: dict[str, Any],
+        gate: Callable[[float], str | None],
+        gone: Callable[[str], str],
+        label: str,
+        stop_note: str,
+        limit_seconds: float = float("inf"),
+    ) -> str | None:
+        """Beat and renew while ``running`` runs and ``gate(elapsed seconds)`` names no reason to
+        stop; drain it when one does, the lease is gone or the loop stops, and return why."""
+        cfg = self.loop.config.run
+        started = time.monotonic()
+        deadline = started + limit_seconds
+        next_renew, next_beat = started + lease.renew_after, started
+        cap = min(300.0, lease.renew_after)
+        backoff = Backoff(first=min(30.0, cap), cap=cap)
+        while running.proc.poll() is None:
+            now = time.monotonic()
+            if now >= next_beat:
+                self.loop.heartbeat(launch=beat)
+                next_beat = now + cfg.heartbeat_seconds
+            reason = "the host supervisor stopped" if self.loop.stopping else None
+            reason = reason or gate(now - started)
+            if reason is None and now >= next_renew:
+                reason, next_renew = renew(client, lease, backoff, now, gone=gone, label=label)
+            if reason is not None:
+                log(f"{stop_note}: {reason}")
+                drain(running, cfg.drain_seconds)
+                return reason
+            try:
+                running.proc.wait(timeout=min(1.0, max(0.05, min(next_renew, deadline) - now)))
+            except subprocess.TimeoutExpired:
+                pass
+        return None
+
+    def _release_failed(self, exc: AgentcError, what: str) -> str:
+        """Note a release that failed in the record, kept for the next poll to settle."""
+        assert self.record is not None
+        self.record.release_failures += 1
+        self.record.outcome = f"release failed: {coordinator.describe_error(exc)}"
+        self.loop.records.write(self.record)
+        log(f"{what}: {self.record.outcome}; kept for the next poll")
+        return self.record.outcome
+
+    def _finish(self, outcome: str) -> None:
+        """Record the launch as settled with ``outcome``, remove what it left, finish it."""
+        assert self.record is not None
+        self.record.released, self.record.outcome = True, outcome
+        self.loop.records.write(self.record)
+        self._remove()
+        self.loop.records.finish(self.record)
