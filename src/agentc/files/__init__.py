@@ -3,10 +3,11 @@
 One home each for the rules that used to be written per program: reading a secret or private file
 safely (:mod:`agentc.files.private`), replacing a file atomically and durably
 (:mod:`agentc.files.atomic`), appending JSON lines (:mod:`agentc.files.jsonl`), loading a TOML
-file with one error format (:mod:`agentc.files.toml`) and declaring a program's settings with one
-check and one default per key (:mod:`agentc.files.settings`). This package imports nothing else of
-agentc but :mod:`agentc.core`, so the client, the service, the supervisor and the helpers may all
-use it.
+file with one error format (:mod:`agentc.files.toml`), declaring a program's settings with one
+check and one default per key (:mod:`agentc.files.settings`), and starting a program apart
+from its starter with its output in a log (:mod:`agentc.files.procs`; ``core`` does no I/O).
+This package imports nothing else of agentc but :mod:`agentc.core`, so the client, the service,
+the supervisor and the helpers may all use it.
 """
 
 from agentc.files.atomic import write_atomic

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
-from agentc.core.procs import start_detached
 from agentc.files import load_toml
+from agentc.files.procs import start_detached
 from agentc.supervisor import launch_root
 from agentc.supervisor.config import SupervisorConfig
 
