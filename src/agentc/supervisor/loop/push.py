@@ -138,15 +138,24 @@ def helper_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
     return account
 
 
+def _plain_file(key: str, path: Path) -> os.stat_result | str:
+    """The file's own status (a link is not followed), or why it is not a regular file with
+    one link (the problem, naming the setting ``key``)."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"{key} {path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        return f"{key} {path} must be a regular file with one link, not a link"
+    return info
+
+
 def key_problems(key: Path, account: pwd.struct_passwd) -> list[str]:
     """The remote credential (``--ssh-key``) is a regular single-link file of ``account``'s
     that no one else may read or write (it is opened without following a link)."""
-    try:
-        info = os.lstat(key)
-    except OSError as exc:
-        return [f"push_helper.ssh_key {key}: {exc.strerror or exc}"]
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        return [f"push_helper.ssh_key {key} must be a regular file with one link, not a link"]
+    info = _plain_file("push_helper.ssh_key", key)
+    if isinstance(info, str):
+        return [info]
     problems = []
     if info.st_uid != account.pw_uid:
         problems.append(
@@ -164,12 +173,9 @@ def key_problems(key: Path, account: pwd.struct_passwd) -> list[str]:
 def known_hosts_problems(path: Path, account: pwd.struct_passwd) -> list[str]:
     """The ssh remote's host keys: a regular single-link file the helper's account can read
     and that no one but its owner (root or that account) may change."""
-    try:
-        info = os.lstat(path)
-    except OSError as exc:
-        return [f"push_helper.known_hosts {path}: {exc.strerror or exc}"]
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        return [f"push_helper.known_hosts {path} must be a regular file with one link"]
+    info = _plain_file("push_helper.known_hosts", path)
+    if isinstance(info, str):
+        return [info]
     problems = []
     if info.st_uid not in (0, account.pw_uid):
         problems.append(
