@@ -3,7 +3,12 @@ supervisor "hosts", each `agentc-supervisor run` in a network namespace of its o
 service through a veth pair, work a batch of general tasks (review_mode none: a submission ends
 the task done) with a scripted ``command:`` agent while the test kills one service process, cuts
 one host off for longer than a lease and restarts PostgreSQL. Every task ends done exactly once,
-no task ever has two attempts active at once, no cost row is counted twice."""
+no task ever has two attempts active at once, no cost row is counted twice.
+
+The scripted agent retries an uncertain submission with `agent-coordinator retry` (exit 7 is the
+client's contract for "no definitive answer; the mutation stays pending"). The `command:` harness
+calls no model, so the cost rows are seeded in each host's gateway ledger after the run and
+reported from inside the hosts (twice: the second pass finds only duplicates)."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import httpx
 import psycopg
 import pytest
 
+from agentc.supervisor.gateway.ledger import Ledger
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit import pg
 from tests.kit.live import LiveServer, live_server
@@ -217,7 +223,7 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
             return int(rows[0][0])
 
         def tails() -> str:
-            return "\n".join(f"{p}:\n{p.read_text()[-3000:]}" for p in logs)
+            return "\n".join(f"{p}:\n{p.read_text()[-3000:]}" for p in logs if p.exists())
 
         def active_of_host2() -> list[tuple[Any, ...]]:
             return query(
@@ -306,11 +312,62 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
                 assert before[4] <= after[3], rows
         cut_rows = by_task[cut_task]
         assert cut_rows[0][1] == cut_generation and cut_rows[0][2] != "submitted", cut_rows
-        # No cost row is counted twice.
+        # No cost row is counted twice: each launch's gateway calls (two per launch, seeded in
+        # its host's ledger once the loops are stopped) are reported from inside its host,
+        # then reported again with the loop's memory of what it sent lost.
+        stop_loops()
+        launched = 0
+        for host, loop in zip(hosts, kits, strict=True):
+            (loop.state / "gateway").mkdir(exist_ok=True)
+            ledger = Ledger(loop.state / "gateway/ledger.jsonl")
+            for final in loop.records("finished"):
+                call = cost_call(final)
+                ledger.append(call)
+                ledger.append(call)
+                launched += 1
+            first = report_costs(host, loop)
+            assert first["pending"] == 0 and first["quarantined"] == 0, first
+            (loop.state / "loop/costs.reported").unlink()
+            again = report_costs(host, loop)
+            assert again["accepted"] == 0 and again["duplicates"] == first["accepted"], again
         costs = query(
             database,
-            "SELECT host, identity, row_json FROM telemetry_rows "
-            "WHERE project_id = %s AND stream = 'cost'",
+            "SELECT host, identity FROM telemetry_rows WHERE project_id = %s AND stream = 'cost'",
             project,
         )
-        assert costs == [], costs
+        assert len(costs) == len(set(costs)) == launched, costs
+
+
+def cost_call(final: dict[str, Any]) -> dict[str, Any]:
+    """One gateway call of the launch ``final`` (a finished record), as its ledger keeps it."""
+    return {
+        "at_ms": 1_800_000_000_000,
+        "session": final["launch_id"],
+        "attempt": final["attempt"],
+        "generation": final["generation"],
+        "role": "impl",
+        "task": final["task"],
+        "project": None,
+        "upstream": "claude",
+        "model": "claude-sonnet-5",
+        "input_tokens": 1200,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": 100,
+        "output_tokens": 40,
+        "usd": 0.5,
+        "usd_for_caps": 0.5,
+        "status": 200,
+    }
+
+
+def report_costs(host: Host, loop: LoopKit) -> dict[str, int]:
+    out = subprocess.run(
+        [*host.exec(), *loop.argv("report-costs")],
+        env=loop.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    summary: dict[str, int] = json.loads(out.stdout)
+    return summary
