@@ -38,7 +38,10 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
+def page(browser: Browser, server: LiveServer) -> Iterator[Page]:
+    """A tab whose console errors fail the test. It needs the server so that it closes first:
+    a page's live parts keep polling, and a poll after the server stopped would be refused."""
+    del server  # only its lifetime matters
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     errors: list[str] = []
