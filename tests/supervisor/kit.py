@@ -14,6 +14,8 @@ import secrets
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,3 +174,38 @@ def create_user(prefix: str) -> str:
 def delete_user(name: str) -> None:
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     subprocess.run(["groupdel", name], capture_output=True)
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    uid: int
+    gid: int
+
+
+@contextmanager
+def throwaway_accounts(prefixes: dict[str, str]) -> Iterator[dict[str, Account]]:
+    """One new account per key (named ``<prefix><random>``), deleted afterwards, and checked
+    gone."""
+    made: list[str] = []
+    try:
+        found: dict[str, Account] = {}
+        for key, prefix in prefixes.items():
+            name = create_user(prefix)
+            made.append(name)
+            entry = pwd.getpwnam(name)
+            found[key] = Account(name, entry.pw_uid, entry.pw_gid)
+        yield found
+    finally:
+        for name in made:
+            delete_user(name)
+        for name in made:
+            assert subprocess.run(["id", name], capture_output=True).returncode != 0
+
+
+def mkdir_owned(path: Path, uid: int, gid: int, mode: int) -> Path:
+    """``path`` made with exactly ``mode`` (no umask) and owned by ``uid:gid``."""
+    path.mkdir(mode=mode)
+    os.chown(path, uid, gid)
+    os.chmod(path, mode)
+    return path

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -23,18 +22,17 @@ from typing import Any
 
 import pytest
 
-from tests.supervisor.kit import MOCK, PORTABLE_PYTHON, create_user, delete_user
+from tests.supervisor.kit import (
+    MOCK,
+    PORTABLE_PYTHON,
+    Account,
+    mkdir_owned,
+    throwaway_accounts,
+)
 
 pytestmark = pytest.mark.root
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    uid: int
-    gid: int
 
 
 @dataclass
@@ -87,26 +85,8 @@ class Host:
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[dict[str, Account]]:
-    made: list[str] = []
-    try:
-        found: dict[str, Account] = {}
-        for role, prefix in (("implementer", "agentc-impl-"), ("reviewer", "agentc-rev-")):
-            name = create_user(prefix)
-            made.append(name)
-            entry = pwd.getpwnam(name)
-            found[role] = Account(name, entry.pw_uid, entry.pw_gid)
+    with throwaway_accounts({"implementer": "agentc-impl-", "reviewer": "agentc-rev-"}) as found:
         yield found
-    finally:
-        for name in made:
-            delete_user(name)
-        for name in made:
-            assert subprocess.run(["id", name], capture_output=True).returncode != 0
-
-
-def _mkdir(path: Path, uid: int, gid: int, mode: int) -> None:
-    path.mkdir(mode=mode)
-    os.chown(path, uid, gid)
-    os.chmod(path, mode)
 
 
 def _file(path: Path, data: str, uid: int, gid: int, mode: int) -> None:
@@ -122,18 +102,18 @@ def host(accounts: dict[str, Account]) -> Iterator[Host]:
     try:
         os.chmod(root, 0o755)  # noqa: S103 - root-owned, readable so the roles can traverse
         bin_dir = root / "bin"
-        _mkdir(bin_dir, 0, 0, 0o755)
+        mkdir_owned(bin_dir, 0, 0, 0o755)
         for name in ("claude", "codex", "pi"):
             _file(bin_dir / name, MOCK, 0, 0, 0o755)
         state = root / "state"
-        _mkdir(state, 0, 0, 0o755)
+        mkdir_owned(state, 0, 0, 0o755)
         tokens: dict[str, str] = {}
         for role, account in accounts.items():
             role_dir = state / ("impl" if role == "implementer" else "rev")
-            _mkdir(role_dir, 0, account.gid, 0o750)
+            mkdir_owned(role_dir, 0, account.gid, 0o750)
             for sub in ("runs", "clones", "home"):
-                _mkdir(role_dir / sub, account.uid, account.gid, 0o700)
-            _mkdir(role_dir / "claude-config", 0, account.gid, 0o750)
+                mkdir_owned(role_dir / sub, account.uid, account.gid, 0o700)
+            mkdir_owned(role_dir / "claude-config", 0, account.gid, 0o750)
             _file(role_dir / "claude-config/settings.json", "{}\n", 0, 0, 0o444)
             _file(role_dir / "claude-config/CLAUDE.md", "# contract\n", 0, 0, 0o444)
             tokens[role] = "dummy-host-token-" + os.urandom(6).hex()

@@ -43,7 +43,14 @@ from agentc.supervisor.loop import hostlaunch
 from agentc.supervisor.roles import ROLES
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import PORTABLE_PYTHON, REPO, Kit, create_user, delete_user
+from tests.supervisor.kit import (
+    PORTABLE_PYTHON,
+    REPO,
+    Account,
+    Kit,
+    mkdir_owned,
+    throwaway_accounts,
+)
 from tests.supervisor.loop.kit import HANGING_AGENT, LoopKit
 from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
@@ -78,38 +85,14 @@ echo '{{"type": "agent", "step": "submitted"}}'
 """
 
 
-@dataclass(frozen=True)
-class Account:
-    name: str
-    uid: int
-    gid: int
-
-
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[dict[str, Account]]:
-    made: list[str] = []
-    try:
-        found: dict[str, Account] = {}
-        # The roles, the push helper's account, and another local user (none of them).
-        for role, prefix in (("implementer", "agentc-li-"), ("reviewer", "agentc-lr-"),
-                             ("push", "agentc-lp-"), ("other", "agentc-lo-")):  # fmt: skip
-            name = create_user(prefix)
-            made.append(name)
-            entry = pwd.getpwnam(name)
-            found[role] = Account(name, entry.pw_uid, entry.pw_gid)
+    # The roles, the push helper's account, and another local user (none of them).
+    with throwaway_accounts(
+        {"implementer": "agentc-li-", "reviewer": "agentc-lr-", "push": "agentc-lp-",
+         "other": "agentc-lo-"}
+    ) as found:  # fmt: skip
         yield found
-    finally:
-        for name in made:
-            delete_user(name)
-        for name in made:
-            assert subprocess.run(["id", name], capture_output=True).returncode != 0
-
-
-def _mkdir(path: Path, uid: int, gid: int, mode: int) -> Path:
-    path.mkdir(mode=mode)
-    os.chown(path, uid, gid)
-    os.chmod(path, mode)
-    return path
 
 
 def _file(path: Path, data: str, uid: int, gid: int, mode: int) -> Path:
@@ -179,30 +162,30 @@ def host(
     root = Path(tempfile.mkdtemp(prefix="lh", dir="/tmp"))
     try:
         os.chmod(root, 0o755)  # noqa: S103 - root-owned, so the role accounts can traverse
-        state = _mkdir(_mkdir(root / "kit", 0, 0, 0o755) / "state", 0, 0, 0o755)
+        state = mkdir_owned(mkdir_owned(root / "kit", 0, 0, 0o755) / "state", 0, 0, 0o755)
         for role in ("implementer", "reviewer"):
             account = accounts[role]
-            role_dir = _mkdir(state / ("impl" if role == "implementer" else "rev"), 0,
+            role_dir = mkdir_owned(state / ("impl" if role == "implementer" else "rev"), 0,
                               account.gid, 0o750)  # fmt: skip
             for sub in ("runs", "clones", "home"):
-                _mkdir(role_dir / sub, account.uid, account.gid, 0o700)
+                mkdir_owned(role_dir / sub, account.uid, account.gid, 0o700)
         impl, rev = accounts["implementer"], accounts["reviewer"]
-        other_run = _mkdir(state / "impl/runs/other-launch", impl.uid, impl.gid, 0o700)
+        other_run = mkdir_owned(state / "impl/runs/other-launch", impl.uid, impl.gid, 0o700)
         _file(other_run / "secret", "other launch\n", impl.uid, impl.gid, 0o600)
-        reviewer_run = _mkdir(state / "rev/runs/some-review", rev.uid, rev.gid, 0o700)
+        reviewer_run = mkdir_owned(state / "rev/runs/some-review", rev.uid, rev.gid, 0o700)
         _file(reviewer_run / "secret", "reviewer\n", rev.uid, rev.gid, 0o600)
-        bin_dir = _mkdir(root / "bin", 0, 0, 0o755)
+        bin_dir = mkdir_owned(root / "bin", 0, 0, 0o755)
         shutil.copyfile(SHIM, bin_dir / "agent-coordinator")
         os.chmod(bin_dir / "agent-coordinator", 0o755)  # noqa: S103 - the launch runs it
         project = admin_project(admin)
         token = issue_token(admin, f"impl-{uuid.uuid4().hex[:6]}", project, "supervised")
-        _mkdir(root / "etc", 0, 0, 0o755)
+        mkdir_owned(root / "etc", 0, 0, 0o755)
         credential = write_credentials(root / "etc/impl", server.url, token)
         reviewer_credential = write_credentials(root / "etc/rev", server.url, "not-a-token")
         origin, clone = make_clone(root / "repo")
         push = accounts["push"]
         push_key = _file(root / "etc/push-key", "not a real key\n", push.uid, push.gid, 0o400)
-        agent_dir = _mkdir(root / "agent", 0, 0, 0o755)
+        agent_dir = mkdir_owned(root / "agent", 0, 0, 0o755)
         probes = [
             credential,
             reviewer_credential,
