@@ -215,7 +215,77 @@ def bare_vs_loop(loop: Loop, rounds: int) -> dict[str, list[float]]:
     return times
 
 
-def measure(config_path: Path, url: str, project: str, origin: str, rounds: int) -> int:
+def _phases(loop: Loop, config: Any, session: Any, launches: int) -> None:
+    """Wall-clock medians of the launch's phases (no profiler: it would slow the child)."""
+    import subprocess as sp
+
+    from agentc.supervisor import reaper
+
+    spans: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spans.setdefault(name, []).append((time.perf_counter() - t) * 1000)
+
+        return wrapper
+
+    patches = [
+        (launch_plan, "plan"),
+        (launch_execute, "start"),
+        (launch_execute, "finish"),
+        (sp.Popen, "__init__"),
+        (sp.Popen, "wait"),
+        (reaper, "reap_leftovers"),
+        (launch_execute.LaunchLimits, "create"),
+        (launch_execute.LaunchLimits, "remove"),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
+    for obj, name, fn in saved:
+        setattr(obj, name, timed(f"{getattr(obj, '__name__', obj)}.{name}", fn))
+    try:
+        total = [_launch_true(loop, config, session) for _ in range(launches)]
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+    print(f"total {statistics.median(total):.2f} ms")
+    for name, values in spans.items():
+        print(f"  {name:<40} {statistics.median(values):7.2f} ms x{len(values)}")
+
+
+def profile_launch(loop: Loop, launches: int, phases: bool) -> None:
+    """cProfile of the loop's launch of ``/bin/true`` (no relays), ``launches`` times; with
+    ``phases``, the wall-clock medians of its phases instead."""
+    import cProfile
+    import pstats
+
+    plain = dataclasses.replace(loop.config, coordinator_listen=None)
+    session = agentsession.ensure(loop.config, "implementer")
+    _launch_true(loop, plain, session)  # warm caches
+    if phases:
+        _phases(loop, plain, session, launches)
+        return
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(launches):
+        _launch_true(loop, plain, session)
+    profiler.disable()
+    print(f"profile of {launches} launches of /bin/true (cumulative, per call totals):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
+
+
+def measure(
+    config_path: Path,
+    url: str,
+    project: str,
+    origin: str,
+    rounds: int,
+    profile: int = 0,
+    phases: bool = False,
+) -> int:
     """The measured part, in a process of its own: a launch reaps every process below the one
     that started it (the child subreaper), which must not include the coordinator."""
     from tests.kit.live import ADMIN_PASSWORD
@@ -230,6 +300,9 @@ def measure(config_path: Path, url: str, project: str, origin: str, rounds: int)
     admin.headers.update({"Origin": url, "X-CSRF-Token": resp.json()["data"]["csrf_token"]})
     loop = Loop(load_config(config_path))
     loop.start()
+    if profile:
+        profile_launch(loop, profile, phases)
+        return 0
     results, totals = [], []
     for _ in range(rounds + 1):  # the first round fills caches: not counted
         r, total = one_round(loop, admin, project, origin)
@@ -256,11 +329,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repo-mb", type=int, default=50)
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="cProfile N launches, nothing else"
+    )
+    parser.add_argument(
+        "--phases", action="store_true", help="with --profile: wall-clock phases, no cProfile"
+    )
     parser.add_argument("--inner", nargs=4, metavar=("CONFIG", "URL", "PROJECT", "ORIGIN"))
     args = parser.parse_args()
     if args.inner:
         config, url, project, origin = args.inner
-        return measure(Path(config), url, project, origin, args.rounds)
+        return measure(Path(config), url, project, origin, args.rounds, args.profile, args.phases)
     root = Path(tempfile.mkdtemp(prefix="c2s", dir="/tmp"))
     try:
         with live_server(str(root / "db.sqlite3"), root) as live:
@@ -285,6 +364,7 @@ def main() -> int:
             print(f"repository: {args.repo_mb} MB")
             inner = [str(config_path), live.url, project, str(origin)]
             argv = [sys.executable, __file__, "--rounds", str(args.rounds), "--inner", *inner]
+            argv[2:2] = ["--profile", str(args.profile)] + (["--phases"] if args.phases else [])
             return subprocess.run(argv, check=False).returncode
     finally:
         shutil.rmtree(root, ignore_errors=True)

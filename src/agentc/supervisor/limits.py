@@ -176,10 +176,17 @@ class LaunchLimits:
                 _write(pids / "pids.max", str(lim.processes))
 
     def enter(self) -> None:
-        """In the launch's child, before exec: join the cgroups, set the rlimits."""
-        pid = str(os.getpid())
+        """In the launch's child, before exec: join the cgroups, set the rlimits.
+
+        The child is single-threaded (it was just forked), so moving its one thread moves the
+        process. On cgroup v1 it writes ``0`` (itself) to ``tasks``: the kernel then skips the
+        global lock that a ``cgroup.procs`` write takes, whose RCU grace period cost ~8 ms per
+        controller on an otherwise idle host (measured in docs/benchmarks.md). cgroup v2 has
+        no such path for a domain group: it writes ``cgroup.procs``.
+        """
+        member = "tasks" if self.backend == "cgroup1" else "cgroup.procs"
         for group in self.groups:
-            _write(group / "cgroup.procs", pid)
+            _write(group / member, "0")
         for which, value in rlimits(self.limits, with_memory=self.backend == "rlimit"):
             resource.setrlimit(which, (value, value))
 
