@@ -220,6 +220,7 @@ def _phases(loop: Loop, config: Any, session: Any, launches: int) -> None:
     import subprocess as sp
 
     from agentc.supervisor import reaper
+    from agentc.supervisor.limits import LaunchLimits
 
     spans: dict[str, list[float]] = {}
 
@@ -240,8 +241,8 @@ def _phases(loop: Loop, config: Any, session: Any, launches: int) -> None:
         (sp.Popen, "__init__"),
         (sp.Popen, "wait"),
         (reaper, "reap_leftovers"),
-        (launch_execute.LaunchLimits, "create"),
-        (launch_execute.LaunchLimits, "remove"),
+        (LaunchLimits, "create"),
+        (LaunchLimits, "remove"),
     ]
     saved = [(obj, name, getattr(obj, name)) for obj, name in patches]
     for obj, name, fn in saved:

@@ -157,3 +157,66 @@ def test_the_loop_falls_back_when_the_primary_is_signed_out(
     [final] = loop.records("finished")
     assert final["vendor"]["harness"] == agent
     assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
+
+
+DAY = 24 * 3600
+
+
+def _lifetime_left(days: float) -> float:
+    """The modification time of a token that expires in ``days`` (lifetime 365 days)."""
+    return time.time() - (365 - days) * DAY
+
+
+def test_a_token_near_its_expiry_is_warned_about_once(tmp_path: Path) -> None:
+    config = _own_token(tmp_path)
+    path = _token(config, mtime=_lifetime_left(5.5))
+    now = time.time()
+    [warning] = signin.expiry_warnings(config, [("claude", "implementer")] * 2, now)
+    assert warning.startswith(f"the claude credential {path} expires at ")
+    assert "(in 5 days)" in warning and "renew it" in warning
+    # Outside the window, already expired (admission refuses it), or a command: nothing.
+    for days in (30.0, -1.0):
+        os.utime(path, (_lifetime_left(days), _lifetime_left(days)))
+        assert signin.expiry_warnings(config, [("claude", "implementer")], now) == []
+    assert signin.expiry_warnings(config, [("command:/bin/true", "implementer")], now) == []
+
+
+def test_a_gateway_oauth_credential_is_warned_about_an_api_key_never(tmp_path: Path) -> None:
+    credential = tmp_path / "codex.key"
+    gateway = _gateway_config(tmp_path, credential)
+    config = _config(tmp_path, f'[health]\ngateway_config = "{gateway}"\n', 'harness = "codex"\n')
+    credential.write_text("sk-" + "k" * 30 + "\n")
+    os.chmod(credential, 0o600)
+    os.utime(credential, (_lifetime_left(2), _lifetime_left(2)))
+    assert signin.expiry_warnings(config, [("codex", "implementer")], time.time()) == []
+    credential.write_text(json.dumps({"oauth_token": "tok-" + "o" * 30}))
+    os.utime(credential, (_lifetime_left(2), _lifetime_left(2)))
+    [warning] = signin.expiry_warnings(config, [("codex", "implementer")], time.time())
+    assert f"the codex credential {credential} expires at " in warning
+
+
+def test_the_loop_warns_at_its_first_poll_and_then_once_a_day(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentc.supervisor.loop.run import Loop
+
+    loop = make_loop_kit(
+        short_tmp,
+        server,
+        admin,
+        SUBMITTING_AGENT,
+        token_in_env=True,
+        harness_paths={"claude": str(CLAUDE)},
+    )
+    token = loop.state / "impl/claude-token"
+    os.utime(token, (_lifetime_left(3), _lifetime_left(3)))
+    loop.write_config(harness="claude")
+    result = loop.once()
+    assert f"warning: the claude credential {token} expires at " in result.stderr, result.stderr
+    running = Loop(load_config(loop.config))
+    now = time.time()
+    running.warn_expiring(now)
+    running.warn_expiring(now + DAY - 60)  # the same day: not again
+    assert capsys.readouterr().err.count("warning: the claude credential") == 1
+    running.warn_expiring(now + DAY)
+    assert capsys.readouterr().err.count("warning: the claude credential") == 1

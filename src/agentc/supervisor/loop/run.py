@@ -30,7 +30,7 @@ from agentc.files import UnsafeFile, read_private
 from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
-from agentc.supervisor.loop import admission, coordinator, costs, push, review
+from agentc.supervisor.loop import admission, coordinator, costs, push, review, signin
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, remove_launch
@@ -255,15 +255,33 @@ class Loop:
         self.outcome = "Idle"
         self.given_up: set[str] = set()
         self.costs_retry_at = 0
+        self.expiry_warned_at = float("-inf")
+
+    def vendors_in_use(self) -> list[tuple[str, Role]]:
+        """(harness, role) of every vendor this loop may launch: the implementer's primary and
+        fallback, and the reviewer's when reviews are on."""
+        run, fallback = self.config.run, self.config.health.fallback
+        used: list[tuple[str, Role]] = [(run.harness, "implementer")]
+        used += [(fallback.harness, "implementer")] if fallback else []
+        used += [(run.reviewer_harness, "reviewer")] if run.reviewer else []
+        return used
+
+    def warn_expiring(self, now: float | None = None) -> None:
+        """At the first poll and then once a day: a warning for each credential in use that
+        expires within ``[health] expiry_warn_days``."""
+        now = time.time() if now is None else now
+        if now - self.expiry_warned_at < signin.DAY:
+            return
+        self.expiry_warned_at = now
+        for line in signin.expiry_warnings(self.config, self.vendors_in_use(), now):
+            log(f"warning: {line}")
 
     def start(self) -> None:
         if self.config.mode == "personal":  # the user's own tree: made on first use
             for sub in ("", "impl", "impl/runs", "impl/clones", "rev", "rev/runs", "rev/clones"):
                 (self.state / sub).mkdir(mode=0o700, parents=not sub, exist_ok=True)
         self.records.ensure()
-        run, fallback = self.config.run, self.config.health.fallback
-        used = {run.harness, *([fallback.harness] if fallback else [])}
-        used |= {run.reviewer_harness} if run.reviewer else set()
+        used = {harness for harness, _role in self.vendors_in_use()}
         pinned = preflight_host.pinned_problems(self.config, used)
         if pinned:
             raise ConfigError("pinned: " + "; ".join(pinned))
@@ -358,6 +376,7 @@ class Loop:
         self.records.write_heartbeat(data)
 
     def poll(self) -> str:
+        self.warn_expiring()
         refused = self.settle()
         if refused is not None:
             return refused

@@ -25,6 +25,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,17 +44,25 @@ DAY = 24 * 3600
 _signed_in: dict[tuple[str, tuple[int, int, int, int]], float] = {}
 
 
-def _expired(path: Path, config: SupervisorConfig, now: float) -> str | None:
-    """``credential expired at <time>`` when the file is older than the token lifetime."""
+def _expiry(path: Path, config: SupervisorConfig) -> float | None:
+    """When the credential file expires: its modification time plus ``token_lifetime_days``."""
     try:
         mtime = os.stat(path, follow_symlinks=False).st_mtime
     except OSError:
         return None
-    ends = mtime + config.health.token_lifetime_days * DAY
-    if ends > now:
+    return mtime + config.health.token_lifetime_days * DAY
+
+
+def _at(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _expired(path: Path, config: SupervisorConfig, now: float) -> str | None:
+    """``credential expired at <time>`` when the file is older than the token lifetime."""
+    ends = _expiry(path, config)
+    if ends is None or ends > now:
         return None
-    at = datetime.fromtimestamp(ends, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"credential expired at {at} ({path} plus token_lifetime_days)"
+    return f"credential expired at {_at(ends)} ({path} plus token_lifetime_days)"
 
 
 def _identity(path: Path) -> tuple[int, int, int, int]:
@@ -130,31 +139,86 @@ def gateway_config_path(config: SupervisorConfig) -> Path | None:
     return DEFAULT_GATEWAY_CONFIG if DEFAULT_GATEWAY_CONFIG.exists() else None
 
 
-def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
-    """Through the gateway: the upstream's credential file exists, reads and has not expired."""
+def _gateway_credential(config: SupervisorConfig, harness: str) -> tuple[Path | None, str | None]:
+    """The gateway upstream's credential file for ``harness``, or why it cannot be found
+    (``(None, None)``: no gateway configuration is known, nothing to check)."""
     path = gateway_config_path(config)
     if path is None:
-        return None
+        return None, None
     from agentc.supervisor.gateway.config import GatewayConfig
-    from agentc.supervisor.gateway.credentials import read_credential
-    from agentc.supervisor.gateway.errors import CredentialError
 
     try:
         gateway = GatewayConfig.load(path, what="gateway configuration")
     except (AgentcError, OSError, ValueError) as exc:
-        return f"the gateway configuration cannot be read ({' '.join(str(exc).split())[:200]})"
+        why = " ".join(str(exc).split())[:200]
+        return None, f"the gateway configuration cannot be read ({why})"
     upstream = config.gateway_upstreams.get(harness, harness)
     entry = gateway.upstreams.get(upstream)
     if entry is None:
-        return f"credential missing (the gateway at {path} has no upstream {upstream})"
+        return None, f"credential missing (the gateway at {path} has no upstream {upstream})"
+    return entry.credential_file, None
+
+
+def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
+    """Through the gateway: the upstream's credential file exists, reads and has not expired."""
+    from agentc.supervisor.gateway.credentials import read_credential
+    from agentc.supervisor.gateway.errors import CredentialError
+
+    credential_file, problem = _gateway_credential(config, harness)
+    if credential_file is None:
+        return problem
     try:
-        credential = read_credential(entry.credential_file)
+        credential = read_credential(credential_file)
     except CredentialError as exc:
         missing = "does not exist" in str(exc)
         return f"credential {'missing' if missing else 'unusable'} ({exc})"
     if credential.kind == "oauth":
-        return _expired(entry.credential_file, config, now)
+        return _expired(credential_file, config, now)
     return None
+
+
+def _expiring_file(config: SupervisorConfig, harness: str, role: str) -> Path | None:
+    """The credential file of ``harness`` for ``role`` that expires (None: none that does)."""
+    if harness.startswith(COMMAND_PREFIX):
+        return None
+    if harness == "claude" and config.token_in_env:
+        return config.resolved_state_dir() / role_slug(role) / "claude-token"
+    if config.gateway_target() is None:
+        return None
+    from agentc.supervisor.gateway.credentials import read_credential
+    from agentc.supervisor.gateway.errors import CredentialError
+
+    credential_file, _problem = _gateway_credential(config, harness)
+    if credential_file is None:
+        return None
+    try:
+        oauth = read_credential(credential_file).kind == "oauth"
+    except CredentialError:
+        return None  # admission names it
+    return credential_file if oauth else None
+
+
+def expiry_warnings(
+    config: SupervisorConfig, vendors: Sequence[tuple[str, str]], now: float
+) -> list[str]:
+    """A warning for each credential of ``vendors`` (harness, role) that expires within
+    ``[health] expiry_warn_days`` (one already expired is admission's refusal, not a warning)."""
+    window = config.health.expiry_warn_days * DAY
+    warnings: list[str] = []
+    seen: set[Path] = set()
+    for harness, role in vendors:
+        path = _expiring_file(config, harness, role)
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        ends = _expiry(path, config)
+        if ends is not None and now < ends <= now + window:
+            days = int((ends - now) // DAY)
+            warnings.append(
+                f"the {harness} credential {path} expires at {_at(ends)} (in {days} days): "
+                "renew it before then (token_lifetime_days counts from its modification time)"
+            )
+    return warnings
 
 
 def vendor_problem(config: SupervisorConfig, harness: str, role: str) -> str | None:
