@@ -330,6 +330,7 @@ def _gateway(
         role_slug=role_slug(request.role),
         task=request.task,
         project=request.project,
+        canary=request.canary,
         launch_usd=request.launch_usd,
         agentns_session_id=session.session_id if session else None,
         agentns_mode=session.mode if session else None,

@@ -65,6 +65,7 @@ class LaunchRequest:
     generation: int = 1
     task: str | None = None
     project: str | None = None  # the coordinator project (the gateway's ledger rows name it)
+    canary: bool = False  # a dedicated canary project's launch: its ledger rows say so
     launch_usd: float | None = None  # a per-launch cap overriding the gateway's own
     # The agent session the launch runs in (agentsession.ensure); carried on every record.
     agent_session: AgentSession | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from agentc.supervisor.gateway.sentinels import Grant
 
 MakeStack = Any
 TOOLS = [{"name": "Bash", "input_schema": {}}]
@@ -92,3 +95,18 @@ def test_client_closing_mid_stream_still_settles(make_stack: MakeStack) -> None:
             time.sleep(0.02)
     rows = stack.ledger_rows()
     assert rows and rows[0]["input_tokens"] == 9
+
+
+def test_a_canary_launch_marks_its_ledger_rows(make_stack: MakeStack) -> None:
+    """A dedicated canary project's launch: its grant carries ``canary`` over the control
+    socket's wire shape, and every ledger row of its calls says ``canary: true``."""
+    grant = Grant(launch_id="c1", attempt="a1", generation=1, upstream="claude", canary=True)
+    assert Grant.from_message(grant.message()) == grant
+    assert "canary" not in dataclasses.replace(grant, canary=False).message()
+    with make_stack({"turns": [{"text": "hi"}, {"text": "hi"}]}) as stack:
+        for launch, canary in (("c1", True), ("m1", False)):
+            key = stack.issue(launch, canary=canary)
+            ok = httpx.post(f"{stack.url}/v1/messages", json=BODY, headers={"x-api-key": key})
+            assert ok.status_code == 200
+    marks = {row["session"]: row.get("canary") for row in stack.ledger_rows()}
+    assert marks == {"c1": True, "m1": None}

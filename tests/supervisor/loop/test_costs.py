@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from agentc.supervisor.gateway.ledger import Ledger
+from agentc.supervisor.loop import costs
 from tests.kit.live import LiveServer
 from tests.kit.pg import free_port
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
@@ -95,3 +96,13 @@ def test_rows_stay_pending_while_the_coordinator_is_down(
     summary = _report(loop)
     assert summary["pending"] == 1 and summary["accepted"] == 0
     assert not (loop.state / "loop/costs.reported").exists()
+
+
+def test_a_canary_launch_row_carries_the_mark(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(_call("canary-launch", "a1", 1, "t1", canary=True))
+    ledger.append(_call("canary-launch", "a1", 1, "t1", canary=True))
+    ledger.append(_call("main-launch", "a2", 1, "t2"))
+    rows = {r["session_id"]: r for r in costs.launch_rows(tmp_path / "ledger.jsonl", set(), "p")}
+    assert rows["canary-launch"]["canary"] is True and rows["canary-launch"]["calls"] == 2
+    assert "canary" not in rows["main-launch"]

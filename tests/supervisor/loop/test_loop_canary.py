@@ -86,6 +86,7 @@ def test_the_canary_project_is_asked_first_then_the_main_one(
     assert loop.show(main_task["id"])["work_status"] == "ready"
     [final] = loop.records("finished")
     assert final["project"] == canary.project and final["task"] == canary_task
+    assert final["canary"] is True  # as its launch's gateway grant, so its ledger rows
     # Cloned from its own mirror, published to its own repository.
     assert (loop.state / "mirror-canary.git/HEAD").exists()
     assert _refs(canary.origin) and not _refs(loop.origin)
@@ -95,6 +96,8 @@ def test_the_canary_project_is_asked_first_then_the_main_one(
     second = loop.once()
     assert second.returncode == 0 and "exit_code: 0" in second.stderr, second.stderr
     assert loop.show(main_task["id"])["work_status"] == "waiting_review", loop.tails()
+    marks = {(r["project"], r["canary"]) for r in loop.records("finished")}
+    assert marks == {(canary.project, True), (loop.project, False)}
     assert _refs(loop.origin)
     assert loop.records() == [] and loop.leftovers() == []
 

@@ -104,6 +104,8 @@ def ledger_row(
         row["usd_unpriced_reason"] = cost.unpriced_reason
     if call.estimated:
         row["estimated"] = True
+    if grant.canary:
+        row["canary"] = True
     if call.cap:
         row["refused_cap"] = call.cap
         row["reason"] = call.reason

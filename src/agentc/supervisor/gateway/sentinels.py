@@ -42,6 +42,7 @@ class Grant:
     role_slug: str = roles.role_slug("implementer")
     task: str | None = None
     project: str | None = None
+    canary: bool = False  # a dedicated canary project's launch: its ledger rows carry the mark
     launch_usd: float | None = None  # per-launch cap override (else the configured one)
     agentns_session_id: str | None = None  # the launch's agent session (agentns)
     agentns_mode: str | None = None
@@ -63,6 +64,8 @@ class Grant:
             "agentns_mode": self.agentns_mode,
         }
         message.update((key, value) for key, value in optional.items() if value is not None)
+        if self.canary:
+            message["canary"] = True
         return message
 
     @classmethod
@@ -77,6 +80,7 @@ class Grant:
             role_slug=str(request.get("role") or roles.role_slug("implementer")),
             task=_optional(request, "task"),
             project=_optional(request, "project"),
+            canary=request.get("canary") is True,
             launch_usd=float(launch_usd) if launch_usd is not None else None,
             agentns_session_id=_optional(request, "agentns_session_id"),
             agentns_mode=_optional(request, "agentns_mode"),

@@ -90,6 +90,8 @@ def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[d
             },
         )
         row["calls"] += 1
+        if call.get("canary") is True:  # a dedicated canary project's launch
+            row["canary"] = True
         for name in _NUMBERS:
             value = call.get(name)
             row[name] += value if isinstance(value, int) and value > 0 else 0

@@ -44,6 +44,7 @@ class Loop(Protocol):
     state: Path
     records: Records
     binding: coordinator.Binding
+    canary: coordinator.Binding | None
     mirror: Path
     stopping: bool
 
@@ -188,6 +189,7 @@ class LeasedLaunch:
             role=role,
             activity=activity,
             submission=submission,
+            canary=self._canary(),
         )
 
     def _write_record(self, attempt: str | None, generation: int) -> None:
@@ -250,10 +252,16 @@ class LeasedLaunch:
             generation=int(attempt["generation"]),
             task=task,
             project=self.binding.project_id,
+            canary=self._canary(),
             coordinator=access,
         )
         session = agentsession.ensure(self.loop.config, role)
         return dataclasses.replace(request, agent_session=session)
+
+    def _canary(self) -> bool:
+        """Whether this launch serves the dedicated canary project (``[run.canary_binding]``)."""
+        canary = self.loop.canary
+        return canary is not None and self.binding.project_id == canary.project_id
 
     def _record_started(self, running: hostlaunch.Running) -> None:
         assert self.record is not None

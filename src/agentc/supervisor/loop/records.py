@@ -76,6 +76,7 @@ class LaunchRecord:
     role: str = "implementer"
     activity: str | None = None  # a review's workflow activity
     submission: str | None = None  # the submission under review
+    canary: bool = False  # the dedicated canary project's (its ledger rows are marked too)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchRecord:
