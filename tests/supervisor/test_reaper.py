@@ -65,6 +65,7 @@ def test_a_tree_that_forks_while_it_is_reaped_leaves_nothing(how: str) -> None:
 def test_the_walk_and_the_full_scan_see_the_same_tree() -> None:
     tree = subprocess.Popen(["sh", "-c", "sleep 60 & (sh -c 'sleep 60 & wait') & wait"])
     try:
+
         def sleeps() -> int:
             return sum(comm == "sleep" for comm, _state in reaper._scan(tree.pid).values())
 

@@ -9,8 +9,9 @@ import pytest
 
 from tests.kit.shared_server import admin, server
 from tests.supervisor.kit import create_user, delete_user
+from tests.supervisor.loop.host_kit import accounts, host
 
-__all__ = ["admin", "server"]
+__all__ = ["accounts", "admin", "host", "server"]
 
 
 @pytest.fixture

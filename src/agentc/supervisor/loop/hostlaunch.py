@@ -39,10 +39,12 @@ from agentc.supervisor.launch_execute import Outcome
 from agentc.supervisor.launch_plan import Plan
 from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.limits import LaunchLimits
+from agentc.supervisor.loop import setup as project_setup
 
 PR_SET_DUMPABLE = 4
 START_SECONDS = 120.0  # the child's plan, preflight and sandbox start
 _STARTED = b"started"
+_SETUP_FAILED = "setup failed: "  # a report naming a failed setup (its handoff keeps the log)
 _ERROR_BYTES = 4000
 
 
@@ -101,22 +103,48 @@ class RoleLaunch:
 Running = launch_execute.RunningLaunch | RoleLaunch
 
 
+@dataclass
+class Preparation:
+    """What runs between a launch's plan and its sandbox: ``project``'s setup command
+    (``[setup.<project>]``, :func:`agentc.supervisor.loop.setup.run`), if it has one. Meanwhile
+    the loop beats its heartbeat (``beat``, every ``heartbeat_seconds``) and gives up when
+    ``stopping`` says so."""
+
+    project: str | None = None
+    beat: Callable[[], None] = lambda: None
+    stopping: Callable[[], bool] = lambda: False
+
+    def run(self, config: SupervisorConfig, plan: Plan, *, in_fork: bool = False) -> Plan:
+        """The plan the harness starts with. In host mode's fork (as the role, which cannot
+        write the loop's heartbeat) the loop beats and watches for a stop instead."""
+        if self.project is None:
+            return plan
+        if in_fork:
+            return project_setup.run(config, plan, self.project)
+        return project_setup.run(config, plan, self.project, stopping=self.stopping, beat=self.beat)
+
+    def seconds(self, config: SupervisorConfig) -> float:
+        """How long the setup may run (0 without one)."""
+        entry = project_setup.command_of(config, self.project) if self.project else None
+        return float(entry.timeout_seconds) if entry is not None else 0.0
+
+
 def start(
-    config: SupervisorConfig,
-    request: LaunchRequest,
-    prepare: Callable[[Plan], Plan] = lambda plan: plan,
+    config: SupervisorConfig, request: LaunchRequest, preparation: Preparation | None = None
 ) -> Running:
-    """Start one launch of the loop: in personal mode planned, checked, ``prepare``d (the
-    project's setup command) and spawned from the loop's own process (in a process group of
-    its own); in host mode forked as the role's account (setup commands are refused there at
-    start). Returns once its sandbox runs, or raises why it did not start."""
+    """Start one launch of the loop: planned, checked, prepared (the project's setup command)
+    and spawned from the loop's own process in personal mode (in a process group of its own),
+    or all of it as the role's account in a fork in host mode. Returns once its sandbox runs,
+    or raises why it did not start (:class:`~agentc.supervisor.loop.setup.SetupFailed` for a
+    failed setup)."""
+    preparation = preparation or Preparation()
     if config.mode == "host":
-        return start_as_role(config, request)
+        return start_as_role(config, request, preparation)
     plan = launch_plan.plan(config, request)
     problems = preflight.launch_problems(config, plan)
     if problems:
         raise SupervisorError("preflight: " + "; ".join(problems))
-    return launch_execute.start(prepare(plan), own_group=True)
+    return launch_execute.start(preparation.run(config, plan), own_group=True)
 
 
 def finish(running: Running) -> Outcome:
@@ -126,9 +154,13 @@ def finish(running: Running) -> Outcome:
     return launch_execute.finish(running)
 
 
-def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunch:
+def start_as_role(
+    config: SupervisorConfig, request: LaunchRequest, preparation: Preparation | None = None
+) -> RoleLaunch:
     """Fork the launch as the role's account; returns once its sandbox runs (or raises why
-    it did not start)."""
+    it did not start). The preparation (the project's setup) runs in the fork, as the role;
+    the loop beats its heartbeat meanwhile, and a stopping loop ends the fork."""
+    preparation = preparation or Preparation()
     account = launch_root.role_account(config, request.role)
     limits = LaunchLimits(config.limits, f"agentc-{request.launch_id}")
     try:
@@ -146,11 +178,11 @@ def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunc
         raise
     if pid == 0:  # the launch, as the role account; never returns
         os.close(read_fd)
-        _child(config, request, account, limits, write_fd, loop_pid)
+        _child(config, request, account, limits, write_fd, loop_pid, preparation)
     os.close(write_fd)
     proc = ForkedProcess(pid)
     try:
-        report = _read_report(read_fd)
+        report = _read_report(read_fd, pid, config, preparation)
     finally:
         os.close(read_fd)
     if report != _STARTED:
@@ -162,17 +194,34 @@ def start_as_role(config: SupervisorConfig, request: LaunchRequest) -> RoleLaunc
         proc.wait()
         limits.remove()
         why = report.decode("utf-8", "replace") or f"the launch exited ({proc.returncode})"
+        if why.startswith(_SETUP_FAILED):
+            raise project_setup.SetupFailed(why.removeprefix(_SETUP_FAILED))
         raise SupervisorError(f"the launch as {account.pw_name} did not start: {why}")
     return RoleLaunch(request, proc, limits)
 
 
-def _read_report(fd: int) -> bytes:
+def _read_report(fd: int, pid: int, config: SupervisorConfig, preparation: Preparation) -> bytes:
+    """The fork's report: started, or why not. While it prepares, the loop beats; a stopping
+    loop ends the fork (its setup's sandbox dies with it) and says so."""
     data = b""
-    deadline = time.monotonic() + START_SECONDS
+    limit = START_SECONDS + preparation.seconds(config)
+    deadline = time.monotonic() + limit
+    beat_seconds = config.run.heartbeat_seconds
+    next_beat = time.monotonic() + beat_seconds
     while len(data) <= _ERROR_BYTES:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return b"it did not start within %d s" % START_SECONDS
+        left = min(deadline, next_beat) - time.monotonic()
+        if not select.select([fd], [], [], max(0.0, min(left, 1.0)))[0]:
+            if preparation.stopping():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                stopped = "project setup was stopped: the host supervisor stopped"
+                return (_SETUP_FAILED + stopped).encode()
+            if time.monotonic() >= next_beat:
+                preparation.beat()
+                next_beat = time.monotonic() + beat_seconds
+            if time.monotonic() >= deadline:
+                return b"it did not start within %d s" % limit
+            continue
         chunk = os.read(fd, _ERROR_BYTES)
         if not chunk:
             break
@@ -187,6 +236,7 @@ def _child(
     limits: LaunchLimits,
     report_fd: int,
     loop_pid: int,
+    preparation: Preparation,
 ) -> None:
     code = 3
     try:
@@ -207,7 +257,7 @@ def _child(
         problems = preflight.launch_problems(config, plan)
         if problems:
             raise SupervisorError("preflight: " + "; ".join(problems))
-        running = launch_execute.start(plan)
+        running = launch_execute.start(preparation.run(config, plan, in_fork=True))
         os.write(report_fd, _STARTED)
         os.close(report_fd)
         report_fd = -1
@@ -215,6 +265,8 @@ def _child(
     except BaseException as exc:
         if report_fd >= 0:
             text = str(exc) or type(exc).__name__
+            if isinstance(exc, project_setup.SetupFailed):
+                text = _SETUP_FAILED + text
             try:
                 os.write(report_fd, text.encode("utf-8", "replace")[:_ERROR_BYTES])
             except OSError:

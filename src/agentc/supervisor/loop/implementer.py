@@ -170,17 +170,12 @@ class ImplementerLaunch(LeasedLaunch):
         )
         request = self._request("implementer", attempt, str(self.action["task_id"]), access)
         beat = {"role": "implementer", "task": self.action["task_id"]}
-        running = hostlaunch.start(
-            loop.config,
-            request,
-            prepare=lambda plan: project_setup.run(
-                loop.config,
-                plan,
-                self.binding.project_id,
-                stopping=lambda: loop.stopping,
-                beat=lambda: loop.heartbeat(launch=beat),
-            ),
+        preparation = hostlaunch.Preparation(
+            self.binding.project_id,
+            beat=lambda: loop.heartbeat(launch=beat),
+            stopping=lambda: loop.stopping,
         )
+        running = hostlaunch.start(loop.config, request, preparation)
         self._record_started(running)
         self.push.start(
             parent_pid=running.pid,

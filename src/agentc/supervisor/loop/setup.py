@@ -95,13 +95,6 @@ def cache_paths(config: SupervisorConfig, project: str) -> list[Path]:
 def check(config: SupervisorConfig) -> None:
     """At startup: refuse (naming the key) a setup the loop cannot run."""
     for project, entry in config.setup.items():
-        if config.mode == "host" and (entry.command or entry.cache_paths):
-            key = "command" if entry.command else "cache_paths"
-            raise ConfigError(
-                f"setup.{project}.{key}: project setup runs in personal mode only for now (in "
-                "host mode it would have to run as the implementer's account, which the loop "
-                "does not do yet)"
-            )
         cache_paths(config, project)
         if entry.command and not entry.command[0]:
             raise ConfigError(f"setup.{project}.command: the program name is empty")
