@@ -15,7 +15,7 @@ import pytest
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.loop import admission, signin
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import HARNESS_BIN
+from tests.supervisor.kit import HARNESS_BIN, Account
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, make_loop_kit
 
 CLAUDE = HARNESS_BIN / "claude"
@@ -220,3 +220,37 @@ def test_the_loop_warns_at_its_first_poll_and_then_once_a_day(
     assert capsys.readouterr().err.count("warning: the claude credential") == 1
     running.warn_expiring(now + DAY)
     assert capsys.readouterr().err.count("warning: the claude credential") == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+def test_in_host_mode_the_check_runs_as_the_role_account(
+    short_tmp: Path, accounts: dict[str, Account]
+) -> None:
+    """Never as root: ``claude auth status`` runs as the role's account, in a home it owns,
+    with the role's own token (root:<role group> 0440, host mode's rule)."""
+    os.chmod(short_tmp, 0o755)  # noqa: S103 - root's, so the role account can reach the program
+    fake = short_tmp / "claude"
+    record = short_tmp / "who"
+    record.touch()
+    os.chmod(record, 0o666)  # noqa: S103 - the role account writes what it saw
+    fake.write_text(f'#!/bin/sh\necho "$(id -u) $(stat -c %u "$HOME")" > {record}\nexit 0\n')
+    os.chmod(fake, 0o755)  # noqa: S103 - a program
+    for role in ("implementer", "reviewer"):
+        account = accounts[role]
+        path = short_tmp / f"{role}.toml"
+        path.write_text(
+            f'mode = "host"\nstate_dir = "{short_tmp / "state"}"\ntoken_in_env = true\n'
+            f'implementer_user = "{accounts["implementer"].name}"\n'
+            f'reviewer_user = "{accounts["reviewer"].name}"\n'
+            f'[harness_paths]\nclaude = "{fake}"\n[run]\nmin_free_mib = 1\n'
+            '[run.binding]\nservice_url = "https://c.example"\nproject_id = "p1"\n'
+        )
+        config = load_config(path)
+        token = short_tmp / "state" / ("impl" if role == "implementer" else "rev") / "claude-token"
+        token.parent.mkdir(parents=True, exist_ok=True)
+        token.write_text("sk-ant-oat01-" + "x" * 40 + "\n")
+        os.chown(token, 0, account.gid)
+        os.chmod(token, 0o440)
+        signin._signed_in.clear()
+        assert signin.vendor_problem(config, "claude", role) is None
+        assert record.read_text().split() == [str(account.uid)] * 2, role

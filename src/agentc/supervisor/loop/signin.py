@@ -25,11 +25,11 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentc.core.errors import AgentcError
+from agentc.core.errors import AgentcError, SupervisorError
 from agentc.supervisor import reaper, tokens
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
@@ -70,8 +70,13 @@ def _identity(path: Path) -> tuple[int, int, int, int]:
     return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
-def claude_signed_out(config: SupervisorConfig, token_file: Path, token: str) -> str | None:
-    """Run ``claude auth status`` with the token; why the vendor is signed out, or None."""
+def claude_signed_out(
+    config: SupervisorConfig, token_file: Path, token: str, role: str = "implementer"
+) -> str | None:
+    """Run ``claude auth status`` with the token; why the vendor is signed out, or None.
+
+    In host mode it runs as the role's account (never as root: the check is the vendor's
+    program, run with the role's own token), in an empty home that account owns."""
     program = config.harness_program("claude")
     try:
         key = (str(program), _identity(token_file))
@@ -79,7 +84,21 @@ def claude_signed_out(config: SupervisorConfig, token_file: Path, token: str) ->
         key = None
     if key is not None and time.monotonic() - _signed_in.get(key, -1e9) < SIGNED_IN_SECONDS:
         return None
+    child: Callable[[], None] = reaper.child_setup
     with tempfile.TemporaryDirectory(prefix="agentc-signin-") as home:
+        if config.mode == "host":
+            from agentc.supervisor import launch_root
+
+            try:
+                account = launch_root.role_account(config, role)
+            except SupervisorError as exc:
+                return f"signed out: {exc}"
+            os.chown(home, account.pw_uid, account.pw_gid)
+
+            def child() -> None:
+                reaper.child_setup()
+                launch_root.become(account)
+
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -98,7 +117,7 @@ def claude_signed_out(config: SupervisorConfig, token_file: Path, token: str) ->
                 env=env,
                 cwd=home,
                 timeout=CHECK_TIMEOUT,
-                preexec_fn=reaper.child_setup,
+                preexec_fn=child,
                 check=False,
             )
         except subprocess.TimeoutExpired:
@@ -129,7 +148,7 @@ def _own_token(config: SupervisorConfig, role: str, now: float) -> str | None:
         token = tokens.read_token(path, mode=config.mode, group_gid=gid)
     except AgentcError as exc:
         return f"credential unusable ({exc})"
-    return _expired(path, config, now) or claude_signed_out(config, path, token)
+    return _expired(path, config, now) or claude_signed_out(config, path, token, role)
 
 
 def gateway_config_path(config: SupervisorConfig) -> Path | None:
