@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.net import egress, netns_relay
+from agentc.supervisor.net import egress, netns_relay_command
 from agentc.supervisor.net.addresses import (
     RelayAddressError,
     endpoint,
@@ -180,7 +180,7 @@ def test_both_commands_refuse_what_the_rules_refuse(row: Row) -> None:
     runner = CliRunner()
     proxy = runner.invoke(egress.command, ["--listen", row.text])
     relay = runner.invoke(
-        netns_relay.command, ["--listen", f"{row.text}=/run/p.sock", "--", "/bin/true"]
+        netns_relay_command.command, ["--listen", f"{row.text}=/run/p.sock", "--", "/bin/true"]
     )
     for result in (proxy, relay):
         assert result.exit_code == 2, result.output

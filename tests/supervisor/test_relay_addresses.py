@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -16,7 +19,7 @@ from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.launch_plan import plan
 from agentc.supervisor.launch_request import LaunchRequest
-from agentc.supervisor.net import netns_relay
+from agentc.supervisor.net import netns_relay_command
 from agentc.supervisor.net.addresses import (
     LoopbackAddress,
     RelayAddressError,
@@ -367,7 +370,7 @@ def test_property_never_crashes(text: str) -> None:
     ],
 )
 def test_cli_refuses_bad_relay(arg: str, why: str) -> None:
-    result = CliRunner().invoke(netns_relay.command, ["--listen", arg, "--", "/bin/true"])
+    result = CliRunner().invoke(netns_relay_command.command, ["--listen", arg, "--", "/bin/true"])
     assert result.exit_code == 2, result.output
     assert why in result.output
     assert "Traceback" not in result.output
@@ -377,9 +380,50 @@ def test_cli_refuses_bad_relay(arg: str, why: str) -> None:
 def test_cli_refuses_duplicate_listen_and_missing_command() -> None:
     runner = CliRunner()
     dup = ["--listen", "127.0.0.1:3128=/a.sock", "--relay", "127.0.0.1:3128=/b.sock"]
-    result = runner.invoke(netns_relay.command, [*dup, "--", "/bin/true"])
+    result = runner.invoke(netns_relay_command.command, [*dup, "--", "/bin/true"])
     assert result.exit_code == 2
     assert "same address" in result.output
-    result = runner.invoke(netns_relay.command, ["--listen", "127.0.0.1:3128=/a.sock"])
+    result = runner.invoke(netns_relay_command.command, ["--listen", "127.0.0.1:3128=/a.sock"])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def test_the_plain_relay_line_is_read_without_click() -> None:
+    """The sandbox's own ``netns-relay`` line is parsed by hand (every relayed launch starts
+    with it); anything unusual is left to the click command, which names the problem."""
+    from agentc.supervisor.net import netns_relay
+
+    relays, argv = netns_relay.parse_argv(
+        ["--relay", "127.0.0.1:3128=/run/p.sock", "--listen=127.0.0.1:4000=/run/q.sock",
+         "--", "claude", "-p"]
+    ) or ([], [])  # fmt: skip
+    assert [str(r.socket) for r in relays] == ["/run/p.sock", "/run/q.sock"]
+    assert argv == ["claude", "-p"]
+    for unusual in (
+        ["--help"],
+        ["--relay", "127.0.0.1:3128=/run/p.sock"],  # no command
+        ["--relay", "127.0.0.1:3128=/run/p.sock", "--"],
+        ["--relay"],
+        ["--relay", "127.1:3128=/run/p.sock", "--", "x"],  # a bad address
+        ["--relay", "127.0.0.1:3128=/a.sock", "--relay", "127.0.0.1:3128=/b.sock", "--", "x"],
+        ["-x", "--", "x"],
+    ):
+        assert netns_relay.parse_argv(unusual) is None, unusual
+
+
+def test_a_relayed_launch_starts_its_relay_without_click_or_the_configuration() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    line = ["netns-relay", "--relay", f"127.0.0.1:{port}=/nonexistent.sock", "--", "/bin/true"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentc.supervisor.cli", *line],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {row.rsplit("|", 1)[-1].strip() for row in done.stderr.splitlines()}
+    assert "agentc.supervisor.net.netns_relay" in imported
+    assert not {"click", "agentc.supervisor.config"} & imported

@@ -1,8 +1,10 @@
 """``agentc-supervisor``'s entry point, kept lean because every launch starts here.
 
 A plain ``launch`` command line is parsed without click (:func:`.launch_request.parse_launch`)
-and run here; anything else (help, every other command, a bad or unusual argument) goes to the
-click application, :data:`agentc.supervisor.commands.main`. Both run the launch with
+and run here, and a plain ``netns-relay`` line (the first process of every relayed launch) goes
+straight to :func:`agentc.supervisor.net.netns_relay.run_argv`. Anything else (help, every
+other command, a bad or unusual argument) goes to the click application,
+:data:`agentc.supervisor.commands.main`. Both run the launch with
 :func:`agentc.supervisor.launch.run_launch`.
 
 Every refusal prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
@@ -14,8 +16,6 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from agentc.supervisor.launch_request import launch_request, new_launch_id, parse_launch
-
 
 def _fail(message: str) -> NoReturn:
     print(f"agentc-supervisor: {message}", file=sys.stderr, flush=True)
@@ -25,6 +25,14 @@ def _fail(message: str) -> NoReturn:
 def main(args: Sequence[str] | None = None) -> None:
     """The ``agentc-supervisor`` command."""
     argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["netns-relay"]:  # first inside every relayed launch: no click, no config
+        from agentc.supervisor.net import netns_relay
+
+        status = netns_relay.run_argv(argv[1:])
+        if status is not None:
+            sys.exit(status)
+    from agentc.supervisor.launch_request import launch_request, new_launch_id, parse_launch
+
     parsed = parse_launch(argv)
     if parsed is None:
         from agentc.supervisor import commands

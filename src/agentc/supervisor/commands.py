@@ -77,7 +77,7 @@ def launch_options(func: Any) -> Any:
 # uvicorn and httpx, the relays asyncio, which no other command should pay for.
 LAZY_COMMANDS = {
     "model-gateway": "agentc.supervisor.gateway.cli",
-    "netns-relay": "agentc.supervisor.net.netns_relay",
+    "netns-relay": "agentc.supervisor.net.netns_relay_command",
     "egress-proxy": "agentc.supervisor.net.egress",
 }
 

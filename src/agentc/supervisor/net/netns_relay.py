@@ -4,6 +4,11 @@ It listens on the loopback `ip:port` the harness expects (as many as there are r
 services), pipes each connection to the Unix socket the host half
 (:mod:`agentc.supervisor.net.host_relay`) serves, and runs the harness as its child, exiting
 with the harness's status.
+
+Every launch with a relay starts here, before its harness, so this module imports no click and
+no configuration: the command line the sandbox writes is read by :func:`parse_argv`, and
+anything else (help, a bad address) goes to the click command in
+:mod:`agentc.supervisor.net.netns_relay_command`.
 """
 
 from __future__ import annotations
@@ -17,8 +22,6 @@ import socket
 import struct
 import subprocess
 from collections.abc import Callable, Sequence
-
-import click
 
 from agentc.core.errors import SupervisorError
 from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec, parse_relay_spec
@@ -122,43 +125,48 @@ def run_netns_relay(
             signal.signal(s, handler)
 
 
-def _relay_option(
-    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-) -> list[RelaySpec]:
-    try:
-        specs = [parse_relay_spec(v) for v in values]
-    except RelayAddressError as exc:
-        raise click.BadParameter(str(exc)) from None
-    if len({s.listen for s in specs}) != len(specs):
-        raise click.BadParameter("two relays listen on the same address")
-    return specs
+def parse_argv(args: Sequence[str]) -> tuple[list[RelaySpec], list[str]] | None:
+    """The relays and the command of a plain ``[--relay|--listen ADDR=SOCKET]... -- COMMAND``
+    line (as the sandbox writes it); None for anything else, which the click command reports."""
+    relays: list[RelaySpec] = []
+    rest = list(args)
+    while rest and rest[0] != "--":
+        flag, _eq, value = rest[0].partition("=")
+        if flag not in ("--relay", "--listen"):
+            return None
+        if not _eq:
+            if len(rest) < 2:
+                return None
+            value, rest = rest[1], rest[2:]
+        else:
+            rest = rest[1:]
+        try:
+            relays.append(parse_relay_spec(value))
+        except RelayAddressError:
+            return None
+    if len(rest) < 2 or len({r.listen for r in relays}) != len(relays):
+        return None
+    return relays, rest[1:]
 
 
-@click.command(
-    "netns-relay",
-    hidden=True,
-    context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False},
-)
-@click.option(
-    "--listen",
-    "--relay",
-    "relays",
-    multiple=True,
-    metavar="127.0.0.1:PORT=/SOCKET",
-    callback=_relay_option,
-    help="Listen on this loopback address and forward to this Unix socket (repeatable).",
-)
-@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.pass_context
-def command(ctx: click.Context, relays: list[RelaySpec], argv: tuple[str, ...]) -> None:
-    """Inside a launch's network namespace: relay loopback ports, run the command after --."""
+def run_argv(args: Sequence[str]) -> int | None:
+    """Run a plain command line (:func:`parse_argv`); None when it is not one."""
+    parsed = parse_argv(args)
+    if parsed is None:
+        return None
     try:
-        status = run_netns_relay(relays, argv)
+        return run_netns_relay(*parsed)
     except SupervisorError as exc:
         report_stderr(f"agentc-supervisor netns-relay: {exc}")
-        status = EXIT_RELAY_FAILED
-    ctx.exit(status)
+        return EXIT_RELAY_FAILED
 
 
 if __name__ == "__main__":  # `python -m agentc.supervisor.net.netns_relay` (tests)
-    command()
+    import sys
+
+    status = run_argv(sys.argv[1:])
+    if status is None:
+        from agentc.supervisor.net.netns_relay_command import command
+
+        command()
+    sys.exit(status)

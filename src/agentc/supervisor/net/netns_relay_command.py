@@ -1,0 +1,49 @@
+"""``agentc-supervisor netns-relay`` as a click command: help, and the refusals of a bad
+command line (:mod:`agentc.supervisor.net.netns_relay` runs a plain one without click)."""
+
+from __future__ import annotations
+
+import click
+
+from agentc.core.errors import SupervisorError
+from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec, parse_relay_spec
+from agentc.supervisor.net.netns_relay import EXIT_RELAY_FAILED, run_netns_relay
+from agentc.supervisor.net.pipe import report_stderr
+
+
+def _relay_option(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> list[RelaySpec]:
+    try:
+        specs = [parse_relay_spec(v) for v in values]
+    except RelayAddressError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if len({s.listen for s in specs}) != len(specs):
+        raise click.BadParameter("two relays listen on the same address")
+    return specs
+
+
+@click.command(
+    "netns-relay",
+    hidden=True,
+    context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False},
+)
+@click.option(
+    "--listen",
+    "--relay",
+    "relays",
+    multiple=True,
+    metavar="127.0.0.1:PORT=/SOCKET",
+    callback=_relay_option,
+    help="Listen on this loopback address and forward to this Unix socket (repeatable).",
+)
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def command(ctx: click.Context, relays: list[RelaySpec], argv: tuple[str, ...]) -> None:
+    """Inside a launch's network namespace: relay loopback ports, run the command after --."""
+    try:
+        status = run_netns_relay(relays, argv)
+    except SupervisorError as exc:
+        report_stderr(f"agentc-supervisor netns-relay: {exc}")
+        status = EXIT_RELAY_FAILED
+    ctx.exit(status)
