@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
+from agentc.files.paths import within
 from agentc.supervisor import candidate_shell, harness_env, rundir, sandbox, tokens, toolpaths
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
@@ -132,8 +133,6 @@ def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
     return (str(script),) if script.exists() else (sys.executable, "-m", "agentc.supervisor.cli")
 
 
-def _under(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
 
 
 def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
@@ -164,7 +163,7 @@ def _agentc_source() -> Path | None:
 
     source = Path(os.path.realpath(agentc.__file__)).parent.parent
     prefix = Path(os.path.realpath(sys.prefix))
-    return None if _under(source, prefix) else source
+    return None if within(source, prefix) else source
 
 
 def _exposures(
@@ -187,7 +186,7 @@ def _exposures(
             trees = toolpaths.program_trees(program, path_env)
         except toolpaths.ToolPathError as exc:
             raise SupervisorError(f"cannot run {program}: {exc}") from None
-        inside = [t for t in trees if _under(Path(os.path.realpath(t)), state_dir)]
+        inside = [t for t in trees if within(Path(os.path.realpath(t)), state_dir)]
         if inside:
             raise SupervisorError(
                 f"{program} is installed inside the state root ({inside[0]}); a launch masks "
@@ -197,14 +196,14 @@ def _exposures(
     result: list[Path] = []
     for path in wanted:
         real = Path(os.path.realpath(path))
-        if real.is_dir() and any(_under(real, m) for m in masks) and real not in result:
-            hidden = [m for m in masks if _under(m, real)]
+        if real.is_dir() and any(within(real, m) for m in masks) and real not in result:
+            hidden = [m for m in masks if within(m, real)]
             if hidden:
                 # Binding it back would re-expose a masked tree (the state root, a home).
                 raise SupervisorError(f"cannot expose {real}: it contains the masked {hidden[0]}")
             result.append(real)
     # A tree under another exposed tree comes back with it: bind each only once.
-    return [p for p in result if not any(o != p and _under(p, o) for o in result)]
+    return [p for p in result if not any(o != p and within(p, o) for o in result)]
 
 
 def _role_gid(config: SupervisorConfig, role: str) -> int:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from agentc.core.errors import ConfigError, SupervisorError
+from agentc.files.paths import within
 from agentc.supervisor import confined, reaper, rundir, sandbox, seccomp, toolpaths
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_execute import translate_status
@@ -83,7 +84,7 @@ def cache_paths(config: SupervisorConfig, project: str) -> list[Path]:
             raise ConfigError(f"{key}: {path} must be reached without symlinks")
         if not stat.S_ISDIR(info.st_mode):
             raise ConfigError(f"{key}: {path} is not a directory")
-        if path == Path("/") or path in state.parents or state in (path, *path.parents):
+        if path == Path("/") or within(state, path) or within(path, state):
             raise ConfigError(f"{key}: {path} overlaps the state root {state}")
         uid = _owner_uid(config)
         if info.st_uid != uid:
@@ -133,12 +134,12 @@ def _exposed(config: SupervisorConfig, plan: Plan, program: Path) -> tuple[PureP
     extra: list[PurePosixPath] = []
     for tree in trees:
         real = Path(os.path.realpath(tree))
-        if real == state or state in real.parents:
+        if within(real, state):
             raise SetupFailed(
                 f"project setup cannot start: {program} is inside the state root, which every "
                 "launch masks"
             )
-        hidden = any(real == m or m in real.parents for m in masks)
+        hidden = any(within(real, m) for m in masks)
         pure = PurePosixPath(real)
         if hidden and pure not in desc.readonly and pure not in extra and real.is_dir():
             extra.append(pure)
