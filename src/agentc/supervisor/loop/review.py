@@ -25,6 +25,7 @@ run, private session and mirror branch are removed after every review.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -36,7 +37,7 @@ from agentc.core.rules import check_candidate_ref, check_revision_sha
 from agentc.supervisor import launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
-from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo
+from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, verification
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
 from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.review import (
@@ -154,6 +155,7 @@ class ReviewLaunch(LeasedLaunch):
         self.task = str(action["task_id"])
         self.activity = str(action["activity_id"])
         self.submission = str(action["submission_id"])
+        self.staging: verification.Staging | None = None  # a verifying review's session
 
     def failed(self, reason: str) -> str:
         """Count a failed review of this submission; skipped after ``review_attempts``."""
@@ -203,15 +205,31 @@ class ReviewLaunch(LeasedLaunch):
             # releases what it got (release_dead).
             claim, lease = self._claim_lease(client, CoordinatorError)
             try:
-                running = self._prepare_and_start(claim, url)
-            except (AgentcError, OSError) as exc:
-                return self._give_back(client, lease, f"the review could not start: "
-                                       f"{coordinator.describe_error(exc)}")  # fmt: skip
-            stopped = self._supervise(client, lease, running)
-            outcome = hostlaunch.finish(running)
-            if stopped is not None:
-                return self._give_back(client, lease, stopped, strike=not loop.stopping)
-            return self._judge(client, lease, claim, outcome)
+                return self._launch(client, lease, claim, url)
+            finally:
+                self._sign_out()
+
+    def _launch(self, client: Agent, lease: Lease, claim: dict[str, Any], url: str) -> str:
+        try:
+            running = self._prepare_and_start(claim, url)
+        except (AgentcError, OSError) as exc:
+            self._sign_out()
+            return self._give_back(client, lease, f"the review could not start: "
+                                   f"{coordinator.describe_error(exc)}")  # fmt: skip
+        stopped = self._supervise(client, lease, running)
+        outcome = hostlaunch.finish(running)
+        self._sign_out()
+        if stopped is not None:
+            return self._give_back(client, lease, stopped, strike=not self.loop.stopping)
+        return self._judge(client, lease, claim, outcome)
+
+    def _sign_out(self) -> None:
+        """A verifying review's staging session ends with its launch (once)."""
+        staging, self.staging = self.staging, None
+        if staging is not None:
+            problem = verification.sign_out(staging)
+            if problem is not None:
+                log(f"review {self.activity} (task {self.task}): {problem}")
 
     def _new_record(self) -> LaunchRecord:
         return self._blank_record(
@@ -250,11 +268,15 @@ class ReviewLaunch(LeasedLaunch):
             instructions=repo.instruction_files(self.mirror, base),
         )
         self._write_prompt(text)
+        # A verifying review: the loop signs in to the staging coordinator now (or fails).
+        self.staging = verification.sign_in(loop.config, self.binding.project_id, layout.run)
         if loop.config.mode == "host":  # the run and clone are the reviewer account's
             account = launch_root.role_account(loop.config, "reviewer")
             hostlaunch.hand_over(account, layout.run, layout.clone)
         # No coordinator access: the loop posts the verdict; the reviewer never reaches it.
         request = self._request("reviewer", claim["attempt"], self.task, None)
+        if self.staging is not None:
+            request = dataclasses.replace(request, verification=self.staging.access())
         running = hostlaunch.start(loop.config, request)
         self._record_started(running)
         return running
