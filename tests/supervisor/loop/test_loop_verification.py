@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.client.kit import issue_token, write_credentials
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
 from tests.supervisor.loop.kit import LoopKit
 from tests.supervisor.loop.review_kit import (
@@ -26,9 +27,13 @@ from tests.supervisor.loop.review_kit import (
     make_review_kit,
     mirror_branches,
     review_activity,
+    spend,
     submit,
     workflow,
 )
+from tests.supervisor.loop.test_loop_host import HostLoop, accounts, host
+
+__all__ = ["accounts", "host"]  # host mode's fixtures (tests/supervisor/loop/test_loop_host.py)
 
 pytestmark = pytest.mark.root
 
@@ -123,16 +128,26 @@ def _login(folder: Path, account: str, password: str = ADMIN_PASSWORD) -> Path:
     return path
 
 
-def _verifying(loop: LoopKit, url: str, login: Path) -> None:
-    """The loop's reviewer is the probe, and its project's reviews verify against ``url``."""
-    path = loop.state.parent.parent / "reviewer" / "verify.py"
+def _verifying(loop: LoopKit, url: str, login: Path, path: Path | None = None) -> None:
+    """The loop's reviewer is the probe (at ``path``), and its project's reviews verify against
+    ``url``."""
+    path = path or loop.state.parent.parent / "reviewer" / "verify.py"
     path.parent.mkdir(exist_ok=True)
     text = REVIEWER.replace("@PROBE@", json.dumps(PROBE)).replace("@LOGIN@", json.dumps(str(login)))
     path.write_text(text)
     os.chmod(path, 0o755)  # noqa: S103 - the reviewer must be executable
     loop.run.update(reviewer=True, reviewer_harness=f"command:{path}")
-    loop.extra = f'[verification.{loop.project}]\nurl = "{url}"\nlogin_file = "{login}"\n'
+    loop.extra += f'[verification.{loop.project}]\nurl = "{url}"\nlogin_file = "{login}"\n'
     loop.write_config()
+
+
+def _signed_out(staging: LiveServer, summary: str) -> None:
+    """The cookie the candidate used (its probe printed it) no longer works on staging."""
+    found = re.search(r"cookie=(\S+)", summary)
+    assert found is not None, summary
+    cookie = {"coordinator_local": found[1]}
+    me = httpx.get(staging.url + "/api/v1/me", cookies=cookie, timeout=20)
+    assert me.status_code == 401, me.text
 
 
 def test_a_verifying_review_reaches_staging_with_the_session_only(
@@ -158,13 +173,40 @@ def test_a_verifying_review_reaches_staging_with_the_session_only(
     assert "session=read-only (Read-only file system)" in summary
     assert "reviewer login=hidden (No such file or directory)" in summary
     assert ADMIN_PASSWORD not in summary
-    found = re.search(r"cookie=(\S+)", summary)
-    assert found is not None
     # The loop signed the session out when the launch ended: the cookie no longer works.
-    cookie = {"coordinator_local": found[1]}
-    me = httpx.get(staging.url + "/api/v1/me", cookies=cookie, timeout=20)
-    assert me.status_code == 401, me.text
+    _signed_out(staging, summary)
     assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
+
+
+def test_host_mode_verifies_as_the_reviewer_account_with_roots_login(
+    host: HostLoop, staging: LiveServer
+) -> None:
+    """In host mode the loop (root) signs in with its own login (root's, 0600, in a root 0700
+    directory); the reviewer account's launch gets the session, and its candidate command
+    reaches staging as that account."""
+    loop, rev = host.loop, host.accounts["reviewer"]
+    token = issue_token(loop.admin, f"rev-{uuid.uuid4().hex[:6]}", loop.project, "supervised")
+    write_credentials(host.reviewer_credential.parent, loop.live.url, token)
+    folder = Path(tempfile.mkdtemp(prefix="agentc-login-", dir="/run"))
+    try:
+        login = _login(folder, "root")
+        loop.extra = f'[run.reviewer_binding]\ncredential_file = "{host.reviewer_credential}"\n'
+        _verifying(loop, staging.url, login, host.root / "agent/verify.py")
+        spend(loop, "impl", 1000.0)
+        task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+        result = loop.once()
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert "'approve'" in result.stderr, result.stderr
+        [decision] = workflow(loop, task)["reviews"]
+        summary = decision["summary"]
+        assert "probe exited 0: me=verifier login=hidden (No such file or directory)" in summary
+        assert "reviewer login=hidden (No such file or directory)" in summary
+        _signed_out(staging, summary)
+        assert [p.name for p in (loop.state / "rev/runs").iterdir()] == ["some-review"]
+        assert host.as_role("reviewer", "cat", str(login)).returncode != 0
+        assert rev.uid != 0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _released(loop: LoopKit, task: str) -> str:
