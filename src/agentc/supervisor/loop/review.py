@@ -20,7 +20,9 @@ runs as that account (:mod:`.hostlaunch`). Failed verdicts count per submission 
 ``<state>/loop/review-strikes.json``; after ``review_attempts`` in a row the submission is
 skipped. The launch record (role ``reviewer``) is written before the claim, so a loop that dies
 mid-review is settled by the next poll (:func:`release_dead`, :func:`remove_review`); clone,
-run, private session and mirror branch are removed after every review.
+run, private session and mirror branch are removed after every review. A verifying review
+(``[verification.<project>]``) is signed in to its staging coordinator before the launch and
+signed out when it ends (:mod:`.verification`); a failed sign-in releases the review.
 """
 
 from __future__ import annotations
