@@ -60,7 +60,9 @@ try:
     write = "writable"
 except OSError as exc:
     write = "read-only (" + exc.strerror + ")"
-print("me=" + me, "login=" + login, "session=" + write, "cookie=" + cookie["value"])
+chrome = os.environ.get("CHROME_BIN", "-") + "/" + str(info["browser"])
+print("me=" + me, "login=" + login, "session=" + write, "chrome=" + chrome,
+      "cookie=" + cookie["value"])
 """
 REVIEWER = """#!/usr/bin/python3
 import json, os, subprocess, sys
@@ -128,9 +130,11 @@ def _login(folder: Path, account: str, password: str = ADMIN_PASSWORD) -> Path:
     return path
 
 
-def _verifying(loop: LoopKit, url: str, login: Path, path: Path | None = None) -> None:
+def _verifying(
+    loop: LoopKit, url: str, login: Path, path: Path | None = None, browser: str | None = None
+) -> None:
     """The loop's reviewer is the probe (at ``path``), and its project's reviews verify against
-    ``url``."""
+    ``url`` (with ``browser``)."""
     path = path or loop.state.parent.parent / "reviewer" / "verify.py"
     path.parent.mkdir(exist_ok=True)
     text = REVIEWER.replace("@PROBE@", json.dumps(PROBE)).replace("@LOGIN@", json.dumps(str(login)))
@@ -138,6 +142,8 @@ def _verifying(loop: LoopKit, url: str, login: Path, path: Path | None = None) -
     os.chmod(path, 0o755)  # noqa: S103 - the reviewer must be executable
     loop.run.update(reviewer=True, reviewer_harness=f"command:{path}")
     loop.extra += f'[verification.{loop.project}]\nurl = "{url}"\nlogin_file = "{login}"\n'
+    if browser is not None:
+        loop.extra += f'browser = "{browser}"\n'
     loop.write_config()
 
 
@@ -160,7 +166,7 @@ def test_a_verifying_review_reaches_staging_with_the_session_only(
 ) -> None:
     loop = make_review_kit(short_tmp, server, admin, account, mode=None)
     login = _login(login_dir, account)
-    _verifying(loop, staging.url, login)
+    _verifying(loop, staging.url, login, browser="/usr/bin/true")
     task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
     result = loop.once()
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
@@ -171,6 +177,7 @@ def test_a_verifying_review_reaches_staging_with_the_session_only(
     # login stayed hidden from it and from the reviewer; the session file is read-only.
     assert "probe exited 0: me=verifier login=hidden (No such file or directory)" in summary
     assert "session=read-only (Read-only file system)" in summary
+    assert "chrome=/usr/bin/true//usr/bin/true" in summary  # CHROME_BIN and verification.json
     assert "reviewer login=hidden (No such file or directory)" in summary
     assert ADMIN_PASSWORD not in summary
     # The loop signed the session out when the launch ended: the cookie no longer works.
