@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import httpx
 
 from agentc import __version__
 from agentc.client.errors import TransportFailure
+from agentc.core.browser import cookie_name, is_secret
 from agentc.core.errors import ConfigError, CoordinatorError
 
 _PATH = re.compile(
@@ -45,6 +46,15 @@ class Answer:
     status: int
     data: Any
     replayed: bool
+
+
+@dataclass(frozen=True)
+class BrowserSession:
+    """A person's browser session: its cookie and the CSRF token its writes carry."""
+
+    cookie_name: str
+    cookie: str = field(repr=False)
+    csrf_token: str = field(repr=False)
 
 
 class Closing:
@@ -108,12 +118,17 @@ class Transport(Closing):
             headers["X-Coordinator-Session-Proof"] = session[1]
         elif lone_proof is not None:
             headers["X-Coordinator-Session-Proof"] = lone_proof
+        return classify(method, path, self._exchange(method, path, body, headers))
+
+    def _exchange(
+        self, method: str, path: str, body: Any, headers: dict[str, str]
+    ) -> httpx.Response:
         content = None
         if body is not None:
             content = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
             headers["Content-Type"] = "application/json"
         try:
-            resp = self._client.request(method, path, content=content, headers=headers)
+            return self._client.request(method, path, content=content, headers=headers)
         except httpx.TimeoutException as exc:
             raise TransportFailure(
                 f"{method} {path}: timed out waiting for the coordinator"
@@ -122,7 +137,6 @@ class Transport(Closing):
             raise TransportFailure(
                 f"{method} {path}: no answer from {self.origin} ({type(exc).__name__}: {exc})"
             ) from exc
-        return classify(method, path, resp)
 
     def sign_in(self, username: str, password: str) -> None:
         """Sign in as a person (the console's way): later requests carry the session cookie,
@@ -132,6 +146,40 @@ class Transport(Closing):
             "POST", "/api/v1/auth/login", {"username": username, "password": password}
         )
         self._client.headers["X-CSRF-Token"] = str(answer.data["csrf_token"])
+
+    def open_browser_session(self, username: str, password: str) -> BrowserSession:
+        """Sign in as a person for someone else and keep nothing: the new session's cookie and
+        CSRF token, checked (one session cookie of the origin's name, well-formed secrets),
+        for the caller to hand over; :meth:`close_browser_session` signs it out."""
+        path = "/api/v1/auth/login"
+        body = {"username": username, "password": password}
+        resp = self._exchange("POST", path, body, {"Origin": self.origin})
+        self._client.cookies.clear()  # the session is the caller's, never this client's
+        answer = classify("POST", path, resp)
+        expected = cookie_name(self.origin.lower().startswith("https:"))
+        set_cookies = resp.headers.get_list("set-cookie")
+        pairs = [c.split(";", 1)[0].strip().partition("=") for c in set_cookies]
+        values = [value.strip() for name, eq, value in pairs if eq and name.strip() == expected]
+        csrf = answer.data.get("csrf_token") if isinstance(answer.data, dict) else None
+        if len(set_cookies) != 1 or len(values) != 1 or not is_secret(values[0]):
+            raise TransportFailure(
+                f"POST {path}: the answer carries no single well-formed {expected} cookie "
+                f"({len(set_cookies)} Set-Cookie header(s))"
+            )
+        if not isinstance(csrf, str) or not is_secret(csrf):
+            raise TransportFailure(f"POST {path}: the answer carries no well-formed csrf_token")
+        return BrowserSession(expected, values[0], csrf)
+
+    def close_browser_session(self, session: BrowserSession, key: str) -> None:
+        """Sign the session out (its cookie, the CSRF token, an Idempotency-Key, body ``{}``)."""
+        headers = {
+            "Origin": self.origin,
+            "Cookie": f"{session.cookie_name}={session.cookie}",
+            "X-CSRF-Token": session.csrf_token,
+            "Idempotency-Key": key,
+        }
+        path = "/api/v1/auth/logout"
+        classify("POST", path, self._exchange("POST", path, {}, headers))
 
 
 def classify(method: str, path: str, resp: httpx.Response) -> Answer:

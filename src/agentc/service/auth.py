@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 import threading
 import time
@@ -20,6 +19,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Connection
 
+from agentc.core.browser import SECRET, cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
@@ -28,7 +28,6 @@ from agentc.store.accounts import agent_auth, browser_by_token
 from agentc.store.projects import Project, all_projects
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
-_SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
 _CSRF_PREFIX = "coordinator-browser-csrf-v1:"
 
 # OWASP minimum for Argon2id: 19 MiB, 2 iterations, 1 lane.
@@ -200,22 +199,12 @@ def denied(message: str, **details: object) -> CoordinatorError:
     return CoordinatorError("operation_not_permitted", message, status=403, details=dict(details))
 
 
-HOST_COOKIE = "__Host-coordinator"
-LOCAL_COOKIE = "coordinator_local"
-
-
-def cookie_name(https: bool) -> str:
-    """The browser session cookie's name: on an https origin only the __Host- cookie counts,
-    so a sibling host cannot fix a session with a plain-name cookie."""
-    return HOST_COOKIE if https else LOCAL_COOKIE
-
-
 def browser_cookie(cookies: Mapping[str, str], https: bool) -> str | None:
     return cookies.get(cookie_name(https))
 
 
 def _check_secret(value: str, what: str) -> None:
-    if not _SECRET.match(value) or ";" in value or "," in value:
+    if not SECRET.match(value) or ";" in value or "," in value:
         raise unauthenticated(f"the {what} is malformed")
 
 

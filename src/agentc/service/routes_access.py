@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from agentc import __version__
 from agentc.core.addresses import is_loopback_host
+from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PrincipalKind, PrincipalRole
 from agentc.core.wire import Body, ByValue, text
@@ -33,7 +34,6 @@ from agentc.service.auth import (
     Presented,
     authenticate,
     browser_cookie,
-    cookie_name,
     csrf_token,
     hash_password,
     new_secret,

@@ -5,11 +5,13 @@ Claude Code runs every Bash command of a reviewer through ``CLAUDE_CODE_SHELL_PR
 module with the whole command as one argument. The command runs in a second Bubblewrap where
 the state root is an empty tmpfs (token, coordinator state, other runs and the run's own
 markers hidden) and only the clone (read-only), the candidate's home and temp, the build and
-Cargo dirs come back; credential variables are unset. Working-directory protocol: the command
-must end with Claude Code's ``pwd -P >| <file>`` naming a plain file directly in the harness's
-``$RUN/tmp`` (else exit 126, nothing run); afterwards the clone's path is written to that file,
-so ``cd`` never persists. A command past 45 minutes is stopped with exit 252; after two stopped
-commands in a row every further command is refused (126).
+Cargo dirs and a verifying reviewer's ``verification.json`` and ``verification-session.json``
+(read-only; supervisor/loop/verification.py) come back; credential variables are unset.
+Working-directory protocol: the command must end with Claude Code's ``pwd -P >| <file>``
+naming a plain file directly in the harness's ``$RUN/tmp`` (else exit 126, nothing run);
+afterwards the clone's path is written to that file, so ``cd`` never persists. A command past
+45 minutes is stopped with exit 252; after two stopped commands in a row every further command
+is refused (126).
 
 Plain mode (``--plain``) is the same sandbox for a ``command:`` reviewer, which runs candidate
 code through ``$AGENTC_CANDIDATE_SHELL`` = ``$RUN/candidate-run`` (generated like

@@ -41,8 +41,10 @@ from agentc.supervisor.loop.settings import (
     PriceSettings,
     ProjectSetup,
     RunSettings,
+    Verification,
     prices_table,
     setup_table,
+    verification_table,
 )
 from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
 
@@ -159,6 +161,8 @@ class SupervisorConfig(Settings):
     )
     health: HealthSettings = setting(section(HealthSettings), default_factory=HealthSettings)
     setup: dict[str, ProjectSetup] = setting(setup_table, default_factory=dict)
+    # Verifying reviewers, per project (``[verification.<project-id>]``; docs/supervisor.md).
+    verification: dict[str, Verification] = setting(verification_table, default_factory=dict)
     prices: dict[str, PriceSettings] = setting(prices_table, default_factory=dict)
 
     def resolved_state_dir(self) -> Path:

@@ -133,12 +133,13 @@ def supervisor_program(config: SupervisorConfig) -> tuple[str, ...]:
     return (str(script),) if script.exists() else (sys.executable, "-m", "agentc.supervisor.cli")
 
 
-
-
-def _masks(config: SupervisorConfig, state_dir: Path) -> list[Path]:
+def _masks(config: SupervisorConfig, state_dir: Path, hidden: Path | None = None) -> list[Path]:
     """Trees replaced by an empty tmpfs: the whole state root (token, other runs, the other
-    role), scratch dirs, and in personal mode the user's home and runtime dir."""
+    role), scratch dirs, and in personal mode the user's home and runtime dir; a verifying
+    reviewer's login directory (``hidden``)."""
     wanted = [state_dir, Path("/tmp"), Path("/var/tmp"), *config.masks]  # noqa: S108
+    if hidden is not None:
+        wanted.append(hidden)
     gateway = config.gateway_target()
     if gateway is not None:
         # The control socket issues sentinels: a Unix socket ignores network namespaces.
@@ -262,6 +263,8 @@ def build_env(
         env["CODEX_HOME"] = str(run / "state/codex-home")
     elif request.role == "reviewer" and is_command(request.harness):
         env["AGENTC_CANDIDATE_SHELL"] = str(run / candidate_shell.PLAIN_SCRIPT)
+    if request.verification is not None and request.role == "reviewer":
+        env.update(request.verification.env(run))
     if request.agent_session is not None:  # the harness and its children see their session
         env.update(request.agent_session.env())
     return env
@@ -367,7 +370,8 @@ def _description(
 ) -> LaunchDescription:
     """What the sandbox mounts and runs: masks, bind-backs, relays, the harness."""
     relay_program = supervisor_program(config)
-    masks = _masks(config, layout.state_dir)
+    hidden = request.verification.hidden if request.verification is not None else None
+    masks = _masks(config, layout.state_dir, hidden)
     programs = [Path(harness_argv[0]), *(Path(p) for p in relay_program[:1] if p.startswith("/"))]
     programs += [Path(w) for w in config.wrapper[:1] if w.startswith("/")]
     readonly = [p for p in (layout.claude_config,) if p.is_dir() and request.harness == "claude"]
@@ -430,6 +434,8 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     token = _token(config, request, layout)
     _program, harness_argv = _harness_argv(config, request)
     relays = _relays(config, layout)
+    if request.verification is not None and request.role == "reviewer":
+        relays += request.verification.relays(layout.net)
     gateway = _gateway(config, request, layout) if token is None else None
     if gateway is not None:
         relays.append(gateway[0])

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentc.supervisor.config import HARNESSES
 from agentc.supervisor.roles import ROLES, Role
+from agentc.supervisor.sandbox import Relay
 
 if TYPE_CHECKING:
     from agentc.supervisor.agentsession import AgentSession
@@ -31,6 +32,7 @@ __all__ = [
     "ROLES",
     "CoordinatorAccess",
     "LaunchRequest",
+    "VerificationAccess",
     "launch_request",
     "new_launch_id",
     "parse_launch",
@@ -49,6 +51,33 @@ class CoordinatorAccess:
     allow_insecure_loopback: bool = False
     # The candidate push helper's socket (its directory is bound read-only into the launch).
     push_socket: Path | None = None
+
+
+@dataclass(frozen=True)
+class VerificationAccess:
+    """A verifying reviewer's staging coordinator, set by the loop once it signed in and wrote
+    ``$RUN/verification.json`` and ``$RUN/verification-session.json``
+    (supervisor/loop/verification.py): the staging's loopback address to relay (None: not
+    loopback, reached through the egress proxy), the login's directory (an empty tmpfs in the
+    launch) and the browser for ``CHROME_BIN``."""
+
+    relay: str | None
+    hidden: Path
+    browser: Path | None = None
+
+    INFO = "verification.json"
+    SESSION = "verification-session.json"
+
+    def env(self, run: Path) -> dict[str, str]:
+        env = {"AGENTC_VERIFICATION": str(run / self.INFO)}
+        if self.browser is not None:
+            env["CHROME_BIN"] = str(self.browser)
+        return env
+
+    def relays(self, net: Path) -> list[Relay]:
+        if self.relay is None:
+            return []
+        return [Relay("staging", self.relay, PurePosixPath(net / "staging.sock"))]
 
 
 @dataclass(frozen=True)
@@ -71,6 +100,8 @@ class LaunchRequest:
     agent_session: AgentSession | None = None
     # Set by the loop for an implementer it claimed for (None: the CLI is not set up).
     coordinator: CoordinatorAccess | None = None
+    # Set by the loop for a verifying reviewer (``[verification.<project>]``).
+    verification: VerificationAccess | None = None
 
     def agent_session_fields(self) -> dict[str, str | None]:
         """The agent session's fields for the launch's records (null without a session)."""

@@ -36,6 +36,7 @@ TABLES: dict[str, type[Settings]] = {
     "`[health]`": loop_settings.HealthSettings,
     "`[health.fallback]`": loop_settings.Fallback,
     "`[setup.<project-id>]`": loop_settings.ProjectSetup,
+    "`[verification.<project-id>]`": loop_settings.Verification,
     "`[prices.<model>]`": loop_settings.PriceSettings,
 }
 SECTIONS = {
@@ -44,6 +45,7 @@ SECTIONS = {
     "run",
     "health",
     "setup",
+    "verification",
     "prices",
     "binding",
     "reviewer_binding",

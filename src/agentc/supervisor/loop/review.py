@@ -20,11 +20,14 @@ runs as that account (:mod:`.hostlaunch`). Failed verdicts count per submission 
 ``<state>/loop/review-strikes.json``; after ``review_attempts`` in a row the submission is
 skipped. The launch record (role ``reviewer``) is written before the claim, so a loop that dies
 mid-review is settled by the next poll (:func:`release_dead`, :func:`remove_review`); clone,
-run, private session and mirror branch are removed after every review.
+run, private session and mirror branch are removed after every review. A verifying review
+(``[verification.<project>]``) is signed in to its staging coordinator before the launch and
+signed out when it ends (:mod:`.verification`); a failed sign-in releases the review.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -36,7 +39,7 @@ from agentc.core.rules import check_candidate_ref, check_revision_sha
 from agentc.supervisor import launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
-from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo
+from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, verification
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
 from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.review import (
@@ -154,6 +157,7 @@ class ReviewLaunch(LeasedLaunch):
         self.task = str(action["task_id"])
         self.activity = str(action["activity_id"])
         self.submission = str(action["submission_id"])
+        self.staging: verification.Staging | None = None  # a verifying review's session
 
     def failed(self, reason: str) -> str:
         """Count a failed review of this submission; skipped after ``review_attempts``."""
@@ -203,15 +207,31 @@ class ReviewLaunch(LeasedLaunch):
             # releases what it got (release_dead).
             claim, lease = self._claim_lease(client, CoordinatorError)
             try:
-                running = self._prepare_and_start(claim, url)
-            except (AgentcError, OSError) as exc:
-                return self._give_back(client, lease, f"the review could not start: "
-                                       f"{coordinator.describe_error(exc)}")  # fmt: skip
-            stopped = self._supervise(client, lease, running)
-            outcome = hostlaunch.finish(running)
-            if stopped is not None:
-                return self._give_back(client, lease, stopped, strike=not loop.stopping)
-            return self._judge(client, lease, claim, outcome)
+                return self._launch(client, lease, claim, url)
+            finally:
+                self._sign_out()
+
+    def _launch(self, client: Agent, lease: Lease, claim: dict[str, Any], url: str) -> str:
+        try:
+            running = self._prepare_and_start(claim, url)
+        except (AgentcError, OSError) as exc:
+            self._sign_out()
+            return self._give_back(client, lease, f"the review could not start: "
+                                   f"{coordinator.describe_error(exc)}")  # fmt: skip
+        stopped = self._supervise(client, lease, running)
+        outcome = hostlaunch.finish(running)
+        self._sign_out()
+        if stopped is not None:
+            return self._give_back(client, lease, stopped, strike=not self.loop.stopping)
+        return self._judge(client, lease, claim, outcome)
+
+    def _sign_out(self) -> None:
+        """A verifying review's staging session ends with its launch (once)."""
+        staging, self.staging = self.staging, None
+        if staging is not None:
+            problem = verification.sign_out(staging)
+            if problem is not None:
+                log(f"review {self.activity} (task {self.task}): {problem}")
 
     def _new_record(self) -> LaunchRecord:
         return self._blank_record(
@@ -250,11 +270,15 @@ class ReviewLaunch(LeasedLaunch):
             instructions=repo.instruction_files(self.mirror, base),
         )
         self._write_prompt(text)
+        # A verifying review: the loop signs in to the staging coordinator now (or fails).
+        self.staging = verification.sign_in(loop.config, self.binding.project_id, layout.run)
         if loop.config.mode == "host":  # the run and clone are the reviewer account's
             account = launch_root.role_account(loop.config, "reviewer")
             hostlaunch.hand_over(account, layout.run, layout.clone)
         # No coordinator access: the loop posts the verdict; the reviewer never reaches it.
         request = self._request("reviewer", claim["attempt"], self.task, None)
+        if self.staging is not None:
+            request = dataclasses.replace(request, verification=self.staging.access())
         running = hostlaunch.start(loop.config, request)
         self._record_started(running)
         return running

@@ -30,7 +30,15 @@ from agentc.files import UnsafeFile, read_private
 from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
-from agentc.supervisor.loop import admission, coordinator, costs, push, review, signin
+from agentc.supervisor.loop import (
+    admission,
+    coordinator,
+    costs,
+    push,
+    review,
+    signin,
+    verification,
+)
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, remove_launch
@@ -65,6 +73,7 @@ def unsupported(config: SupervisorConfig) -> None:
         if refusal is not None:
             raise ConfigError(f"run.reviewer_harness: {refusal}")
     project_setup.check(config)
+    verification.check(config)
 
 
 def check_binding(config: SupervisorConfig) -> coordinator.Binding:
@@ -81,6 +90,8 @@ def check_binding(config: SupervisorConfig) -> coordinator.Binding:
     loop_credentials = {"run.binding.credential_file": credential}
     if config.run.reviewer:
         loop_credentials["run.reviewer_binding.credential_file"] = reviewer_credential(config)
+    for project, table in config.verification.items():
+        loop_credentials[f"verification.{project}.login_file"] = table.login_file
     host_checks(config, loop_credentials)
     push_key_checks(config)
     return coordinator.Binding(

@@ -1,6 +1,6 @@
 """The loop's tables of ``supervisor.toml``: ``[run]``, ``[run.binding]``,
 ``[run.reviewer_binding]``, ``[run.canary_binding]``, ``[health]``, ``[health.fallback]``,
-``[setup.<project-id>]`` and ``[prices.<model>]``.
+``[setup.<project-id>]``, ``[verification.<project-id>]`` and ``[prices.<model>]``.
 
 Declared with :mod:`agentc.files.settings` like the rest of the file: one check and one default
 per key, unknown keys refused, every problem named by its dotted key. docs/supervisor.md lists
@@ -26,6 +26,7 @@ from agentc.files.settings import (
     string,
     table_of,
 )
+from agentc.supervisor.net.addresses import url_relay_address
 
 HARNESS_NAMES = ("claude", "codex", "pi")
 COMMAND_PREFIX = "command:"
@@ -173,6 +174,26 @@ class ProjectSetup(Settings):
     timeout_seconds: int = setting(integer(minimum=1), default=900)
 
 
+def staging_url(value: object) -> str:
+    """A staging coordinator's origin: the relay's URL rules (no userinfo, IPv6 or short IPv4;
+    loopback only on an explicit port >= 1024), then an https origin or http on loopback."""
+    text = string(value)
+    url_relay_address(text, what="the staging coordinator")
+    return service_url(text)
+
+
+class Verification(Settings):
+    """``[verification.<project-id>]``: reviewer launches of the project are verifying: the
+    loop signs in to this staging coordinator with the login and hands the reviewer's candidate
+    commands only the session (loop/verification.py)."""
+
+    url: str = setting(staging_url)
+    # {"username", "password"} of a person on the staging coordinator; the loop's own file
+    # (mode 0600), hidden from the launch (an empty tmpfs over its directory).
+    login_file: Path = setting(absolute_path)
+    browser: Path | None = setting(optional(absolute_path), default=None)  # CHROME_BIN
+
+
 class PriceSettings(Settings):
     """``[prices.<model>]``: USD per million tokens, merged over the built-in table."""
 
@@ -183,6 +204,13 @@ class PriceSettings(Settings):
 
 def setup_table(value: object) -> dict[str, ProjectSetup]:
     tables = table_of(section(ProjectSetup), kind="project")(value)
+    for name in tables:
+        project_id(name)
+    return tables
+
+
+def verification_table(value: object) -> dict[str, Verification]:
+    tables = table_of(section(Verification), kind="project")(value)
     for name in tables:
         project_id(name)
     return tables
