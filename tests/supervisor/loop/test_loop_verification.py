@@ -21,6 +21,7 @@ import pytest
 
 from tests.client.kit import issue_token, write_credentials
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
+from tests.supervisor.loop.host_kit import HostLoop
 from tests.supervisor.loop.kit import LoopKit
 from tests.supervisor.loop.review_kit import (
     PASSING_TEST,
@@ -31,7 +32,6 @@ from tests.supervisor.loop.review_kit import (
     submit,
     workflow,
 )
-from tests.supervisor.loop.host_kit import HostLoop
 
 pytestmark = pytest.mark.root
 
