@@ -17,7 +17,7 @@ from agentc.files.settings import Settings
 from agentc.supervisor.config import PushHelperSettings, SupervisorConfig, load_config
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop import settings as loop_settings
-from agentc.supervisor.loop.run import (
+from agentc.supervisor.loop.checks import (
     check_binding,
     check_canary_binding,
     check_reviewer_binding,
