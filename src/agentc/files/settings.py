@@ -182,6 +182,15 @@ def absolute_path(value: object) -> Path:
     return result
 
 
+def absolute_paths(value: object) -> list[Path]:
+    """A list of absolute paths, none with a ``..`` part (what a sandbox masks or binds)."""
+    paths = list_of(path)(value)
+    for item in paths:
+        if not item.is_absolute() or ".." in item.parts:
+            raise ValueError(f"must be absolute paths without '..', got {item}")
+    return paths
+
+
 def integer(*, minimum: int | None = None, maximum: int | None = None) -> Check[int]:
     """An integer (not a boolean) within the bounds given."""
 

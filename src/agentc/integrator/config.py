@@ -16,6 +16,7 @@ from agentc.core.errors import ConfigError
 from agentc.files.settings import (
     Settings,
     absolute_path,
+    absolute_paths,
     boolean,
     integer,
     list_of,
@@ -64,14 +65,6 @@ def _argv(value: object) -> list[str]:
     return argv
 
 
-def _absolute_list(value: object) -> list[Path]:
-    paths = list_of(absolute_path)(value)
-    for item in paths:
-        if ".." in item.parts:
-            raise ValueError(f"must be absolute paths without '..', got {item}")
-    return paths
-
-
 class CheckConfig(Settings):
     """One required check: a command run in the checked revision's tree (``[checks.<name>]``)."""
 
@@ -110,8 +103,8 @@ class IntegratorConfig(Settings):
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
     check_path: str = setting(_non_empty, default=DEFAULT_PATH)
-    masks: list[Path] = setting(_absolute_list, default_factory=list)
-    expose: list[Path] = setting(_absolute_list, default_factory=list)
+    masks: list[Path] = setting(absolute_paths, default_factory=list)
+    expose: list[Path] = setting(absolute_paths, default_factory=list)
     log_tail_bytes: int = setting(integer(minimum=256, maximum=65536), default=4096)
     limits: Limits = setting(section(Limits), default_factory=Limits)
 
