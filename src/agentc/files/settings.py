@@ -28,7 +28,7 @@ import pydantic.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, dataclass_transform, overload
 
@@ -121,6 +121,15 @@ class Settings:
             raise SettingsError(problems)
         for key, value in converted.items():
             object.__setattr__(self, key, value)
+        problems = list(self.cross_checks())
+        if problems:
+            raise SettingsError(problems)
+
+    def cross_checks(self) -> Iterable[tuple[str, str]]:
+        """The problems of the rules that involve several keys, each a ``(key, message)``;
+        run once every key has passed its own check. None here: a subclass with such a rule
+        overrides this, so that its problems are reported like every other."""
+        return ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> Self:
