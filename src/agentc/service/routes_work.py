@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from inspect import Parameter, Signature
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
@@ -65,26 +65,26 @@ AT = P + "/attempts/{attempt_id}"
 A = P + "/workflow-activities/{activity_id}"
 Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX)]
 
-RecordOp = Callable[[Op, str, str, Any], Result]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _record_route(
     method: str,
     path: str,
     tag: str,
-    op: RecordOp,
-    body: type[BaseModel],
+    op: Callable[[Op, str, str, M], Result],
+    model: type[M],
     *,
     name: str | None = None,
     status_code: int = 200,
 ) -> None:
-    """Route ``method path`` to the mutation ``op`` on one record of the project, with a body
-    of the model ``body``. Every such route has the one handler below: ``op`` with both ids
-    from the path (the record's is the path's last parameter). ``name`` names the endpoint in
-    the API schema (default: the operation's name)."""
+    """Route ``method path`` to the mutation ``op`` on one record of the project, its body a
+    ``model``. Every such route has the one handler below: ``op`` with both ids from the path
+    (the record's is the path's last parameter). ``name`` names the endpoint in the API schema
+    (default: the operation's name)."""
     record = path.rsplit("{", 1)[1].split("}", 1)[0]
 
-    async def endpoint(request: Request, project_id: str, body: BaseModel, **ids: str) -> Response:
+    async def endpoint(request: Request, project_id: str, body: M, **ids: str) -> Response:
         record_id = ids[record]
         return await mutate(request, body, lambda o, b: op(o, project_id, record_id, b))
 
@@ -95,7 +95,7 @@ def _record_route(
             Parameter("request", keyword, annotation=Request),
             Parameter("project_id", keyword, annotation=str),
             Parameter(record, keyword, annotation=str),
-            Parameter("body", keyword, annotation=body),
+            Parameter("body", keyword, annotation=model),
         ],
         return_annotation=Response,
     )
