@@ -2,7 +2,8 @@
 
 `agent-coordinator-server serve` runs uvicorn with its defaults ("auto": uvloop and httptools,
 both installed with uvicorn[standard]); this serves the same app with, e.g., asyncio and h11,
-to compare them. The database must exist and be migrated.
+to compare them, with the server's other options (agentc.service.serving). The database must
+exist and be migrated.
 
     python bench/serve_variant.py DATABASE PORT LOOP HTTP   (asyncio|uvloop, h11|httptools)
 """
@@ -14,6 +15,7 @@ import sys
 import uvicorn
 
 from agentc.service.app import create_app
+from agentc.service.serving import uvicorn_config
 from agentc.service.settings import ServerSettings
 
 
@@ -26,17 +28,8 @@ def main() -> None:
         listen=f"127.0.0.1:{port}",
         allow_insecure_loopback=True,
     )
-    uvicorn.run(
-        create_app(settings),
-        host="127.0.0.1",
-        port=int(port),
-        loop=loop,
-        http=http,
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        date_header=False,
-    )
+    app = create_app(settings)
+    uvicorn.Server(uvicorn_config(app, "127.0.0.1", int(port), loop=loop, http=http)).run()
 
 
 if __name__ == "__main__":

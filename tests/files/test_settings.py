@@ -14,6 +14,7 @@ from agentc.files.settings import (
     Settings,
     SettingsError,
     absolute_path,
+    absolute_paths,
     boolean,
     integer,
     list_of,
@@ -112,6 +113,36 @@ def test_load_and_parse_name_the_file(tmp_path: Path) -> None:
         Outer.load(tmp_path / "none.toml", what="thing")
     with pytest.raises(ConfigError, match="^credentials.toml: name: required"):
         Outer.parse({}, "credentials.toml")
+
+
+class Window(Settings):
+    low: int = setting(integer())
+    high: int = setting(integer())
+
+    def cross_checks(self) -> list[tuple[str, str]]:
+        return [] if self.low <= self.high else [("high", f"must be >= low ({self.low})")]
+
+
+def test_a_rule_between_keys_is_reported_like_the_others(tmp_path: Path) -> None:
+    assert Window(low=1, high=2).high == 2
+    with pytest.raises(SettingsError, match=r"^high: must be >= low \(3\)$"):
+        Window(low=3, high=2)
+    with pytest.raises(ConfigError, match=r"^w.toml: window.high: must be >= low \(3\)$"):
+
+        class Outside(Settings):
+            window: Window = setting(section(Window))
+
+        Outside.parse({"window": {"low": 3, "high": 2}}, "w.toml")
+    # Run only once every key passed its own check.
+    with pytest.raises(SettingsError, match=r"^low: expected an integer, got str$"):
+        Window.from_mapping({"low": "3", "high": 2})
+
+
+def test_absolute_paths_refuses_relative_paths_and_dot_dot() -> None:
+    assert absolute_paths(["/a", Path("/b/c")]) == [Path("/a"), Path("/b/c")]
+    for bad in (["a"], ["/a/../b"]):
+        with pytest.raises(ValueError, match=f"must be absolute paths without '..', got {bad[0]}"):
+            absolute_paths(bad)
 
 
 def test_every_field_must_be_declared_with_a_check() -> None:

@@ -28,7 +28,7 @@ import pydantic.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, dataclass_transform, overload
 
@@ -121,6 +121,15 @@ class Settings:
             raise SettingsError(problems)
         for key, value in converted.items():
             object.__setattr__(self, key, value)
+        problems = list(self.cross_checks())
+        if problems:
+            raise SettingsError(problems)
+
+    def cross_checks(self) -> Iterable[tuple[str, str]]:
+        """The problems of the rules that involve several keys, each a ``(key, message)``;
+        run once every key has passed its own check. None here: a subclass with such a rule
+        overrides this, so that its problems are reported like every other."""
+        return ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> Self:
@@ -180,6 +189,15 @@ def absolute_path(value: object) -> Path:
     if not result.is_absolute():
         raise ValueError(f"must be an absolute path, got {result}")
     return result
+
+
+def absolute_paths(value: object) -> list[Path]:
+    """A list of absolute paths, none with a ``..`` part (what a sandbox masks or binds)."""
+    paths = list_of(path)(value)
+    for item in paths:
+        if not item.is_absolute() or ".." in item.parts:
+            raise ValueError(f"must be absolute paths without '..', got {item}")
+    return paths
 
 
 def integer(*, minimum: int | None = None, maximum: int | None = None) -> Check[int]:

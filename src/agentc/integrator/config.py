@@ -7,6 +7,7 @@ reported together as ``<file>: <dotted.key>: <problem>`` (docs/integrator.md lis
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,7 @@ from agentc.core.errors import ConfigError
 from agentc.files.settings import (
     Settings,
     absolute_path,
+    absolute_paths,
     boolean,
     integer,
     list_of,
@@ -64,14 +66,6 @@ def _argv(value: object) -> list[str]:
     return argv
 
 
-def _absolute_list(value: object) -> list[Path]:
-    paths = list_of(absolute_path)(value)
-    for item in paths:
-        if ".." in item.parts:
-            raise ValueError(f"must be absolute paths without '..', got {item}")
-    return paths
-
-
 class CheckConfig(Settings):
     """One required check: a command run in the checked revision's tree (``[checks.<name>]``)."""
 
@@ -81,6 +75,8 @@ class CheckConfig(Settings):
 
 def _checks(value: object) -> dict[str, CheckConfig]:
     table = table_of(section(CheckConfig), kind="check")(value)
+    if not table:
+        raise ValueError("at least one required check must be configured")
     for name in table:
         if not _CHECK_NAME.match(name):
             raise ValueError(f"check name {name!r}: use 1-64 of [A-Za-z0-9._-]")
@@ -106,12 +102,12 @@ class IntegratorConfig(Settings):
     poll_seconds: float = setting(number(minimum=1, maximum=3600), default=30.0)
     committer_name: str = setting(_non_empty, default="agentc-integrator")
     committer_email: str = setting(_non_empty, default="integrator@agentc.invalid")
-    # The required checks and their sandbox.
+    # The required checks (at least one: the empty default is refused) and their sandbox.
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
     check_path: str = setting(_non_empty, default=DEFAULT_PATH)
-    masks: list[Path] = setting(_absolute_list, default_factory=list)
-    expose: list[Path] = setting(_absolute_list, default_factory=list)
+    masks: list[Path] = setting(absolute_paths, default_factory=list)
+    expose: list[Path] = setting(absolute_paths, default_factory=list)
     log_tail_bytes: int = setting(integer(minimum=256, maximum=65536), default=4096)
     limits: Limits = setting(section(Limits), default_factory=Limits)
 
@@ -120,19 +116,16 @@ class IntegratorConfig(Settings):
             self.origin, allow_insecure_loopback=self.allow_insecure_loopback, what="origin"
         )
 
+    def cross_checks(self) -> Iterator[tuple[str, str]]:
+        # Plain http to a loopback origin only with allow_insecure_loopback.
+        try:
+            self.coordinator_origin()
+        except SetupRequired:
+            yield "origin", "plain http needs allow_insecure_loopback = true (loopback only)"
+        except ConfigError as exc:
+            yield "origin", str(exc).removeprefix("origin: ")
+
 
 def load_config(path: Path | None) -> IntegratorConfig:
     """Read ``path`` (default ``/etc/agentc/integrator.toml``); errors name the file and key."""
-    path = path or DEFAULT_CONFIG
-    config = IntegratorConfig.load(path, what="integrator configuration")
-    try:
-        config.coordinator_origin()
-    except SetupRequired:
-        raise ConfigError(
-            f"{path}: origin: plain http needs allow_insecure_loopback = true (loopback only)"
-        ) from None
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    if not config.checks:
-        raise ConfigError(f"{path}: checks: at least one required check must be configured")
-    return config
+    return IntegratorConfig.load(path or DEFAULT_CONFIG, what="integrator configuration")

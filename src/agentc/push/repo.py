@@ -63,7 +63,7 @@ def git_env(ssh_key: Path | None = None, known_hosts: Path | None = None) -> dic
 
 def run_git(
     argv: list[str],
-    cwd: Path,
+    cwd: Path | None,
     env: Mapping[str, str],
     timeout: float,
     fail: Callable[[str], Exception],
@@ -72,11 +72,12 @@ def run_git(
     check: bool = True,
     text: bool = False,
 ) -> subprocess.CompletedProcess[Out]:
-    """Run ``argv`` (``git`` and its arguments) with no input, its output captured (decoded,
-    errors replaced, when ``text``: then ``detail`` takes ``str``, else ``bytes``). A timeout,
-    a git that cannot start, or (with ``check``) a failure raises ``fail(message)``, the
-    message naming the subcommand and, for a failure, ``detail(stderr)``."""
-    what = next((a for a in argv[1:] if not a.startswith("-") and "=" not in a), "")
+    """Run ``argv`` (``git`` and its arguments) in ``cwd`` (None: this process's) with no input,
+    its output captured (decoded, errors replaced, when ``text``: then ``detail`` takes
+    ``str``, else ``bytes``). A timeout, a git that cannot start, or (with ``check``) a failure
+    raises ``fail(message)``, the message naming the subcommand and, for a failure,
+    ``detail(stderr)``."""
+    what = _subcommand(argv)
     try:
         done: subprocess.CompletedProcess[Out] = subprocess.run(
             argv,
@@ -96,6 +97,17 @@ def run_git(
     if check and done.returncode != 0:
         raise fail(f"git {what} failed: {detail(done.stderr)}")
     return done
+
+
+def _subcommand(argv: list[str]) -> str:
+    """The git subcommand of ``argv``: past git's own options (``-C <dir>``, ``-c name=value``)."""
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "-C":
+            next(args, None)
+        elif not arg.startswith("-") and "=" not in arg:
+            return arg
+    return ""
 
 
 # What git adds after any failure to reach a remote: it names no cause (ssh's line before it

@@ -322,25 +322,11 @@ def _issue(
     return data
 
 
-def _uvicorn_config(app: Any, host: str, port: int) -> Any:
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,
-        date_header=False,
-    )
-
-
 def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -> None:
     import uvicorn
 
     from agentc.service.app import create_app
+    from agentc.service.serving import uvicorn_config
 
     host, port = parse_listen(settings.listen)
     settings.check_serving()
@@ -356,7 +342,7 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
             f"(public origin {settings.public_origin})",
             err=True,
         )
-        uvicorn.Server(_uvicorn_config(app, host, port)).run()
+        uvicorn.Server(uvicorn_config(app, host, port)).run()
 
 
 def _serve_workers(
@@ -368,6 +354,7 @@ def _serve_workers(
     import uvicorn
 
     from agentc.service.app import create_app
+    from agentc.service.serving import uvicorn_config
     from agentc.service.workers import bind, serve_forked
 
     with _database(settings, create=True):
@@ -376,7 +363,7 @@ def _serve_workers(
 
     def worker(listening: socket.socket) -> None:
         app = create_app(settings)  # its own engine, pool and executor
-        uvicorn.Server(_uvicorn_config(app, host, port)).run(sockets=[listening])
+        uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[listening])
 
     if banner:
         banner()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated
+from inspect import Parameter, Signature
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from starlette.responses import Response
 
 from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
-from agentc.service.api import B, JsonObject, Op, Result, mutate, read, runtime_of
+from agentc.service.api import JsonObject, Op, Result, mutate, read, runtime_of
 from agentc.service.auth import Actor, visible_projects
 from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
@@ -58,14 +60,47 @@ from agentc.store.tx import Tx
 
 router = APIRouter(prefix="/api/v1/projects", route_class=ApiRoute)
 P = "/{project_id}"
+T = P + "/tasks/{task_id}"
+AT = P + "/attempts/{attempt_id}"
+A = P + "/workflow-activities/{activity_id}"
 Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX)]
 
+M = TypeVar("M", bound=BaseModel)
 
-def _on(
-    fn: Callable[[Op, str, str, B], Result], project_id: str, record_id: str
-) -> Callable[[Op, B], Result]:
-    """The operation fn on one record of the project (both ids from the path)."""
-    return lambda op, body: fn(op, project_id, record_id, body)
+
+def _record_route(
+    method: str,
+    path: str,
+    tag: str,
+    op: Callable[[Op, str, str, M], Result],
+    model: type[M],
+    *,
+    name: str | None = None,
+    status_code: int = 200,
+) -> None:
+    """Route ``method path`` to the mutation ``op`` on one record of the project, its body a
+    ``model``. Every such route has the one handler below: ``op`` with both ids from the path
+    (the record's is the path's last parameter). ``name`` names the endpoint in the API schema
+    (default: the operation's name)."""
+    record = path.rsplit("{", 1)[1].split("}", 1)[0]
+
+    async def endpoint(request: Request, project_id: str, body: M, **ids: str) -> Response:
+        record_id = ids[record]
+        return await mutate(request, body, lambda o, b: op(o, project_id, record_id, b))
+
+    # FastAPI reads the parameters (path ids, body model) from the signature.
+    keyword = Parameter.POSITIONAL_OR_KEYWORD
+    endpoint.__signature__ = Signature(  # type: ignore[attr-defined]
+        [
+            Parameter("request", keyword, annotation=Request),
+            Parameter("project_id", keyword, annotation=str),
+            Parameter(record, keyword, annotation=str),
+            Parameter("body", keyword, annotation=model),
+        ],
+        return_annotation=Response,
+    )
+    endpoint.__name__ = endpoint.__qualname__ = name or op.__name__
+    router.add_api_route(path, endpoint, methods=[method], tags=[tag], status_code=status_code)
 
 
 async def _read_task(
@@ -138,29 +173,17 @@ async def create_task(request: Request, project_id: str, body: TaskIn) -> Respon
     return await mutate(request, body, lambda op, b: tasks.create_task(op, project_id, b))
 
 
-@router.get(P + "/tasks/{task_id}", tags=["tasks"])
+@router.get(T, tags=["tasks"])
 async def get_task(request: Request, project_id: str, task_id: str) -> Response:
     return await _read_task(request, project_id, task_id, task_detail)
 
 
-@router.patch(P + "/tasks/{task_id}", tags=["tasks"])
-async def edit_task(request: Request, project_id: str, task_id: str, body: TaskEditIn) -> Response:
-    return await mutate(request, body, _on(tasks.edit_task, project_id, task_id))
+_record_route("PATCH", T, "tasks", tasks.edit_task, TaskEditIn)
+_record_route("POST", T + "/cancel", "tasks", tasks.cancel_task, CancelIn)
+_record_route("POST", T + "/unblock", "tasks", tasks.unblock_task, UnblockIn)
 
 
-@router.post(P + "/tasks/{task_id}/cancel", tags=["tasks"])
-async def cancel_task(request: Request, project_id: str, task_id: str, body: CancelIn) -> Response:
-    return await mutate(request, body, _on(tasks.cancel_task, project_id, task_id))
-
-
-@router.post(P + "/tasks/{task_id}/unblock", tags=["tasks"])
-async def unblock_task(
-    request: Request, project_id: str, task_id: str, body: UnblockIn
-) -> Response:
-    return await mutate(request, body, _on(tasks.unblock_task, project_id, task_id))
-
-
-@router.get(P + "/tasks/{task_id}/workflow", tags=["workflow"])
+@router.get(T + "/workflow", tags=["workflow"])
 async def get_workflow(request: Request, project_id: str, task_id: str) -> Response:
     return await _read_task(request, project_id, task_id, workflow_view)
 
@@ -183,76 +206,35 @@ async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
     return await mutate(request, body, lambda op, b: leases.claim(op, project_id, b))
 
 
-@router.get(P + "/attempts/{attempt_id}", tags=["leases"])
+@router.get(AT, tags=["leases"])
 async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Response:
     return await read(
         request, lambda tx, _a: leases.attempt_detail(tx.conn, project_id, attempt_id, tx.now)
     )
 
 
-@router.post(P + "/attempts/{attempt_id}/renew", tags=["leases"])
-async def renew(request: Request, project_id: str, attempt_id: str, body: GenerationIn) -> Response:
-    return await mutate(request, body, _on(leases.renew, project_id, attempt_id))
-
-
-@router.post(P + "/attempts/{attempt_id}/checkpoints", tags=["leases"], status_code=201)
-async def checkpoint(
-    request: Request, project_id: str, attempt_id: str, body: CheckpointIn
-) -> Response:
-    return await mutate(request, body, _on(leases.checkpoint, project_id, attempt_id))
-
-
-@router.post(P + "/attempts/{attempt_id}/release", tags=["leases"])
-async def release(request: Request, project_id: str, attempt_id: str, body: ReleaseIn) -> Response:
-    return await mutate(request, body, _on(leases.release, project_id, attempt_id))
-
-
-@router.post(P + "/attempts/{attempt_id}/checkout", tags=["leases"], status_code=201)
-async def register_checkout(
-    request: Request, project_id: str, attempt_id: str, body: CheckoutIn
-) -> Response:
-    return await mutate(request, body, _on(leases.register_checkout, project_id, attempt_id))
-
-
-@router.post(P + "/attempts/{attempt_id}/submissions", tags=["workflow"], status_code=201)
-async def submit(
-    request: Request, project_id: str, attempt_id: str, body: SubmissionIn
-) -> Response:
-    return await mutate(request, body, _on(workflow.submit, project_id, attempt_id))
-
-
-A = P + "/workflow-activities/{activity_id}"
-
-
-@router.post(A + "/claim", tags=["workflow"], status_code=201)
-async def claim_activity(
-    request: Request, project_id: str, activity_id: str, body: ActivityClaimIn
-) -> Response:
-    return await mutate(request, body, _on(reviews.claim_activity, project_id, activity_id))
-
-
-@router.post(A + "/review", tags=["workflow"], status_code=201)
-async def review(request: Request, project_id: str, activity_id: str, body: ReviewIn) -> Response:
-    return await mutate(request, body, _on(reviews.decide, project_id, activity_id))
-
-
-@router.post(A + "/release", tags=["workflow"])
-async def release_activity(
-    request: Request, project_id: str, activity_id: str, body: ActivityReleaseIn
-) -> Response:
-    return await mutate(request, body, _on(reviews.release_activity, project_id, activity_id))
-
-
-@router.post(A + "/landing", tags=["workflow"])
-async def landing(request: Request, project_id: str, activity_id: str, body: LandingIn) -> Response:
-    return await mutate(request, body, _on(integration.record_landing, project_id, activity_id))
-
-
-@router.post(A + "/send-back", tags=["workflow"])
-async def send_back(
-    request: Request, project_id: str, activity_id: str, body: SendBackIn
-) -> Response:
-    return await mutate(request, body, _on(integration.send_back, project_id, activity_id))
+_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn)
+_record_route(
+    "POST", AT + "/checkpoints", "leases", leases.checkpoint, CheckpointIn, status_code=201
+)
+_record_route("POST", AT + "/release", "leases", leases.release, ReleaseIn)
+_record_route(
+    "POST", AT + "/checkout", "leases", leases.register_checkout, CheckoutIn, status_code=201
+)
+_record_route(
+    "POST", AT + "/submissions", "workflow", workflow.submit, SubmissionIn, status_code=201
+)
+_record_route(
+    "POST", A + "/claim", "workflow", reviews.claim_activity, ActivityClaimIn, status_code=201
+)
+_record_route(
+    "POST", A + "/review", "workflow", reviews.decide, ReviewIn, name="review", status_code=201
+)
+_record_route("POST", A + "/release", "workflow", reviews.release_activity, ActivityReleaseIn)
+_record_route(
+    "POST", A + "/landing", "workflow", integration.record_landing, LandingIn, name="landing"
+)
+_record_route("POST", A + "/send-back", "workflow", integration.send_back, SendBackIn)
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])

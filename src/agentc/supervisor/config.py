@@ -24,6 +24,7 @@ from agentc.files.settings import (
     Check,
     Settings,
     absolute_path,
+    absolute_paths,
     boolean,
     list_of,
     one_of,
@@ -53,14 +54,6 @@ HARNESSES = ("claude", "codex", "pi")
 Mode = Literal["host", "personal"]
 MODES: tuple[Mode, ...] = ("host", "personal")
 T = TypeVar("T")
-
-
-def _absolute_list(value: object) -> list[Path]:
-    paths = list_of(path)(value)
-    for item in paths:
-        if not item.is_absolute() or ".." in item.parts:
-            raise ValueError(f"must be absolute paths without '..', got {item}")
-    return paths
 
 
 def _relay_address(value: object) -> str | None:
@@ -142,8 +135,8 @@ class SupervisorConfig(Settings):
     supervisor_program: list[str] | None = setting(optional(list_of(string)), default=None)
     # A prefix to the harness, in the sandbox.
     wrapper: list[str] = setting(list_of(string), default_factory=list)
-    masks: list[Path] = setting(_absolute_list, default_factory=list)  # extra paths to hide
-    expose: list[Path] = setting(_absolute_list, default_factory=list)  # read-only bind-backs
+    masks: list[Path] = setting(absolute_paths, default_factory=list)  # extra paths to hide
+    expose: list[Path] = setting(absolute_paths, default_factory=list)  # read-only bind-backs
     toolchain_dir: Path = setting(absolute_path, default=Path("/opt/agentc"))
     # Every launch runs in an agent session ``headless:<role>``, established in the launch
     # process by agentns's ladder (docs/agentns.md). true: no_unshare (a synthesized id, mode

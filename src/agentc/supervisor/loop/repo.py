@@ -14,9 +14,11 @@ revision, never from the clone.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.push.repo import Out, run_git
 from agentc.supervisor.contracts import INSTRUCTION_FILES
 
 GIT_TIMEOUT = 300
@@ -32,23 +34,27 @@ SAFE_ENV = {
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
+    """Run git (hooks off) with ``SAFE_ENV``; its output, or SupervisorError naming the
+    subcommand and git's complaint."""
+    return _run_git(args, cwd, _complaint, text=True).stdout.strip()
+
+
+def _run_git(
+    args: tuple[str, ...],
+    cwd: Path | None,
+    detail: Callable[[Out], str],
+    *,
+    check: bool = True,
+    text: bool = False,
+) -> subprocess.CompletedProcess[Out]:
     argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=always", *args]
-    try:
-        out = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=SAFE_ENV,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SupervisorError(f"git {args[0]} timed out after {GIT_TIMEOUT} s") from None
-    if out.returncode != 0:
-        detail = " ".join(out.stderr.split())[:300]
-        raise SupervisorError(f"git {' '.join(args[:2])} failed: {detail}")
-    return out.stdout.strip()
+    return run_git(
+        argv, cwd, SAFE_ENV, GIT_TIMEOUT, SupervisorError, detail, check=check, text=text
+    )
+
+
+def _complaint(stderr: str) -> str:
+    return " ".join(stderr.split())[:300]
 
 
 def update_mirror(mirror: Path, url: str, branch: str) -> str:
@@ -132,13 +138,7 @@ def instruction_files(mirror: Path, revision: str) -> dict[str, bytes]:
     blobs; a missing or oversized one is left out)."""
 
     def cat_file(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            ["git", "-C", str(mirror), "cat-file", *args],
-            env=SAFE_ENV,
-            capture_output=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
+        return _run_git(("-C", str(mirror), "cat-file", *args), None, bytes.decode, check=False)
 
     found: dict[str, bytes] = {}
     for name in INSTRUCTION_FILES:
