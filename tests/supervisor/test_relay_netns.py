@@ -29,7 +29,7 @@ from agentc.supervisor.net.addresses import endpoint
 from agentc.supervisor.net.host_relay import HostRelay, start_host_relays
 
 PY = sys.executable
-RELAY = [PY, "-m", "agentc.supervisor.net.netns_relay"]
+RELAY = [PY, "-m", "agentc.supervisor.cli", "netns-relay"]  # as a launch starts it
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 NS_PORT = 4000  # the relayed port inside the namespace; the host service is elsewhere
 

@@ -18,7 +18,7 @@ import os
 import pwd
 import re
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from agentc.files.settings import (
     Check,
@@ -48,11 +48,9 @@ from agentc.supervisor.loop.settings import (
     verification_table,
 )
 from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
+from agentc.supervisor.roles import HARNESSES, MODES, Mode
 
 DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
-HARNESSES = ("claude", "codex", "pi")
-Mode = Literal["host", "personal"]
-MODES: tuple[Mode, ...] = ("host", "personal")
 T = TypeVar("T")
 
 

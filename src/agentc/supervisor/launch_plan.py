@@ -23,12 +23,12 @@ from agentc.core.errors import SupervisorError
 from agentc.files.paths import within
 from agentc.supervisor import candidate_shell, harness_env, rundir, sandbox, tokens, toolpaths
 from agentc.supervisor import prompt as prompt_mod
-from agentc.supervisor.config import HARNESSES, SupervisorConfig, user_home
+from agentc.supervisor.config import SupervisorConfig, user_home
 from agentc.supervisor.launch_request import LaunchRequest
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
 from agentc.supervisor.review.verdict import VERDICT_SCHEMA
-from agentc.supervisor.roles import role_slug
+from agentc.supervisor.roles import HARNESSES, role_slug
 from agentc.supervisor.rundir import RunLayout
 from agentc.supervisor.sandbox import LaunchDescription, Relay
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from agentc.supervisor.config import HARNESSES
-from agentc.supervisor.roles import ROLES, Role
+from agentc.supervisor.roles import HARNESSES, ROLES, Role
 from agentc.supervisor.sandbox import Relay
 
 if TYPE_CHECKING:

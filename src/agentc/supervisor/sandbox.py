@@ -25,11 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
 
-from agentc.supervisor.roles import Role
-
-Mode = Literal["host", "personal"]
+from agentc.supervisor.roles import Mode, Role
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 from agentc.core.errors import SupervisorError
 from agentc.files import UnsafeFile, read_private
+from agentc.supervisor.roles import Mode
 
 MAX_TOKEN = 4096
 MAX_FILE = MAX_TOKEN + 2  # a trailing "\r\n" is tolerated and dropped
@@ -25,7 +25,7 @@ def _fail(path: Path, why: str) -> SupervisorError:
     return SupervisorError(f"token file {path}: {why}")
 
 
-def read_token(path: Path, *, mode: Literal["host", "personal"], group_gid: int | None) -> str:
+def read_token(path: Path, *, mode: Mode, group_gid: int | None) -> str:
     """Return the token, or raise naming the file and the rule it breaks."""
     try:
         if mode == "host":

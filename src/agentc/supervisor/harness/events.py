@@ -28,12 +28,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from agentc.supervisor.harness.prices import DEFAULT_PRICES, Price, price_key, price_usage
+from agentc.supervisor.roles import HARNESSES, Harness
 
-Harness = Literal["claude", "codex", "pi"]
-HARNESSES: tuple[Harness, ...] = ("claude", "codex", "pi")
 MAX_LINE = 16 << 20  # a longer line is dropped, never buffered without bound
 
 _LIMIT_PHRASES = ("rate limit", "rate_limit", "usage limit", "too many requests")

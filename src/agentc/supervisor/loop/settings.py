@@ -27,22 +27,22 @@ from agentc.files.settings import (
     table_of,
 )
 from agentc.supervisor.net.addresses import url_relay_address
+from agentc.supervisor.roles import HARNESSES
 
-HARNESS_NAMES = ("claude", "codex", "pi")
 COMMAND_PREFIX = "command:"
 
 
 def harness_name(value: object) -> str:
     """``claude``, ``codex``, ``pi`` or ``command:<absolute path>`` (any executable)."""
     text = string(value)
-    if text in HARNESS_NAMES:
+    if text in HARNESSES:
         return text
     if text.startswith(COMMAND_PREFIX):
         program = Path(text.removeprefix(COMMAND_PREFIX))
         if program.is_absolute() and ".." not in program.parts:
             return text
         raise ValueError(f"command: needs an absolute path without '..', got {str(program)!r}")
-    raise ValueError(f"must be one of {', '.join(HARNESS_NAMES)} or command:<path>, got {text!r}")
+    raise ValueError(f"must be one of {', '.join(HARNESSES)} or command:<path>, got {text!r}")
 
 
 def service_url(value: object) -> str:

@@ -159,14 +159,3 @@ def run_argv(args: Sequence[str]) -> int | None:
     except SupervisorError as exc:
         report_stderr(f"agentc-supervisor netns-relay: {exc}")
         return EXIT_RELAY_FAILED
-
-
-if __name__ == "__main__":  # `python -m agentc.supervisor.net.netns_relay` (tests)
-    import sys
-
-    status = run_argv(sys.argv[1:])
-    if status is None:
-        from agentc.supervisor.net.netns_relay_command import command
-
-        command()
-    sys.exit(status)
