@@ -184,3 +184,32 @@ def test_missing_database_and_unreachable_postgres(tmp_path: Path) -> None:
     assert_clean_failure(out, "mysql")
     out = run("no-such-command")
     assert out.returncode == 2 and "No such command" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["ad min", "ädmin", "a/b", "x" * 101, ""])
+def test_host_commands_refuse_the_names_the_api_refuses(tmp_path: Path, name: str) -> None:
+    """One name rule (``agentc.core.rules.NAME_PATTERN``) for the API's people and agents and
+    the host commands that create them; nothing is written on a refusal."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from agentc.service.schemas import Name
+
+    with pytest.raises(ValidationError):
+        TypeAdapter(Name).validate_python(name)
+    db = tmp_path / "c.sqlite3"
+    for args in (
+        ("init-admin", "--username", name, "--password-stdin"),
+        ("issue-credential", "--agent", name),
+    ):
+        out = run("--database", str(db), *args, stdin=PASSWORD + "\n")
+        assert_clean_failure(out, "ASCII letters, digits")
+    assert not db.exists()
+
+
+def test_a_name_the_api_takes_is_taken_by_the_host_commands(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite3"
+    out = run("--database", str(db), "init-admin", "--username", "ops@example.org",
+              "--password-stdin", stdin=PASSWORD + "\n")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    out = run("--database", str(db), "issue-credential", "--agent", "ci.bot-1")
+    assert out.returncode == 0, out.stderr

@@ -17,6 +17,10 @@ ID_PATTERN = rf"^[\x21-\x7e]{{1,{ID_MAX}}}$"
 """A record id: 1-128 visible ASCII characters (the ids the service makes are UUIDs; an agent
 session's id is the agent's choice within these)."""
 _ID = re.compile(ID_PATTERN)
+NAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,100}$"
+"""A person's or an agent's name (and a credential's): ASCII letters, digits, ``_.@-``."""
+NAME_RULE = "1-100 ASCII letters, digits, '_', '.', '@' or '-'"
+_NAME = re.compile(NAME_PATTERN)
 _TASK_CURSOR = re.compile(r"(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
@@ -49,6 +53,11 @@ def bad_request(field: str, problem: str) -> CoordinatorError:
     return CoordinatorError(
         "invalid_request", f"{field}: {problem}", status=400, details={"field": field}
     )
+
+
+def is_name(value: str) -> bool:
+    """Whether ``value`` is a valid person or agent name (:data:`NAME_PATTERN`)."""
+    return _NAME.fullmatch(value) is not None
 
 
 def is_id(value: object) -> TypeGuard[str]:

@@ -14,6 +14,7 @@ import click
 from pydantic import ValidationError
 
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.core.rules import NAME_RULE, is_name
 from agentc.service.settings import (
     DEFAULT_PORT,
     ENVIRONMENT,
@@ -195,11 +196,8 @@ def init_admin(ctx: click.Context, username: str, password_stdin: bool) -> None:
     from agentc.service.work.accounts import create_admin
 
     settings = _settings(ctx)
-    if (
-        not 1 <= len(username) <= 100
-        or not username.replace("-", "").replace(".", "").replace("_", "").isalnum()
-    ):
-        _fail("--username: 1-100 letters, digits, '-', '_' or '.'")
+    if not is_name(username):
+        _fail(f"--username: {NAME_RULE}")
 
     def run() -> None:
         password = _read_password(password_stdin)
@@ -234,8 +232,8 @@ def issue_credential(
 ) -> None:
     """Issue an agent token from the host (printed once on standard output)."""
     settings = _settings(ctx)
-    if not 1 <= len(agent) <= 100 or any(c.isspace() for c in agent):
-        _fail("--agent: 1-100 characters without spaces")
+    if not is_name(agent):
+        _fail(f"--agent: {NAME_RULE}")
 
     def run() -> None:
         with _database(settings, create=False) as ex:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from agentc.core import model as m
+from agentc.core.rules import NAME_PATTERN
 from agentc.core.wire import (
     Body,
     ByValue,
@@ -26,9 +27,7 @@ from agentc.core.wire import (
     text,
 )
 
-Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
-]
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Label = Annotated[str, text(200, min_length=1)]
 Note = Annotated[str, text(4096)]
 Reason = Annotated[str, text(4096, min_length=1)]
