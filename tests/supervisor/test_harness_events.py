@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
 from agentc.supervisor.harness import StreamReader, Usage, summarize
 from agentc.supervisor.harness.events import RunSummary
-from agentc.supervisor.harness.prices import DEFAULT_PRICES, Price, price_key, price_usage
+
+
+def price_usage(fresh: int, cached: int, output: int, price: Price) -> float:
+    """What an estimate charges: fresh input at the input rate, cached at the cache-read rate."""
+    tokens = Tokens(input=fresh, cache_read=cached, output=output)
+    return round(dollars(tokens, price), 6)
+
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness-events"
 
@@ -83,7 +90,7 @@ def test_codex_has_no_dollars_unless_the_model_is_priced() -> None:
     name = "success-command-execution_cx-0.46.0.agentcmd.jsonl"
     unpriced = summary_of("codex", name)
     assert unpriced.usd is None and unpriced.unpriced_reason == "no price for model unknown"
-    prices = {"gpt-5-codex": Price(1.25, 0.125, 10.0)}
+    prices = {"gpt-5-codex": Price(input=1.25, output=10.0, cache_write=1.25, cache_read=0.125)}
     priced = summary_of("codex", name, model="gpt-5-codex", prices=prices)
     assert priced.usd == price_usage(1048, 4992, 129, prices["gpt-5-codex"])
     assert priced.usd_estimated and priced.model == "gpt-5-codex"
@@ -144,8 +151,10 @@ def test_unknown_harness_is_refused() -> None:
         StreamReader("gemini")  # type: ignore[arg-type]
 
 
-def test_dated_model_ids_are_priced_by_their_base() -> None:
-    assert price_key("claude-haiku-4-5-20251001", DEFAULT_PRICES) == "claude-haiku-4-5"
-    assert price_key("claude-haiku-4-5", DEFAULT_PRICES) == "claude-haiku-4-5"
-    assert price_key("gpt-5", DEFAULT_PRICES) is None
+def test_one_price_table_and_lookup_for_the_gateway_and_the_streams() -> None:
+    """A stream's estimate uses the gateway's own table and lookup (dated ids by their base)."""
+    assert lookup("claude-haiku-4-5-20251001", DEFAULT_PRICES) == (
+        "claude-haiku-4-5", DEFAULT_PRICES["claude-haiku-4-5"]
+    )  # fmt: skip
+    assert lookup("gemini-3", DEFAULT_PRICES) is None
     assert price_usage(1_000_000, 0, 1_000_000, DEFAULT_PRICES["claude-haiku-4-5"]) == 6.0

@@ -2,20 +2,11 @@
 
 :mod:`.events` reads the machine-readable event stream a harness writes (Claude Code's
 ``stream-json``, Codex's ``exec --json``, Pi's ``--mode json``) into one :class:`RunSummary`:
-token usage, dollars (exact when the harness reports them, else priced from :mod:`.prices` and
-marked estimated), the outcome, the final message and any rate-limit reset. Pure: no I/O, so the
-loop, ``report-costs`` and the tests share it.
+token usage, dollars (exact when the harness reports them, else priced with the gateway's table,
+:mod:`agentc.supervisor.gateway.prices`, and marked estimated), the outcome, the final message
+and any rate-limit reset. Pure: no I/O, so the loop, ``report-costs`` and the tests share it.
 """
 
 from agentc.supervisor.harness.events import RunSummary, StreamReader, Usage, summarize
-from agentc.supervisor.harness.prices import DEFAULT_PRICES, Price, price_usage
 
-__all__ = [
-    "DEFAULT_PRICES",
-    "Price",
-    "RunSummary",
-    "StreamReader",
-    "Usage",
-    "price_usage",
-    "summarize",
-]
+__all__ = ["RunSummary", "StreamReader", "Usage", "summarize"]

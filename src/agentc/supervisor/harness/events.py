@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentc.supervisor.harness.prices import DEFAULT_PRICES, Price, price_key, price_usage
+from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
 from agentc.supervisor.roles import HARNESSES, Harness
 
 MAX_LINE = 16 << 20  # a longer line is dropped, never buffered without bound
@@ -176,20 +176,19 @@ class StreamReader:
         if usd is None and self.harness == "pi" and s.pi_priced:
             usd, estimated = round(s.pi_usd, 6), True
         if usd is None and usage.total:
-            key = next(
-                (k for k in (s.model, model) if k and price_key(k, prices) is not None), None
-            )
-            if key is None:
+            found = next((f for k in (s.model, model) if k and (f := lookup(k, prices))), None)
+            if found is None:
                 reason = f"no price for model {run_model or 'unknown'}"
             else:
-                entry = price_key(key, prices)
-                assert entry is not None
-                usd = price_usage(
-                    usage.input_tokens,
-                    usage.cached_input_tokens,
-                    usage.output_tokens,
-                    prices[entry],
+                entry, price = found
+                # Fresh input (cache writes included: the stream does not tell them apart) at
+                # the input rate, cached input at the cache-read rate: an estimate.
+                tokens = Tokens(
+                    input=usage.input_tokens,
+                    cache_read=usage.cached_input_tokens,
+                    output=usage.output_tokens,
                 )
+                usd = round(dollars(tokens, price), 6)
                 estimated = True
                 priced = entry if entry != run_model else None
         elif usd is None:
