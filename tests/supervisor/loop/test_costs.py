@@ -11,8 +11,10 @@ from typing import Any
 
 import httpx
 
+from agentc.supervisor.config import load_config
 from agentc.supervisor.gateway.ledger import Ledger
-from agentc.supervisor.loop import costs
+from agentc.supervisor.loop import admission, costs
+from agentc.supervisor.loop.records import LaunchRecord
 from tests.kit.live import LiveServer
 from tests.kit.pg import free_port
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
@@ -106,3 +108,51 @@ def test_a_canary_launch_row_carries_the_mark(tmp_path: Path) -> None:
     rows = {r["session_id"]: r for r in costs.launch_rows(tmp_path / "ledger.jsonl", set(), "p")}
     assert rows["canary-launch"]["canary"] is True and rows["canary-launch"]["calls"] == 2
     assert "canary" not in rows["main-launch"]
+
+
+# A Claude stand-in for token_in_env: signed in, and a stream-json run that reports its cost.
+DIRECT_CLAUDE = """#!/bin/sh
+[ "$1" = auth ] && exit 0
+cat > /dev/null
+echo '{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-5"}'
+echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.1234,'\\
+'"usage":{"input_tokens":100,"cache_creation_input_tokens":20,"cache_read_input_tokens":300,'\\
+'"output_tokens":40},"result":"done","session_id":"s1"}'
+"""
+
+
+def test_a_token_in_env_launch_is_costed_from_its_own_events(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    """No gateway, so no ledger rows: the ended launch's ``events.jsonl`` gives one row (the
+    harness's ``total_cost_usd``), reported like the gateway's, once; it counts toward caps."""
+    claude = short_tmp / "bin/claude"
+    claude.parent.mkdir()
+    claude.write_text(DIRECT_CLAUDE)
+    claude.chmod(0o755)
+    loop = make_loop_kit(
+        short_tmp, server, admin, SUBMITTING_AGENT, token_in_env=True,
+        harness_paths={"claude": str(claude)},
+    )  # fmt: skip
+    loop.write_config(harness="claude")
+    loop.task()
+    result = loop.once()
+    assert result.returncode == 0 and "exit_code: 0" in result.stderr, result.stderr
+    [final] = loop.records("finished")
+    ledger = loop.state / "loop/harness-ledger.jsonl"
+    [row] = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert row["session"] == final["launch_id"] and row["attempt"] == final["attempt"]
+    assert row["usd"] == 0.1234 and "usd_estimated" not in row
+    assert (row["input_tokens"], row["cache_read_tokens"], row["output_tokens"]) == (120, 300, 40)
+    assert row["source"] == "harness_events" and row["role"] == "impl"
+    # Reported after the poll, like the gateway's rows; a later pass sends nothing again.
+    [sent] = costs.launch_rows(ledger, set(), loop.project)
+    assert (loop.state / "loop/costs.reported").read_text().split() == [costs.identity(sent)]
+    assert _report(loop) == dict.fromkeys(
+        ("accepted", "duplicates", "rejected", "quarantined", "pending"), 0
+    )
+    assert sent["usd"] == 0.1234 and sent["source"] == "harness_events"
+    config = load_config(loop.config)
+    assert admission.spent_24h(ledger, "impl", row["at_ms"]) == 0.1234
+    record = LaunchRecord.from_json(final)  # the dead-launch path finds it already recorded
+    assert costs.record_harness_cost(config, loop.state / "loop", record, short_tmp, 0) is None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop import signin
+from agentc.supervisor.loop.costs import HARNESS_LEDGER
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
 from agentc.supervisor.loop.records import now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
@@ -116,7 +117,9 @@ def admit(
     host = HostState(
         free_mib=free_mib(state),
         kill_switch=kill_switch_set(kill),
-        spent_24h_usd=spent_24h(ledger, role_slug(role), now),
+        # The gateway's ledger and the rows of launches costed from their own events.
+        spent_24h_usd=spent_24h(ledger, role_slug(role), now)
+        + spent_24h(state / "loop" / HARNESS_LEDGER, role_slug(role), now),
     )
     health = config.health
     cap = (

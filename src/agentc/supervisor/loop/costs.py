@@ -9,6 +9,14 @@ accepted (or already had), so a row is sent until accepted and never again;
 ``<state>/loop/costs.quarantined`` holds one JSON line per row the coordinator refused as invalid
 or whose project it does not know (never resent; the ledger keeps them). Anything else (the
 coordinator down, an error) leaves the rows pending for a later pass.
+
+A launch that reached its vendor directly (``token_in_env``: no gateway, so no ledger rows) is
+costed from its own event stream instead (:func:`record_harness_cost`): when it ends, the loop
+summarizes ``events.jsonl`` (Claude's ``total_cost_usd``; else the usage priced with the
+gateway's table and ``[prices]``, marked ``usd_estimated``) into one row of
+``<state>/loop/harness-ledger.jsonl``, shaped as a gateway call row, which is reported like the
+gateway's rows. The harness reports it, not a meter the loop controls: the gateway stays the
+source of truth where it is used.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +33,17 @@ from typing import Any
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import canonical_json, sha256_hex
 from agentc.files import JsonLines
+from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
+from agentc.supervisor.harness.events import StreamReader
 from agentc.supervisor.loop.coordinator import describe_error
+from agentc.supervisor.loop.records import LaunchRecord
+from agentc.supervisor.roles import HARNESSES, role_slug
 
 BATCH = 500
+HARNESS_LEDGER = "harness-ledger.jsonl"
+DIRECT = ("claude",)  # harnesses that reach their vendor directly with token_in_env
+_READ = 1 << 20
 _NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
 
@@ -90,6 +107,10 @@ def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[d
             },
         )
         row["calls"] += 1
+        if call.get("source") == "harness_events":  # costed from the harness's own stream
+            for key in ("source", "usd_estimated", "usd_unpriced_reason"):
+                if call.get(key) is not None:
+                    row[key] = call[key]
         if call.get("canary") is True:  # a dedicated canary project's launch
             row["canary"] = True
         for name in _NUMBERS:
@@ -104,6 +125,78 @@ def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[d
         if isinstance(call.get("at_ms"), int):
             row["occurred_at_ms"] = max(row["occurred_at_ms"] or 0, call["at_ms"])
     return list(by_launch.values())
+
+
+def price_table(config: SupervisorConfig) -> dict[str, Price]:
+    """The gateway's list prices with ``[prices.<model>]`` over them (a cache write at the
+    input rate: a stream does not tell cache writes apart)."""
+    table = dict(DEFAULT_PRICES)
+    for model, p in config.prices.items():
+        table[model] = Price(
+            input=p.input, output=p.output, cache_write=p.input, cache_read=p.cached_input
+        )
+    return table
+
+
+def _events(path: Path, harness: str, model: str | None, config: SupervisorConfig) -> Any:
+    """The summary of the events file (never following a link), or None without one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    reader = StreamReader(harness)  # type: ignore[arg-type]  # checked by the caller
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        while chunk := handle.read(_READ):
+            reader.feed(chunk)
+    return reader.summary(model=model, prices=price_table(config))
+
+
+def record_harness_cost(
+    config: SupervisorConfig, root: Path, record: LaunchRecord, run: Path, now: int
+) -> dict[str, Any] | None:
+    """With ``token_in_env``, one ledger row for an ended launch of a direct harness, from its
+    ``events.jsonl`` (once per launch; none without events). Returns the row written."""
+    harness = record.vendor.get("harness", "")
+    if not config.token_in_env or harness not in DIRECT or harness not in HARNESSES:
+        return None
+    ledger = root / HARNESS_LEDGER
+    if any(row["session"] == record.launch_id for row in _ledger_rows(ledger)):
+        return None
+    summary = _events(run / "events.jsonl", harness, record.vendor.get("model"), config)
+    if summary is None or summary.events == 0:
+        return None
+    row: dict[str, Any] = {
+        "at_ms": now,
+        "session": record.launch_id,
+        "attempt": record.attempt,
+        "generation": record.generation,
+        "role": role_slug(record.role),
+        "task": record.task,
+        "project": record.project,
+        "upstream": harness,
+        "model": summary.model,
+        "input_tokens": summary.usage.input_tokens,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": summary.usage.cached_input_tokens,
+        "output_tokens": summary.usage.output_tokens,
+        "usd": summary.usd,
+        "usd_for_caps": summary.usd or 0.0,
+        "source": "harness_events",
+    }
+    if summary.usd_estimated:
+        row["usd_estimated"] = True
+    if summary.unpriced_reason:
+        row["usd_unpriced_reason"] = summary.unpriced_reason
+    if record.canary:
+        row["canary"] = True
+    lines = JsonLines.open(ledger)
+    try:
+        lines.write(row)
+    finally:
+        lines.close()
+    return row
 
 
 def identity(row: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.supervisor import agentsession, rundir
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
-from agentc.supervisor.loop import coordinator, hostlaunch, repo
+from agentc.supervisor.loop import coordinator, costs, hostlaunch, repo
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 from agentc.supervisor.roles import Role
@@ -322,5 +322,8 @@ class LeasedLaunch:
         assert self.record is not None
         self.record.released, self.record.outcome = True, outcome
         self.loop.records.write(self.record)
+        costs.record_harness_cost(
+            self.loop.config, self.loop.records.root, self.record, self.layout.run, now_ms()
+        )
         self._remove()
         self.loop.records.finish(self.record)

@@ -46,6 +46,7 @@ from agentc.supervisor.loop.records import (
     start_ticks,
 )
 from agentc.supervisor.roles import Role, role_slug
+from agentc.supervisor.rundir import RunLayout
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
@@ -162,6 +163,8 @@ class Loop:
         _kill, ledger, _vendors = admission.paths(self.config)
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
+        harness_ledger = self.records.root / costs.HARNESS_LEDGER
+        rows += costs.launch_rows(harness_ledger, running, self.binding.project_id)
         reporter = costs.Reporter(self.records.root)
         # Each row goes with a credential of the attempt's own agent (the coordinator refuses
         # any other): a reviewer launch's with the reviewer's, the others with their project's.
@@ -392,6 +395,9 @@ class Loop:
                 log(f"error: launch {record.launch_id}: {record.outcome}; left until a restart")
             return
         record.released = True
+        role: Role = "reviewer" if reviewing else "implementer"
+        run = RunLayout.of_launch(self.state, role, record.launch_id).run
+        costs.record_harness_cost(self.config, self.records.root, record, run, now_ms())
         if reviewing:
             review.remove_review(self, record)
         else:
