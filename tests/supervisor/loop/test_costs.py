@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,39 @@ def test_a_token_in_env_launch_is_costed_from_its_own_events(
     assert admission.spent_24h(ledger, "impl", row["at_ms"]) == 0.1234
     record = LaunchRecord.from_json(final)  # the dead-launch path finds it already recorded
     assert costs.record_harness_cost(config, loop.state / "loop", record, short_tmp, 0) is None
+
+
+def test_a_direct_run_that_hits_a_rate_limit_exhausts_its_vendor(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    """No gateway saw the 429: the stream's rejected ``rate_limit_event`` marks Claude exhausted
+    in ``vendors.json`` until its reset, so the next claim goes to the fallback vendor."""
+    reset = int(time.time()) + 3600
+    claude = short_tmp / "bin/claude"
+    claude.parent.mkdir()
+    claude.write_text(
+        '#!/bin/sh\n[ "$1" = auth ] && exit 0\ncat > /dev/null\n'
+        'echo \'{"type":"rate_limit_event","rate_limit_info":'
+        f'{{"status":"rejected","resetsAt":{reset}}}}}\'\n'
+        'echo \'{"type":"result","subtype":"error","is_error":true,'
+        '"api_error_status":429,"total_cost_usd":0,"usage":{}}\'\nexit 1\n'
+    )
+    claude.chmod(0o755)
+    loop = make_loop_kit(
+        short_tmp, server, admin, SUBMITTING_AGENT, token_in_env=True,
+        harness_paths={"claude": str(claude)},
+    )  # fmt: skip
+    agent = loop.run["harness"]
+    loop.extra = f'[health.fallback]\nharness = "{agent}"\nmodel = "default"\n'
+    loop.write_config(harness="claude")
+    task = loop.task()
+    first = loop.once()
+    assert first.returncode == 0, first.stderr
+    assert "claude hit a rate limit; exhausted until " in first.stderr, first.stderr
+    vendors = json.loads((loop.state / "vendors.json").read_text())
+    assert vendors["exhausted_until"]["claude"] == reset * 1000
+    second = loop.once()
+    assert "implementer vendor skipped: claude" in second.stderr, second.stderr
+    assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()
+    finals = sorted(loop.records("finished"), key=lambda r: r["recorded_ms"])
+    assert [r["vendor"]["harness"] for r in finals] == ["claude", agent]

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop import signin
-from agentc.supervisor.loop.costs import HARNESS_LEDGER
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
-from agentc.supervisor.loop.records import now_ms
+from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
 from agentc.supervisor.roles import role_slug
 

@@ -25,8 +25,10 @@ import json
 import os
 import socket
 import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +39,10 @@ from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.harness.events import StreamReader
 from agentc.supervisor.loop.coordinator import describe_error
-from agentc.supervisor.loop.records import LaunchRecord
+from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
 from agentc.supervisor.roles import HARNESSES, role_slug
 
 BATCH = 500
-HARNESS_LEDGER = "harness-ledger.jsonl"
 DIRECT = ("claude",)  # harnesses that reach their vendor directly with token_in_env
 _READ = 1 << 20
 _NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
@@ -196,7 +197,27 @@ def record_harness_cost(
         lines.write(row)
     finally:
         lines.close()
+    if summary.rate_limited:  # no gateway saw the 429: the stream's reset marks the vendor
+        _exhausted(config, harness, summary.reset_ms, now)
     return row
+
+
+def _exhausted(config: SupervisorConfig, harness: str, reset_ms: int | None, now: int) -> None:
+    """Mark ``harness`` exhausted in ``vendors.json`` until the stream's reset, else for
+    ``[health] exhausted_minutes`` (the gateway's rule for a 429 without a reset)."""
+    from agentc.supervisor.gateway.vendors import VendorState
+    from agentc.supervisor.loop.admission import paths
+
+    until = reset_ms if reset_ms and reset_ms > now else None
+    until = until or now + int(config.health.exhausted_minutes * 60_000)
+    upstream = config.gateway_upstreams.get(harness, harness)  # admission's key for it
+    marked = VendorState(paths(config)[2]).mark_exhausted(upstream, until)
+    at = datetime.fromtimestamp(marked / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(
+        f"agentc-supervisor run: {harness} hit a rate limit; exhausted until {at}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def identity(row: dict[str, Any]) -> str:

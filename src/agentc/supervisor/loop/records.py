@@ -28,6 +28,7 @@ KEEP_FINISHED = 50
 KEEP_TAILS = 20
 KEEP_STRIKES = 500
 TAIL_BYTES = 1 << 20
+HARNESS_LEDGER = "harness-ledger.jsonl"  # the rows of launches costed from their own events
 
 
 def boot_id() -> str | None:

@@ -37,6 +37,7 @@ from agentc.supervisor.loop.costs import Summary
 from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, remove_launch
 from agentc.supervisor.loop.launching import log
 from agentc.supervisor.loop.records import (
+    HARNESS_LEDGER,
     MAX_RELEASE_TRIES,
     LaunchRecord,
     Records,
@@ -163,7 +164,7 @@ class Loop:
         _kill, ledger, _vendors = admission.paths(self.config)
         running = {r.launch_id for r in self.records.all()}
         rows = costs.launch_rows(ledger, running, self.binding.project_id)
-        harness_ledger = self.records.root / costs.HARNESS_LEDGER
+        harness_ledger = self.records.root / HARNESS_LEDGER
         rows += costs.launch_rows(harness_ledger, running, self.binding.project_id)
         reporter = costs.Reporter(self.records.root)
         # Each row goes with a credential of the attempt's own agent (the coordinator refuses
