@@ -131,7 +131,10 @@ def _publish_with(tmp_path: Path, remote: SshRemote, *extra: str) -> dict[str, o
     (base / "work-repos").mkdir(parents=True)
     _remote, checkout = make_repos(base / "work-repos")
     # The candidate's history starts from the same base commit as the ssh remote's main.
-    git(checkout, "fetch", "--quiet", str(remote.repo), "main")
+    # The remote repository is the ssh account's: root reads it only when the upload-pack git
+    # it starts for a local path is told it is safe (git drops a -c or its environment there).
+    upload = f"--upload-pack=git -c safe.directory={remote.repo} upload-pack"
+    git(checkout, "fetch", "--quiet", upload, str(remote.repo), "main")
     git(checkout, "reset", "--quiet", "--hard", "FETCH_HEAD")
     rev = commit(checkout, {"feature.txt": "over ssh\n"})
     helper = start_helper(base, remote.url, f"--ssh-key={remote.key}", *extra)
