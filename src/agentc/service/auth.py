@@ -24,7 +24,8 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
 from agentc.store import grants
-from agentc.store.accounts import agent_auth, browser_by_token
+from agentc.store.accounts import AgentAuth, agent_auth, browser_by_token
+from agentc.store.audit import Receipt, get_receipt
 from agentc.store.projects import Project, all_projects
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
@@ -233,11 +234,48 @@ def authenticate(
     none) and, when the route names a project (its `{project_id}`), that project. Every API
     read and mutation and every console page and form comes through here, so this is the one
     place project scoping is enforced."""
+    actor, _receipt = _authenticate(conn, p, now, write, public_origin, lone_proof, project_id)
+    return actor
+
+
+def authenticate_mutation(
+    conn: Connection,
+    p: Presented,
+    now: int,
+    *,
+    public_origin: str,
+    lone_proof: bool,
+    project_id: str | None,
+    operation: str,
+    key: str,
+) -> tuple[Actor, Receipt | None]:
+    """`authenticate` for a write, with the caller's receipt for (operation, key) if it has
+    one: an agent's is read by the authentication query itself (no round trip of its own)."""
+    actor, receipt = _authenticate(
+        conn, p, now, True, public_origin, lone_proof, project_id, (operation, key)
+    )
+    if isinstance(receipt, _Unread):
+        receipt = get_receipt(conn, actor.principal_id, operation, key)
+    return actor, receipt
+
+
+def _authenticate(
+    conn: Connection,
+    p: Presented,
+    now: int,
+    write: bool,
+    public_origin: str,
+    lone_proof: bool,
+    project_id: str | None,
+    receipt_of: tuple[str, str] | None = None,
+) -> tuple[Actor, Receipt | None | _Unread]:
     if p.duplicated or (p.bearer and p.cookie):
         raise unauthenticated("send exactly one credential (a bearer token or a browser cookie)")
     role: str | None | _Unread = UNREAD
+    receipt: Receipt | None | _Unread = UNREAD
     if p.bearer:
-        actor, role = _agent(conn, p, now, lone_proof, project_id)
+        actor, found = _agent(conn, p, lone_proof, project_id, receipt_of)
+        role, receipt = found.project_role, found.receipt
     elif p.cookie:
         actor = _browser(conn, p, now, write=write, public_origin=public_origin)
     else:
@@ -246,7 +284,7 @@ def authenticate(
         raise denied("this credential has read access only")
     if project_id is not None:
         require_project(conn, actor, project_id, write=write, role=role)
-    return actor
+    return actor, receipt
 
 
 class _Unread:
@@ -288,16 +326,17 @@ def visible_projects(conn: Connection, actor: Actor) -> list[Project]:
 def _agent(
     conn: Connection,
     p: Presented,
-    now: int,
-    lone_proof: bool = False,
-    project_id: str | None = None,
-) -> tuple[Actor, str | None]:
-    """The agent and its role in project_id, read in one query with the session it names."""
+    lone_proof: bool,
+    project_id: str | None,
+    receipt_of: tuple[str, str] | None,
+) -> tuple[Actor, AgentAuth]:
+    """The agent, read in one query with the session it names, its role in project_id and
+    (receipt_of) its receipt."""
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
     # The session is looked up only when it comes with its proof, as it is checked.
     session_id = p.session_id if p.proof is not None else None
-    found = agent_auth(conn, verifier(p.bearer), session_id, project_id)
+    found = agent_auth(conn, verifier(p.bearer), session_id, project_id, receipt_of)
     row = found.credential if found is not None else None
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
@@ -315,11 +354,11 @@ def _agent(
         # Opening a session: the client made the proof and sends it alone, so it knows the
         # proof before the request leaves and a lost answer loses nothing.
         _check_secret(p.proof, "session proof")
-        return actor, found.project_role
+        return actor, found
     if (p.session_id is None) != (p.proof is None):
         raise unauthenticated("X-Coordinator-Session and X-Coordinator-Session-Proof go together")
     if p.session_id is None:
-        return actor, found.project_role
+        return actor, found
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
     if (
@@ -339,7 +378,7 @@ def _agent(
         actor.access,
         found.session_id,
         found.session_closed_at is not None,
-    ), found.project_role
+    ), found
 
 
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:

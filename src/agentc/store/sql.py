@@ -4,12 +4,20 @@ The hot paths (authentication, receipts, leases) run here because SQLAlchemy's s
 machinery costs several times what the database does. Every query names the row type it
 returns (a `typing.NamedTuple`, built positionally from the driver's tuple, so the columns are
 selected in the row type's field order: `columns(Row)` writes that list).
+
+Writes whose outcome the caller does not look at (audit events, receipts, updates of a row the
+transaction has locked) can be deferred (`defer`, `insert(..., deferred=True)`): on PostgreSQL
+they wait on the connection and go to the server in one psycopg pipeline with the transaction's
+next statement or with its COMMIT (`commit`), so they cost no round trip of their own. Order
+is kept and a later query sees them (they are sent before it); a deferred statement's error is
+raised by the statement or commit it was sent with. SQLite runs them at once (no round trip).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -29,20 +37,85 @@ def _for_psycopg(sql: str) -> str:
     return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
+_DEFERRED = "agentc.deferred"  # the key of a connection's deferred statements in conn.info
+Statement = tuple[str, Mapping[str, object]]
+
+
+def _pending(conn: Connection) -> list[Statement]:
+    pending: list[Statement] = conn.info.setdefault(_DEFERRED, [])
+    return pending
+
+
 def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
-    """The DB-API cursor after running sql (DB-API cursors are untyped: Any). A driver error
-    is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement
-    would raise it, so callers catch one kind whichever way a statement ran. Its message never
-    shows the parameters (they may be credentials' digests or any input), like the engine's."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    """The DB-API cursor after running sql (DB-API cursors are untyped: Any), after the
+    connection's deferred statements in the same round trip. A driver error is raised as
+    SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement would raise
+    it, so callers catch one kind whichever way a statement ran. Its message never shows the
+    parameters (they may be credentials' digests or any input), like the engine's."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    if conn.dialect.name != "postgresql":
+        with _raised_as_sqlalchemy(conn, sql, params):
+            cursor.execute(sql, params)
+        return cursor
+    pending = _pending(conn)
+    if not pending:
+        with _raised_as_sqlalchemy(conn, sql, params):
+            cursor.execute(_for_psycopg(sql), params)
+        return cursor
+    sent = [*pending, (sql, params)]
+    pending.clear()
+    with _raised_as_sqlalchemy(conn, ";\n".join(s for s, _ in sent), {}):
+        _pipeline(dbapi, sent[:-1], (cursor, sent[-1]))
+    return cursor
+
+
+def _pipeline(dbapi: Any, statements: list[Statement], last: tuple[Any, Statement]) -> None:
+    """Send statements and then last (on its cursor) in one psycopg pipeline: one round trip."""
+    with dbapi.pipeline():
+        for sql, params in statements:
+            dbapi.cursor().execute(_for_psycopg(sql), params)
+        cursor, (sql, params) = last
+        cursor.execute(_for_psycopg(sql), params)
+
+
+@contextmanager
+def _raised_as_sqlalchemy(
+    conn: Connection, sql: str, params: Mapping[str, object]
+) -> Iterator[None]:
     try:
-        cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
+        yield
     except conn.dialect.loaded_dbapi.Error as exc:
         base = conn.dialect.loaded_dbapi.Error
         raise DBAPIError.instance(
             sql, dict(params), exc, base, hide_parameters=True, dialect=conn.dialect
         ) from exc
-    return cursor
+
+
+def defer(conn: Connection, sql: str, **params: Value) -> None:
+    """Run a statement without rows whose outcome the caller does not need now: on PostgreSQL
+    with the transaction's next statement or its commit (see the module's docstring)."""
+    _defer(conn, sql, params)
+
+
+def _defer(conn: Connection, sql: str, params: Mapping[str, object]) -> None:
+    if conn.dialect.name != "postgresql":
+        _execute(conn, sql, params)
+        return
+    _pending(conn).append((sql, params))
+
+
+def commit(conn: Connection) -> None:
+    """PostgreSQL: send the deferred statements and COMMIT in one round trip (the connection's
+    transaction then ends; SQLAlchemy's own commit that follows finds nothing to do)."""
+    if conn.dialect.name == "postgresql" and _pending(conn):
+        _execute(conn, "COMMIT", {})
+
+
+def discard_deferred(conn: Connection) -> None:
+    """Forget the deferred statements (the transaction is rolled back)."""
+    conn.info.pop(_DEFERRED, None)
 
 
 def fetch_all(conn: Connection, sql: str, make: Callable[..., R], **params: Value) -> list[R]:
@@ -129,9 +202,13 @@ def fetch_row(conn: Connection, row: type[RowT], key: str) -> RowT | None:
     return fetch_one(conn, by_key_sql(row), row, key=key)
 
 
-def insert(conn: Connection, row: Row) -> None:
-    """Insert the row into its table."""
-    _execute(conn, _TABLES[type(row)].insert, row._asdict())
+def insert(conn: Connection, row: Row, *, deferred: bool = False) -> None:
+    """Insert the row into its table (deferred: see `defer`)."""
+    sql, params = _TABLES[type(row)].insert, row._asdict()
+    if deferred:
+        _defer(conn, sql, params)
+    else:
+        _execute(conn, sql, params)
 
 
 @lru_cache(maxsize=128)
