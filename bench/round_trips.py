@@ -44,8 +44,10 @@ def counted(open_engine: Any) -> Any:
             counts["statements through SQLAlchemy (savepoints)"] += 1
 
         @event.listens_for(engine, "begin")
-        def _begin(_conn: Any) -> None:
-            counts["BEGIN"] += 1
+        def _begin(conn: Any) -> None:
+            # In autocommit mode the driver sends no BEGIN: ours rides with the first query.
+            if not conn.connection.dbapi_connection.autocommit:
+                counts["BEGIN alone"] += 1
 
         @event.listens_for(engine, "commit")
         def _commit(conn: Any) -> None:

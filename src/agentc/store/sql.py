@@ -106,16 +106,40 @@ def _defer(conn: Connection, sql: str, params: Mapping[str, object]) -> None:
     _pending(conn).append((sql, params))
 
 
+_BEGIN: Statement = ("BEGIN", {})
+
+
+def begin(conn: Connection) -> None:
+    """PostgreSQL: start the transaction with its first query, in the same round trip. The
+    driver is put in autocommit mode, so it sends no BEGIN of its own, and BEGIN is deferred:
+    until it is sent nothing has run. `end` must follow, whatever happens."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None and not _pending(conn)
+    dbapi.autocommit = True
+    _pending(conn).append(_BEGIN)
+
+
 def commit(conn: Connection) -> None:
     """PostgreSQL: send the deferred statements and COMMIT in one round trip (the connection's
     transaction then ends; SQLAlchemy's own commit that follows finds nothing to do)."""
-    if conn.dialect.name == "postgresql" and _pending(conn):
+    pending = _pending(conn)
+    if pending == [_BEGIN]:  # nothing ran: nothing to commit
+        pending.clear()
+    elif pending:
         _execute(conn, "COMMIT", {})
 
 
-def discard_deferred(conn: Connection) -> None:
-    """Forget the deferred statements (the transaction is rolled back)."""
+def end(conn: Connection) -> None:
+    """After the transaction (committed or rolled back): forget what is still deferred and put
+    the driver back in its own transaction mode."""
     conn.info.pop(_DEFERRED, None)
+    dbapi = conn.connection.dbapi_connection
+    if dbapi is None or not getattr(dbapi, "autocommit", False):
+        return
+    try:
+        dbapi.autocommit = False
+    except conn.dialect.loaded_dbapi.Error:  # still in a transaction: the connection broke
+        conn.invalidate()
 
 
 def fetch_all(conn: Connection, sql: str, make: Callable[..., R], **params: Value) -> list[R]:
