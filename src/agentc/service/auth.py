@@ -11,9 +11,7 @@ import hmac
 import re
 import secrets
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from argon2 import PasswordHasher
@@ -23,7 +21,7 @@ from sqlalchemy.engine import Connection
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
-from agentc.store import grants
+from agentc.store import grants, throttle
 from agentc.store.accounts import AgentAuth, agent_auth, browser_by_token
 from agentc.store.audit import Receipt, get_receipt
 from agentc.store.projects import Project, all_projects
@@ -87,11 +85,13 @@ class LoginLimiter:
     """Sign-in throttling an attacker cannot turn into a lockout of someone else.
 
     Failures are counted per client address (at most ``per_address`` in ``window_s``) and per
-    name *from that address*, where each failure past ``free_per_name`` doubles the wait, up to
-    ``max_backoff_s``. Nothing is global: failures with made-up names from one address slow
-    that address only, and guessing one person's password from one address never locks that
-    person out from another. A success clears the name's record on that address. In memory, on
-    a monotonic clock (``clock`` serves tests).
+    name *from that address*, where each failure past ``free_per_name`` (in the last
+    ``max_backoff_s``) doubles the wait after the latest one, up to ``max_backoff_s``. Nothing
+    is global: failures with made-up names from one address slow that address only, and
+    guessing one person's password from one address never locks that person out from another.
+    A success clears the name's record on that address. The failures are rows in the database
+    (`agentc.store.throttle`), so every service process (`serve --workers N`) counts the same
+    ones; times are the service clock's (ms).
     """
 
     def __init__(
@@ -100,57 +100,43 @@ class LoginLimiter:
         free_per_name: int = 5,
         window_s: float = 60.0,
         max_backoff_s: float = 900.0,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.per_address, self.free_per_name = per_address, free_per_name
-        self.window, self.max_backoff, self.clock = window_s, max_backoff_s, clock
-        self._addresses: dict[str, deque[float]] = {}
-        self._names: dict[tuple[str, str], tuple[int, float]] = {}  # failures, last failure
-        self._lock = threading.Lock()
+        self.window_ms, self.max_backoff_ms = int(window_s * 1000), int(max_backoff_s * 1000)
 
-    def _wait(self, failures: int) -> float:
+    def _wait_ms(self, failures: int) -> int:
         if failures < self.free_per_name:
-            return 0.0
-        return float(min(self.max_backoff, 2 ** (failures - self.free_per_name + 1)))
+            return 0
+        doublings: int = failures - self.free_per_name + 1
+        return min(self.max_backoff_ms, 1000 << doublings)
 
-    def check(self, username: str, address: str) -> None:
+    def check(self, conn: Connection, username: str, address: str, now: int) -> None:
         """Refuse (429) when this address, or this name from this address, must wait."""
-        now = self.clock()
-        with self._lock:
-            self._forget(now)
-            recent = self._addresses.get(address)
-            if recent is not None:
-                while recent and now - recent[0] > self.window:
-                    recent.popleft()
-            failures, last = self._names.get((address, username.lower()), (0, now))
-            if (recent is not None and len(recent) >= self.per_address) or (
-                now - last < self._wait(failures)
-            ):
-                raise CoordinatorError(
-                    "rate_limited",
-                    "too many failed sign-ins from this address; wait and retry",
-                    status=429,
-                    retryable=True,
-                )
+        found = throttle.failures(
+            conn, address[:64], _name(username), now - self.window_ms, now - self.max_backoff_ms
+        )
+        waiting = found.last_of_name is not None and (
+            now - found.last_of_name < self._wait_ms(found.of_name)
+        )
+        if found.of_address >= self.per_address or waiting:
+            raise CoordinatorError(
+                "rate_limited",
+                "too many failed sign-ins from this address; wait and retry",
+                status=429,
+                retryable=True,
+            )
 
-    def failed(self, username: str, address: str) -> None:
-        now = self.clock()
-        with self._lock:
-            self._addresses.setdefault(address, deque()).append(now)
-            key = (address, username.lower())
-            self._names[key] = (self._names.get(key, (0, now))[0] + 1, now)
+    def failed(self, conn: Connection, username: str, address: str, now: int) -> None:
+        throttle.record_failure(conn, address[:64], _name(username), now)
+        throttle.forget_before(conn, now - max(self.window_ms, self.max_backoff_ms))
 
-    def succeeded(self, username: str, address: str) -> None:
-        with self._lock:
-            self._names.pop((address, username.lower()), None)
+    def succeeded(self, conn: Connection, username: str, address: str) -> None:
+        throttle.forget_name(conn, address[:64], _name(username))
 
-    def _forget(self, now: float) -> None:
-        """Bound the memory: drop records older than the longest wait."""
-        if len(self._names) + len(self._addresses) <= 4096:
-            return
-        horizon = max(self.window, self.max_backoff)
-        self._names = {k: v for k, v in self._names.items() if now - v[1] < horizon}
-        self._addresses = {k: v for k, v in self._addresses.items() if v and now - v[-1] < horizon}
+
+def _name(username: str) -> str:
+    """The name as the throttle keys it: case does not make another name."""
+    return username.lower()[:100]
 
 
 @dataclass(frozen=True)
