@@ -31,6 +31,9 @@ import lease_ops  # noqa: E402
 from agentc.store import sql  # noqa: E402
 
 counts: Counter[str] = Counter()  # round trips
+by_operation: Counter[str] = Counter()  # round trips of each kind of lease operation
+operations: Counter[str] = Counter()
+current = ["?"]  # the lease operation whose transaction runs (one agent: one at a time)
 riding: Counter[str] = Counter()  # statements sent in a pipeline with a query or the COMMIT
 IDLE = psycopg.pq.TransactionStatus.IDLE
 
@@ -68,7 +71,23 @@ def main() -> None:
 
     def counting(conn: Any, statement: str, params: Any) -> Any:
         counts["queries on the driver's cursor"] += 1
+        by_operation[current[0]] += 1
         return execute(conn, statement, params)
+
+    mutation = lease_ops.mutation  # type: ignore[attr-defined]
+
+    def naming(rt: Any, creds: Any, operation: str, *args: Any, **kwargs: Any) -> Any:
+        work = mutation(rt, creds, operation, *args, **kwargs)
+        name = operation.rsplit("/", 1)[-1]
+
+        def named(tx: Any) -> Any:
+            current[0] = name
+            operations[name] += 1
+            return work(tx)
+
+        return named
+
+    lease_ops.mutation = naming  # type: ignore[attr-defined]
 
     def counting_pipeline(dbapi: Any, statements: Any, last: Any) -> None:
         riding[f"deferred writes sent with {last[1][0].split()[0]}"] += len(statements)
@@ -81,25 +100,31 @@ def main() -> None:
     try:
         database = server.create_database("rt")
         pid, creds = lease_ops.prepare(database, 1)
-        best: tuple[float, int, dict[str, float]] | None = None
+        best: tuple[float, int, dict[str, float], dict[str, float]] | None = None
         for _ in range(3):
-            counts.clear()
-            riding.clear()
+            for counter in (counts, riding, by_operation, operations):
+                counter.clear()
             ops, lat = asyncio.run(lease_ops.direct(database, pid, creds, args.seconds))
             p50 = lease_ops.percentile(lat, 0.5) * 1000
             per_op = {k: v / len(lat) for k, v in counts.items()}
             per_op |= {f"({k})": v / len(lat) for k, v in riding.items()}
+            kinds = {k: by_operation[k] / n for k, n in operations.items()}
             if best is None or p50 < best[0]:
-                best = (p50, ops, per_op)
+                best = (p50, ops, per_op, kinds)
     finally:
         pg.stop(server)
     assert best is not None
-    p50, ops, per_op = best
+    p50, ops, per_op, kinds = best
     print(f"one agent, direct, PostgreSQL: p50 {p50:.2f} ms, {ops} ops/s")
     trips = sum(v for k, v in per_op.items() if not k.startswith("("))
     print(f"round trips per lease operation: {trips:.2f}")
     for name, value in sorted(per_op.items()):
         print(f"  {value:6.2f}  {name}")
+    # BEGIN rides with a transaction's first query and the COMMIT with its deferred writes,
+    # so every round trip of an operation is one of its queries.
+    print(
+        "queries (round trips) per operation:", ", ".join(f"{k} {v:.2f}" for k, v in kinds.items())
+    )
 
 
 if __name__ == "__main__":
