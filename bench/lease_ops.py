@@ -497,7 +497,7 @@ def main() -> None:
         f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
     print(
-        f"{'backend':10} {'mode':12} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'backend':10} {'mode':15} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'cpu ms/op':>10} {'ratio':>14}"
     )
     for name, rows in results.items():
@@ -508,7 +508,7 @@ def main() -> None:
                 ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
             cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
             print(
-                f"{name:10} {r['mode']:12} {r['ops']:>8} {r['p50_ms']:>8.1f} "
+                f"{name:10} {r['mode']:15} {r['ops']:>8} {r['p50_ms']:>8.1f} "
                 f"{r['p99_ms']:>8.1f} {cpu:>10} {ratio:>14}"
             )
 
