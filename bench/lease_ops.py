@@ -11,8 +11,9 @@ and on PostgreSQL (a throwaway server started here). Measured in the same run:
   (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)), renew (a fenced UPDATE),
   checkpoint (an INSERT) and release (a fenced UPDATE back to ready);
 - http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite;
-- with --http-variants, the same app under other uvicorn event loops and HTTP parsers
-  (serve_variant.py; the server's own choice is uvicorn's "auto": uvloop and httptools).
+- with --http-variants, the same app under other uvicorn event loops and HTTP parsers, or
+  under granian (serve_variant.py: e.g. asyncio+h11, granian+uvloop; the server's own choice is
+  uvicorn's "auto": uvloop and httptools).
 
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
         [--workers 1,2,4] [--server-args "..."] [--http-variants asyncio+h11]
@@ -456,8 +457,8 @@ def main() -> None:
     ap.add_argument(
         "--http-variants",
         default="",
-        help="comma-separated LOOP+HTTP uvicorn variants to measure too (one process), e.g. "
-        "asyncio+h11 (the server's own is uvloop+httptools)",
+        help="comma-separated LOOP+HTTP uvicorn variants (or granian+LOOP) to measure too (one "
+        "process), e.g. asyncio+h11,granian+uvloop (the server's own is uvloop+httptools)",
     )
     args = ap.parse_args()
     variants = [
