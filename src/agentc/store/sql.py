@@ -16,6 +16,7 @@ raised by the statement or commit it was sent with. SQLite runs them at once (no
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
@@ -37,12 +38,16 @@ def _for_psycopg(sql: str) -> str:
     return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
-_DEFERRED = "agentc.deferred"  # the key of a connection's deferred statements in conn.info
 Statement = tuple[str, Mapping[str, object]]
+# Each Connection's deferred statements. Keyed by the Connection (one per transaction of the
+# executor), not kept on the pooled DBAPI connection: none can outlive its transaction.
+_DEFERRED: weakref.WeakKeyDictionary[Connection, list[Statement]] = weakref.WeakKeyDictionary()
 
 
 def _pending(conn: Connection) -> list[Statement]:
-    pending: list[Statement] = conn.info.setdefault(_DEFERRED, [])
+    pending = _DEFERRED.get(conn)
+    if pending is None:
+        pending = _DEFERRED[conn] = []
     return pending
 
 
@@ -59,7 +64,7 @@ def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
         with _raised_as_sqlalchemy(conn, sql, params):
             cursor.execute(sql, params)
         return cursor
-    pending = _pending(conn)
+    pending = _DEFERRED.get(conn)
     if not pending:
         with _raised_as_sqlalchemy(conn, sql, params):
             cursor.execute(_for_psycopg(sql), params)
@@ -114,15 +119,21 @@ def begin(conn: Connection) -> None:
     driver is put in autocommit mode, so it sends no BEGIN of its own, and BEGIN is deferred:
     until it is sent nothing has run. `end` must follow, whatever happens."""
     dbapi = conn.connection.dbapi_connection
-    assert dbapi is not None and not _pending(conn)
-    dbapi.autocommit = True
-    _pending(conn).append(_BEGIN)
+    assert dbapi is not None
+    try:
+        dbapi.autocommit = True
+    except conn.dialect.loaded_dbapi.Error:  # it broke while pooled: take a fresh one
+        conn.invalidate()
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        dbapi.autocommit = True
+    _DEFERRED[conn] = [_BEGIN]
 
 
 def commit(conn: Connection) -> None:
     """PostgreSQL: send the deferred statements and COMMIT in one round trip (the connection's
     transaction then ends; SQLAlchemy's own commit that follows finds nothing to do)."""
-    pending = _pending(conn)
+    pending = _DEFERRED.get(conn)
     if pending == [_BEGIN]:  # nothing ran: nothing to commit
         pending.clear()
     elif pending:
@@ -132,7 +143,9 @@ def commit(conn: Connection) -> None:
 def end(conn: Connection) -> None:
     """After the transaction (committed or rolled back): forget what is still deferred and put
     the driver back in its own transaction mode."""
-    conn.info.pop(_DEFERRED, None)
+    _DEFERRED.pop(conn, None)
+    if conn.invalidated:  # the pool replaces the DBAPI connection
+        return
     dbapi = conn.connection.dbapi_connection
     if dbapi is None or not getattr(dbapi, "autocommit", False):
         return
