@@ -3,7 +3,7 @@ the lookups every authenticated request makes."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
@@ -150,10 +150,20 @@ _CREDENTIAL_WIDTH = len(CredentialAuth._fields)
 _AUTH_WIDTH = _CREDENTIAL_WIDTH + 5
 
 
-def _agent_auth(*row: object) -> AgentAuth:
+def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH's order
     n, m = _CREDENTIAL_WIDTH, _AUTH_WIDTH
-    receipt = Receipt(*row[m:]) if len(row) > m and row[m] is not None else None  # type: ignore[arg-type]
-    return AgentAuth(CredentialAuth(*row[:n]), *row[n:m], receipt)  # type: ignore[arg-type, call-arg]
+    # The receipt's columns (when asked for) are all null when there is none.
+    receipt = Receipt(*row[m:]) if len(row) > m and row[m] is not None else None
+    session_id, session_credential_id, proof_hash, closed_at, role = row[n:m]
+    return AgentAuth(
+        CredentialAuth(*row[:n]),
+        session_id,
+        session_credential_id,
+        proof_hash,
+        closed_at,
+        role,
+        receipt,
+    )
 
 
 def agent_auth(
