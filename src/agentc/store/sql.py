@@ -144,7 +144,7 @@ def end(conn: Connection) -> None:
     """After the transaction (committed or rolled back): forget what is still deferred and put
     the driver back in its own transaction mode."""
     _DEFERRED.pop(conn, None)
-    if conn.invalidated:  # the pool replaces the DBAPI connection
+    if conn.dialect.name != "postgresql" or conn.invalidated:  # (a broken one is replaced)
         return
     dbapi = conn.connection.dbapi_connection
     if dbapi is None or not getattr(dbapi, "autocommit", False):
