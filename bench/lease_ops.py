@@ -11,8 +11,9 @@ and on PostgreSQL (a throwaway server started here). Measured in the same run:
   (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)), renew (a fenced UPDATE),
   checkpoint (an INSERT) and release (a fenced UPDATE back to ready);
 - http with --workers 1, 2 and 4 on PostgreSQL (`--workers`), 1 on SQLite;
-- with --http-variants, the same app under other uvicorn event loops and HTTP parsers
-  (serve_variant.py; the server's own choice is uvicorn's "auto": uvloop and httptools).
+- with --http-variants, the same app under other uvicorn event loops and HTTP parsers, or
+  under granian (serve_variant.py: e.g. asyncio+h11, granian+uvloop; the server's own choice is
+  uvicorn's "auto": uvloop and httptools).
 
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
         [--workers 1,2,4] [--server-args "..."] [--http-variants asyncio+h11]
@@ -456,8 +457,8 @@ def main() -> None:
     ap.add_argument(
         "--http-variants",
         default="",
-        help="comma-separated LOOP+HTTP uvicorn variants to measure too (one process), e.g. "
-        "asyncio+h11 (the server's own is uvloop+httptools)",
+        help="comma-separated LOOP+HTTP uvicorn variants (or granian+LOOP) to measure too (one "
+        "process), e.g. asyncio+h11,granian+uvloop (the server's own is uvloop+httptools)",
     )
     args = ap.parse_args()
     variants = [
@@ -497,7 +498,7 @@ def main() -> None:
         f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
     print(
-        f"{'backend':10} {'mode':12} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'backend':10} {'mode':15} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'cpu ms/op':>10} {'ratio':>14}"
     )
     for name, rows in results.items():
@@ -508,7 +509,7 @@ def main() -> None:
                 ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
             cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
             print(
-                f"{name:10} {r['mode']:12} {r['ops']:>8} {r['p50_ms']:>8.1f} "
+                f"{name:10} {r['mode']:15} {r['ops']:>8} {r['p50_ms']:>8.1f} "
                 f"{r['p99_ms']:>8.1f} {cpu:>10} {ratio:>14}"
             )
 

@@ -20,6 +20,11 @@ SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
 ADMIN_PASSWORD = "correct horse battery staple"
 
 
+def children(pid: int) -> set[int]:
+    """The process's child processes (a `serve --workers N` master's are its workers)."""
+    return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
 @dataclass
 class LiveServer:
     url: str

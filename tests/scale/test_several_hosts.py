@@ -1,9 +1,12 @@
-"""Several hosts, faults included (issue 16): one PostgreSQL, two service processes, and three
+"""Several hosts, faults included (issue 16): one PostgreSQL, the service as two processes
+(`serve --workers 2`: two workers sharing one listening socket, as it is deployed), and three
 supervisor "hosts", each `agentc-supervisor run` in a network namespace of its own reaching the
 service through a veth pair, work a batch of general tasks (review_mode none: a submission ends
-the task done) with a scripted ``command:`` agent while the test kills one service process, cuts
-one host off for longer than a lease and restarts PostgreSQL. Every task ends done exactly once,
-no task ever has two attempts active at once, no cost row is counted twice.
+the task done) with a scripted ``command:`` agent while the test kills one worker (SIGKILL: its
+connections break mid-request, the other worker keeps accepting from the socket, the master
+starts a replacement), cuts one host off for longer than a lease and restarts PostgreSQL. Every
+task ends done exactly once, no task ever has two attempts active at once, no cost row is counted
+twice.
 
 The scripted agent retries an uncertain submission with `agent-coordinator retry` (exit 7 is the
 client's contract for "no definitive answer; the mutation stays pending"). The `command:` harness
@@ -31,7 +34,7 @@ import pytest
 from agentc.supervisor.gateway.ledger import Ledger
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit import pg
-from tests.kit.live import LiveServer, live_server
+from tests.kit.live import LiveServer, children, live_server
 from tests.scale.kit import Host, restart_pg
 from tests.supervisor.kit import make_kit
 from tests.supervisor.loop.kit import LoopKit
@@ -164,12 +167,12 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
         stack.callback(lambda: subprocess.run(["rm", "-rf", str(roots)]))
         # The loops' records and the kept logs of unsubmitted launches, for a failure's reader.
         stack.callback(lambda: subprocess.run(["sh", "-c", KEEP.format(roots, tmp_path)]))
-        service_a = stack.enter_context(live_server(database, tmp_path))
-        service_b = stack.enter_context(live_server(database, tmp_path))
-        ports = [int(s.url.rsplit(":", 1)[1]) for s in (service_a, service_b)]
+        service = stack.enter_context(live_server(database, tmp_path, "--workers", "2"))
+        master = service.process.pid
+        wait_for(lambda: len(children(master)) == 2, "two workers")
         for host in hosts:
             stack.callback(host.down)
-            host.up(ports)
+            host.up([int(service.url.rsplit(":", 1)[1])])
 
         def stop_loops() -> None:
             for proc in loops:
@@ -178,12 +181,12 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
                 proc.wait()
 
         stack.callback(stop_loops)
-        admin = service_a.admin_client()
+        admin = service.admin_client()
         stack.callback(admin.close)
         project = admin_project(admin, review_mode="none", lease_seconds=LEASE)
         origin, _ = make_clone(roots / "repo")
         kits = [
-            make_host(i, roots / f"h{i}", service_a, admin, project, origin, host)
+            make_host(i, roots / f"h{i}", service, admin, project, origin, host)
             for i, host in enumerate(hosts)
         ]
         task_ids = []
@@ -249,11 +252,17 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
         hosts[2].cut()
         start_loop(0)
         start_loop(1)
-        # 2. One service process is killed while the others work; the forwarders send new
-        # connections to the one left, the loops' clients retry.
+        # 2. One service worker is killed while the hosts work: the requests it held fail
+        # (the loops' clients retry), the other worker goes on accepting from the shared
+        # socket, and the master starts a replacement.
         wait_for(lambda: done() >= 3, lambda: f"3 done\n{tails()}")
-        service_b.process.kill()
-        assert service_b.process.wait() == -signal.SIGKILL
+        victim = min(children(master))
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda: len(children(master)) == 2 and victim not in children(master),
+            lambda: f"a replacement worker\n{service.log.read_text()[-2000:]}",
+        )
+        assert f"worker pid {victim} was killed by signal 9" in service.log.read_text()
         # 3. PostgreSQL restarts under the service (every connection cut).
         wait_for(lambda: done() >= 6, lambda: f"6 done\n{tails()}")
         restart_pg(own_pg)

@@ -13,7 +13,9 @@ from agentc.core.model import PrincipalKind, PrincipalRole
 from agentc.service.app import create_app
 from agentc.service.auth import LoginLimiter, hash_password, verifier
 from agentc.service.work.accounts import _add_principal
+from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.sql import fetch_exists
+from agentc.store.tx import Executor
 from tests.service.console.kit import browse_as, form_of, post_form
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, ApiError, Caller, Service
 
@@ -104,25 +106,45 @@ def test_made_up_names_do_not_lock_out_a_real_person(svc: Service) -> None:
     assert _login(svc, "admin", ADMIN_PASSWORD, "10.0.0.7") == 200  # ...nobody else is
 
 
-def test_backoff_doubles_and_a_success_clears_it() -> None:
-    now = [0.0]
-    limiter = LoginLimiter(free_per_name=2, clock=lambda: now[0])
-    for _ in range(2):
-        limiter.check("ann", "a")
-        limiter.failed("ann", "a")
-    with pytest.raises(CoordinatorError):
-        limiter.check("ann", "a")
-    now[0] += 2.5
-    limiter.check("ann", "a")
-    limiter.failed("ann", "a")
-    now[0] += 2.5  # the third failure made the wait 4 s
-    with pytest.raises(CoordinatorError):
-        limiter.check("ANN", "a")
-    now[0] += 2
-    limiter.check("ann", "a")
-    limiter.succeeded("ann", "a")
-    limiter.check("ann", "a")
-    limiter.check("ann", "b")
+def test_backoff_doubles_and_a_success_clears_it(database: str) -> None:
+    executor = Executor(open_engine(Database.parse(database)))
+    migrate(executor.engine)
+    limiter = LoginLimiter(free_per_name=2)
+    now = [1_000_000]
+
+    def check(name: str, address: str = "a") -> None:
+        executor.read(lambda tx: limiter.check(tx.conn, name, address, now[0]))
+
+    def failed(name: str, address: str = "a") -> None:
+        executor.write(lambda tx: limiter.failed(tx.conn, name, address, now[0]))
+
+    try:
+        for _ in range(2):
+            check("ann")
+            failed("ann")
+        with pytest.raises(CoordinatorError):
+            check("ann")
+        now[0] += 2500
+        check("ann")
+        failed("ann")
+        now[0] += 2500  # the third failure made the wait 4 s
+        with pytest.raises(CoordinatorError):
+            check("ANN")
+        now[0] += 2000
+        check("ann")
+        executor.write(lambda tx: limiter.succeeded(tx.conn, "ann", "a"))
+        check("ann")
+        check("ann", "b")
+        # Failures older than the longest wait are forgotten (the record stays small).
+        failed("carl")
+        now[0] += 900_001
+        failed("bob")
+        rows = executor.read(
+            lambda tx: tx.conn.exec_driver_sql("SELECT name FROM sign_in_failures").all()
+        )
+        assert [r[0] for r in rows] == ["bob"]
+    finally:
+        executor.close()
 
 
 def test_sign_out_ends_the_session_at_once(svc: Service) -> None:

@@ -24,16 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.kit.live import SERVER, LiveServer, live_server
+from tests.kit.live import SERVER, LiveServer, children, live_server
 from tests.kit.pg import PgServer
 
 AGENTS = 16
 TASKS = 64
 KILL_AFTER = TASKS // 3  # claims made before one worker is killed
-
-
-def children(pid: int) -> set[int]:
-    return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
 def established(port: int) -> set[str]:

@@ -28,9 +28,16 @@ from starlette.responses import Response
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
-from agentc.service.auth import Actor, LoginLimiter, Presented, authenticate, browser_cookie
+from agentc.service.auth import (
+    Actor,
+    LoginLimiter,
+    Presented,
+    authenticate,
+    authenticate_mutation,
+    browser_cookie,
+)
 from agentc.service.settings import ServerSettings
-from agentc.store.audit import Receipt, get_receipt, write_event
+from agentc.store.audit import Receipt, write_event
 from agentc.store.sql import insert
 from agentc.store.tx import Executor, Tx, wall_clock_ms
 
@@ -206,18 +213,18 @@ def mutation(
     closing = operation.endswith("/close")
 
     def work(tx: Tx) -> tuple[int, bytes, bool]:
-        actor = authenticate(
+        actor, prior = authenticate_mutation(
             tx.conn,
             creds,
             tx.now,
-            write=True,
             public_origin=origin,
             lone_proof=lone_proof,
             project_id=project_id,
+            operation=operation,
+            key=key,
         )
         if actor.session_closed and not closing:
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
-        prior = get_receipt(tx.conn, actor.principal_id, operation, key)
         if prior is not None:
             return _replay(prior, fp, tx.now, actor.credential_id)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
@@ -229,6 +236,7 @@ def mutation(
             stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
         # No savepoint: a racing request with the same key fails on the receipt's primary
         # key, the whole transaction rolls back, and `mutate` retries it, finding the receipt.
+        # Deferred: on PostgreSQL it goes to the server with the COMMIT (one round trip).
         insert(
             tx.conn,
             Receipt(
@@ -241,6 +249,7 @@ def mutation(
                 created_at=tx.now,
                 credential_id=actor.credential_id,
             ),
+            deferred=True,
         )
         return result.status, _dumps(env), False
 

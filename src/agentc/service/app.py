@@ -172,8 +172,10 @@ def create_app(
     )
     app.state.runtime = runtime
     install_error_handlers(app)
-    app.include_router(routes_access.router)
+    # Routes are matched in order, one by one: the project routes (the lease operations, the
+    # bulk of the traffic) come first. No path of one router is a path of another.
     app.include_router(routes_work.router)
+    app.include_router(routes_access.router)
     app.include_router(console.router)
     app.add_middleware(Guard, limit=settings.json_body_limit_bytes, https=settings.https)
     return app

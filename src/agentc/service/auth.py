@@ -10,9 +10,7 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from argon2 import PasswordHasher
@@ -23,8 +21,9 @@ from agentc.core.browser import SECRET, cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
-from agentc.store import grants
-from agentc.store.accounts import agent_auth, browser_by_token
+from agentc.store import grants, throttle
+from agentc.store.accounts import AgentAuth, agent_auth, browser_by_token
+from agentc.store.audit import Receipt, get_receipt
 from agentc.store.projects import Project, all_projects
 
 BROWSER_SESSION_MS = 12 * 3600 * 1000
@@ -85,11 +84,13 @@ class LoginLimiter:
     """Sign-in throttling an attacker cannot turn into a lockout of someone else.
 
     Failures are counted per client address (at most ``per_address`` in ``window_s``) and per
-    name *from that address*, where each failure past ``free_per_name`` doubles the wait, up to
-    ``max_backoff_s``. Nothing is global: failures with made-up names from one address slow
-    that address only, and guessing one person's password from one address never locks that
-    person out from another. A success clears the name's record on that address. In memory, on
-    a monotonic clock (``clock`` serves tests).
+    name *from that address*, where each failure past ``free_per_name`` (in the last
+    ``max_backoff_s``) doubles the wait after the latest one, up to ``max_backoff_s``. Nothing
+    is global: failures with made-up names from one address slow that address only, and
+    guessing one person's password from one address never locks that person out from another.
+    A success clears the name's record on that address. The failures are rows in the database
+    (`agentc.store.throttle`), so every service process (`serve --workers N`) counts the same
+    ones; times are the service clock's (ms).
     """
 
     def __init__(
@@ -98,57 +99,43 @@ class LoginLimiter:
         free_per_name: int = 5,
         window_s: float = 60.0,
         max_backoff_s: float = 900.0,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.per_address, self.free_per_name = per_address, free_per_name
-        self.window, self.max_backoff, self.clock = window_s, max_backoff_s, clock
-        self._addresses: dict[str, deque[float]] = {}
-        self._names: dict[tuple[str, str], tuple[int, float]] = {}  # failures, last failure
-        self._lock = threading.Lock()
+        self.window_ms, self.max_backoff_ms = int(window_s * 1000), int(max_backoff_s * 1000)
 
-    def _wait(self, failures: int) -> float:
+    def _wait_ms(self, failures: int) -> int:
         if failures < self.free_per_name:
-            return 0.0
-        return float(min(self.max_backoff, 2 ** (failures - self.free_per_name + 1)))
+            return 0
+        doublings: int = failures - self.free_per_name + 1
+        return min(self.max_backoff_ms, 1000 << doublings)
 
-    def check(self, username: str, address: str) -> None:
+    def check(self, conn: Connection, username: str, address: str, now: int) -> None:
         """Refuse (429) when this address, or this name from this address, must wait."""
-        now = self.clock()
-        with self._lock:
-            self._forget(now)
-            recent = self._addresses.get(address)
-            if recent is not None:
-                while recent and now - recent[0] > self.window:
-                    recent.popleft()
-            failures, last = self._names.get((address, username.lower()), (0, now))
-            if (recent is not None and len(recent) >= self.per_address) or (
-                now - last < self._wait(failures)
-            ):
-                raise CoordinatorError(
-                    "rate_limited",
-                    "too many failed sign-ins from this address; wait and retry",
-                    status=429,
-                    retryable=True,
-                )
+        found = throttle.failures(
+            conn, address[:64], _name(username), now - self.window_ms, now - self.max_backoff_ms
+        )
+        waiting = found.last_of_name is not None and (
+            now - found.last_of_name < self._wait_ms(found.of_name)
+        )
+        if found.of_address >= self.per_address or waiting:
+            raise CoordinatorError(
+                "rate_limited",
+                "too many failed sign-ins from this address; wait and retry",
+                status=429,
+                retryable=True,
+            )
 
-    def failed(self, username: str, address: str) -> None:
-        now = self.clock()
-        with self._lock:
-            self._addresses.setdefault(address, deque()).append(now)
-            key = (address, username.lower())
-            self._names[key] = (self._names.get(key, (0, now))[0] + 1, now)
+    def failed(self, conn: Connection, username: str, address: str, now: int) -> None:
+        throttle.record_failure(conn, address[:64], _name(username), now)
+        throttle.forget_before(conn, now - max(self.window_ms, self.max_backoff_ms))
 
-    def succeeded(self, username: str, address: str) -> None:
-        with self._lock:
-            self._names.pop((address, username.lower()), None)
+    def succeeded(self, conn: Connection, username: str, address: str) -> None:
+        throttle.forget_name(conn, address[:64], _name(username))
 
-    def _forget(self, now: float) -> None:
-        """Bound the memory: drop records older than the longest wait."""
-        if len(self._names) + len(self._addresses) <= 4096:
-            return
-        horizon = max(self.window, self.max_backoff)
-        self._names = {k: v for k, v in self._names.items() if now - v[1] < horizon}
-        self._addresses = {k: v for k, v in self._addresses.items() if v and now - v[-1] < horizon}
+
+def _name(username: str) -> str:
+    """The name as the throttle keys it: case does not make another name."""
+    return username.lower()[:100]
 
 
 @dataclass(frozen=True)
@@ -222,11 +209,48 @@ def authenticate(
     none) and, when the route names a project (its `{project_id}`), that project. Every API
     read and mutation and every console page and form comes through here, so this is the one
     place project scoping is enforced."""
+    actor, _receipt = _authenticate(conn, p, now, write, public_origin, lone_proof, project_id)
+    return actor
+
+
+def authenticate_mutation(
+    conn: Connection,
+    p: Presented,
+    now: int,
+    *,
+    public_origin: str,
+    lone_proof: bool,
+    project_id: str | None,
+    operation: str,
+    key: str,
+) -> tuple[Actor, Receipt | None]:
+    """`authenticate` for a write, with the caller's receipt for (operation, key) if it has
+    one: an agent's is read by the authentication query itself (no round trip of its own)."""
+    actor, receipt = _authenticate(
+        conn, p, now, True, public_origin, lone_proof, project_id, (operation, key)
+    )
+    if isinstance(receipt, _Unread):
+        receipt = get_receipt(conn, actor.principal_id, operation, key)
+    return actor, receipt
+
+
+def _authenticate(
+    conn: Connection,
+    p: Presented,
+    now: int,
+    write: bool,
+    public_origin: str,
+    lone_proof: bool,
+    project_id: str | None,
+    receipt_of: tuple[str, str] | None = None,
+) -> tuple[Actor, Receipt | None | _Unread]:
     if p.duplicated or (p.bearer and p.cookie):
         raise unauthenticated("send exactly one credential (a bearer token or a browser cookie)")
     role: str | None | _Unread = UNREAD
+    receipt: Receipt | None | _Unread = UNREAD
     if p.bearer:
-        actor, role = _agent(conn, p, now, lone_proof, project_id)
+        actor, found = _agent(conn, p, lone_proof, project_id, receipt_of)
+        role, receipt = found.project_role, found.receipt
     elif p.cookie:
         actor = _browser(conn, p, now, write=write, public_origin=public_origin)
     else:
@@ -235,7 +259,7 @@ def authenticate(
         raise denied("this credential has read access only")
     if project_id is not None:
         require_project(conn, actor, project_id, write=write, role=role)
-    return actor
+    return actor, receipt
 
 
 class _Unread:
@@ -277,16 +301,17 @@ def visible_projects(conn: Connection, actor: Actor) -> list[Project]:
 def _agent(
     conn: Connection,
     p: Presented,
-    now: int,
-    lone_proof: bool = False,
-    project_id: str | None = None,
-) -> tuple[Actor, str | None]:
-    """The agent and its role in project_id, read in one query with the session it names."""
+    lone_proof: bool,
+    project_id: str | None,
+    receipt_of: tuple[str, str] | None,
+) -> tuple[Actor, AgentAuth]:
+    """The agent, read in one query with the session it names, its role in project_id and
+    (receipt_of) its receipt."""
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
     # The session is looked up only when it comes with its proof, as it is checked.
     session_id = p.session_id if p.proof is not None else None
-    found = agent_auth(conn, verifier(p.bearer), session_id, project_id)
+    found = agent_auth(conn, verifier(p.bearer), session_id, project_id, receipt_of)
     row = found.credential if found is not None else None
     if row is None or row.revoked_at is not None or row.disabled_at is not None:
         raise unauthenticated("the bearer token is unknown or revoked")
@@ -304,11 +329,11 @@ def _agent(
         # Opening a session: the client made the proof and sends it alone, so it knows the
         # proof before the request leaves and a lost answer loses nothing.
         _check_secret(p.proof, "session proof")
-        return actor, found.project_role
+        return actor, found
     if (p.session_id is None) != (p.proof is None):
         raise unauthenticated("X-Coordinator-Session and X-Coordinator-Session-Proof go together")
     if p.session_id is None:
-        return actor, found.project_role
+        return actor, found
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
     if (
@@ -328,7 +353,7 @@ def _agent(
         actor.access,
         found.session_id,
         found.session_closed_at is not None,
-    ), found.project_role
+    ), found
 
 
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:

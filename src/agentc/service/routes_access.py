@@ -125,19 +125,26 @@ async def sign_in(
 ) -> tuple[str, JsonObject, int]:
     """Check the password (throttled per address and per name on that address) and open a
     browser session. Returns the cookie, the actor and the time."""
-    rt.limiter.check(username, address)
-    row = await run_in_threadpool(rt.executor.read, lambda tx: principal_by_name(tx.conn, username))
+    limiter = rt.limiter
+
+    def look(tx: Tx) -> Principal | None:
+        limiter.check(tx.conn, username, address, tx.now)  # the failures every process counts
+        return principal_by_name(tx.conn, username)
+
+    row = await run_in_threadpool(rt.executor.read, look)
     if row is not None and row.kind != PrincipalKind.HUMAN:
         row = None  # agents do not sign in
     ok = await run_in_threadpool(verify_password, row.password_hash if row else None, password)
     if not ok or row is None or row.disabled_at is not None:
-        rt.limiter.failed(username, address)
+        await asyncio.wrap_future(
+            rt.executor.submit_write(lambda tx: limiter.failed(tx.conn, username, address, tx.now))
+        )
         raise CoordinatorError("authentication_required", "wrong username or password", status=401)
-    rt.limiter.succeeded(username, address)
     cookie = new_secret()
     principal_id = row.id
 
     def work(tx: Tx) -> int:
+        limiter.succeeded(tx.conn, username, address)
         insert(
             tx.conn,
             BrowserSession(

@@ -3,10 +3,11 @@ the lookups every authenticated request makes."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
+from agentc.store.audit import Receipt
 from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
@@ -87,7 +88,9 @@ class CredentialListing(NamedTuple):
 class AgentAuth(NamedTuple):
     """A bearer token's credential with its principal, the agent session the request names
     (None fields when there is none by that id) and the principal's role in the project the
-    request names (None when not granted): one query for what every agent request checks."""
+    request names (None when not granted): one query for what every agent request checks.
+    A mutation's query also reads the principal's receipt for its operation and key (None:
+    none yet, or not asked for)."""
 
     credential: CredentialAuth
     session_id: str | None
@@ -95,6 +98,7 @@ class AgentAuth(NamedTuple):
     session_proof_hash: str | None
     session_closed_at: int | None
     project_role: str | None
+    receipt: Receipt | None = None
 
 
 class BrowserAuth(NamedTuple):
@@ -127,6 +131,14 @@ _AGENT_AUTH = (
     "AND g.project_id = :project_id "
     "WHERE c.token_hash = :token_hash"
 )
+_AGENT_AUTH_RECEIPT = _AGENT_AUTH.replace(
+    " FROM credentials c ",
+    f", {columns(Receipt, 'r')} FROM credentials c ",
+).replace(
+    " WHERE c.token_hash",
+    " LEFT JOIN receipts r ON r.principal_id = c.principal_id "
+    "AND r.operation = :operation AND r.key = :key WHERE c.token_hash",
+)
 _BROWSER_AUTH = (
     "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name, p.kind, "
     "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
@@ -134,23 +146,55 @@ _BROWSER_AUTH = (
 )
 
 
-def _agent_auth(*row: object) -> AgentAuth:
-    n = len(CredentialAuth._fields)
-    return AgentAuth(CredentialAuth(*row[:n]), *row[n:])  # type: ignore[arg-type]
+_CREDENTIAL_WIDTH = len(CredentialAuth._fields)
+_AUTH_WIDTH = _CREDENTIAL_WIDTH + 5
+
+
+def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH's order
+    n, m = _CREDENTIAL_WIDTH, _AUTH_WIDTH
+    # The receipt's columns (when asked for) are all null when there is none.
+    receipt = Receipt(*row[m:]) if len(row) > m and row[m] is not None else None
+    session_id, session_credential_id, proof_hash, closed_at, role = row[n:m]
+    return AgentAuth(
+        CredentialAuth(*row[:n]),
+        session_id,
+        session_credential_id,
+        proof_hash,
+        closed_at,
+        role,
+        receipt,
+    )
 
 
 def agent_auth(
-    conn: Connection, token_hash: str, session_id: str | None, project_id: str | None
+    conn: Connection,
+    token_hash: str,
+    session_id: str | None,
+    project_id: str | None,
+    receipt_of: tuple[str, str] | None = None,
 ) -> AgentAuth | None:
     """The credential of token_hash with the session session_id and the role in project_id
-    (see AgentAuth), or None when no credential has that token."""
+    (see AgentAuth), or None when no credential has that token; with receipt_of (operation,
+    key), the principal's receipt for them as well."""
+    if receipt_of is None:
+        return fetch_one(
+            conn,
+            _AGENT_AUTH,
+            _agent_auth,
+            token_hash=token_hash,
+            session_id=session_id,
+            project_id=project_id,
+        )
+    operation, key = receipt_of
     return fetch_one(
         conn,
-        _AGENT_AUTH,
+        _AGENT_AUTH_RECEIPT,
         _agent_auth,
         token_hash=token_hash,
         session_id=session_id,
         project_id=project_id,
+        operation=operation,
+        key=key,
     )
 
 

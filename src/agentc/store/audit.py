@@ -9,12 +9,12 @@ from sqlalchemy.engine import Connection
 from agentc.core.rules import canonical_json
 from agentc.store.sql import (
     columns,
+    defer,
     fetch_all,
     fetch_exists,
     fetch_one,
     insert,
     placeholders,
-    run,
     table,
 )
 
@@ -81,8 +81,9 @@ def write_event(
     record_id: str | None,
     data: dict[str, object],
 ) -> None:
-    """Append one audit event (in the caller's transaction); data is any JSON object."""
-    run(
+    """Append one audit event (in the caller's transaction, sent with its next statement or
+    its commit: `agentc.store.sql.defer`); data is any JSON object."""
+    defer(
         conn,
         _EVENT,
         project_id=project_id,

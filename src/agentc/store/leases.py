@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.model import AttemptState, Lifecycle, Phase
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
+from agentc.store.sql import columns, defer, fetch_all, fetch_exists, fetch_one, run, table
 from agentc.store.tasks import Task
 
 
@@ -167,11 +167,13 @@ def held_attempts(conn: Connection, session_id: str) -> list[HeldAttempt]:
 
 
 def renew_attempt(conn: Connection, attempt_id: str, expires_at: int, now: int) -> None:
-    run(conn, _RENEW, expires_at=expires_at, now=now, id=attempt_id)
+    """Deferred (`agentc.store.sql.defer`), as the attempt's other writes below: the caller has
+    locked the attempt, so the update cannot be refused."""
+    defer(conn, _RENEW, expires_at=expires_at, now=now, id=attempt_id)
 
 
 def note_progress(conn: Connection, attempt_id: str, now: int, handoff: str | None) -> None:
-    run(conn, _PROGRESS, now=now, handoff=handoff, id=attempt_id)
+    defer(conn, _PROGRESS, now=now, handoff=handoff, id=attempt_id)
 
 
 def end_attempt(
@@ -183,7 +185,7 @@ def end_attempt(
     outcome: str,
     handoff: str | None,
 ) -> None:
-    run(conn, _END, state=state.value, now=now, outcome=outcome, handoff=handoff, id=attempt_id)
+    defer(conn, _END, state=state.value, now=now, outcome=outcome, handoff=handoff, id=attempt_id)
 
 
 def end_if_active(conn: Connection, attempt_id: str, now: int, state: AttemptState) -> None:
@@ -208,7 +210,7 @@ def add_contributor(
     """Record that the principal and its session worked on the task (once)."""
     params = {"task_id": task_id, "principal_id": principal_id, "session_id": session_id}
     if not fetch_exists(conn, _CONTRIBUTED, **params):
-        run(conn, _ADD_CONTRIBUTOR, now=now, **params)
+        defer(conn, _ADD_CONTRIBUTOR, now=now, **params)
 
 
 def contributed(conn: Connection, task_id: str, principal_id: str, session_id: str | None) -> bool:

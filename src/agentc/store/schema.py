@@ -305,6 +305,20 @@ telemetry_rows = Table(
     Column("principal_id", Id, nullable=False),
 )
 
+# The sign-in throttle's failures (agentc.store.throttle), shared by every service process.
+sign_in_failures = Table(
+    "sign_in_failures",
+    metadata,
+    Column(
+        "seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("address", String(64), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("failed_at", Ms, nullable=False),
+    Index("ix_sign_in_failures_address", "address", "failed_at"),
+    Index("ix_sign_in_failures_failed_at", "failed_at"),
+)
+
 service_state = Table(
     "service_state",
     metadata,

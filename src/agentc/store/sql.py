@@ -4,12 +4,21 @@ The hot paths (authentication, receipts, leases) run here because SQLAlchemy's s
 machinery costs several times what the database does. Every query names the row type it
 returns (a `typing.NamedTuple`, built positionally from the driver's tuple, so the columns are
 selected in the row type's field order: `columns(Row)` writes that list).
+
+Writes whose outcome the caller does not look at (audit events, receipts, updates of a row the
+transaction has locked) can be deferred (`defer`, `insert(..., deferred=True)`): on PostgreSQL
+they wait on the connection and go to the server in one psycopg pipeline with the transaction's
+next statement or with its COMMIT (`commit`), so they cost no round trip of their own. Order
+is kept and a later query sees them (they are sent before it); a deferred statement's error is
+raised by the statement or commit it was sent with. SQLite runs them at once (no round trip).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -29,20 +38,121 @@ def _for_psycopg(sql: str) -> str:
     return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
+Statement = tuple[str, Mapping[str, object]]
+# Each Connection's deferred statements. Keyed by the Connection (one per transaction of the
+# executor), not kept on the pooled DBAPI connection: none can outlive its transaction.
+_DEFERRED: weakref.WeakKeyDictionary[Connection, list[Statement]] = weakref.WeakKeyDictionary()
+
+
+def _pending(conn: Connection) -> list[Statement]:
+    pending = _DEFERRED.get(conn)
+    if pending is None:
+        pending = _DEFERRED[conn] = []
+    return pending
+
+
 def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
-    """The DB-API cursor after running sql (DB-API cursors are untyped: Any). A driver error
-    is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement
-    would raise it, so callers catch one kind whichever way a statement ran. Its message never
-    shows the parameters (they may be credentials' digests or any input), like the engine's."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    """The DB-API cursor after running sql (DB-API cursors are untyped: Any), after the
+    connection's deferred statements in the same round trip. A driver error is raised as
+    SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as a Core statement would raise
+    it, so callers catch one kind whichever way a statement ran. Its message never shows the
+    parameters (they may be credentials' digests or any input), like the engine's."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    if conn.dialect.name != "postgresql":
+        with _raised_as_sqlalchemy(conn, sql, params):
+            cursor.execute(sql, params)
+        return cursor
+    pending = _DEFERRED.get(conn)
+    if not pending:
+        with _raised_as_sqlalchemy(conn, sql, params):
+            cursor.execute(_for_psycopg(sql), params)
+        return cursor
+    sent = [*pending, (sql, params)]
+    pending.clear()
+    with _raised_as_sqlalchemy(conn, ";\n".join(s for s, _ in sent), {}):
+        _pipeline(dbapi, sent[:-1], (cursor, sent[-1]))
+    return cursor
+
+
+def _pipeline(dbapi: Any, statements: list[Statement], last: tuple[Any, Statement]) -> None:
+    """Send statements and then last (on its cursor) in one psycopg pipeline: one round trip."""
+    with dbapi.pipeline():
+        for sql, params in statements:
+            dbapi.cursor().execute(_for_psycopg(sql), params)
+        cursor, (sql, params) = last
+        cursor.execute(_for_psycopg(sql), params)
+
+
+@contextmanager
+def _raised_as_sqlalchemy(
+    conn: Connection, sql: str, params: Mapping[str, object]
+) -> Iterator[None]:
     try:
-        cursor.execute(_for_psycopg(sql) if conn.dialect.name == "postgresql" else sql, params)
+        yield
     except conn.dialect.loaded_dbapi.Error as exc:
         base = conn.dialect.loaded_dbapi.Error
         raise DBAPIError.instance(
             sql, dict(params), exc, base, hide_parameters=True, dialect=conn.dialect
         ) from exc
-    return cursor
+
+
+def defer(conn: Connection, sql: str, **params: Value) -> None:
+    """Run a statement without rows whose outcome the caller does not need now: on PostgreSQL
+    with the transaction's next statement or its commit (see the module's docstring)."""
+    _defer(conn, sql, params)
+
+
+def _defer(conn: Connection, sql: str, params: Mapping[str, object]) -> None:
+    if conn.dialect.name != "postgresql":
+        _execute(conn, sql, params)
+        return
+    _pending(conn).append((sql, params))
+
+
+_BEGIN: Statement = ("BEGIN", {})
+
+
+def begin(conn: Connection) -> None:
+    """PostgreSQL: start the transaction with its first query, in the same round trip. The
+    driver is put in autocommit mode, so it sends no BEGIN of its own, and BEGIN is deferred:
+    until it is sent nothing has run. `end` must follow, whatever happens."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    try:
+        dbapi.autocommit = True
+    except conn.dialect.loaded_dbapi.Error:  # it broke while pooled: take a fresh one
+        conn.invalidate()
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        dbapi.autocommit = True
+    _DEFERRED[conn] = [_BEGIN]
+
+
+def commit(conn: Connection) -> None:
+    """PostgreSQL: send the deferred statements and COMMIT in one round trip (the connection's
+    transaction then ends; SQLAlchemy's own commit that follows finds nothing to do)."""
+    pending = _DEFERRED.get(conn)
+    if pending == [_BEGIN]:  # nothing ran: nothing to commit
+        pending.clear()
+    elif pending:
+        _execute(conn, "COMMIT", {})
+
+
+def end(conn: Connection) -> None:
+    """After the transaction (committed or rolled back): forget what is still deferred and put
+    the driver back in its own transaction mode."""
+    _DEFERRED.pop(conn, None)
+    if conn.dialect.name != "postgresql" or conn.invalidated:  # (a broken one is replaced)
+        return
+    dbapi = conn.connection.dbapi_connection
+    if dbapi is None or not getattr(dbapi, "autocommit", False):
+        return
+    try:
+        dbapi.autocommit = False
+    except conn.dialect.loaded_dbapi.Error:  # still in a transaction: the connection broke
+        conn.invalidate()
 
 
 def fetch_all(conn: Connection, sql: str, make: Callable[..., R], **params: Value) -> list[R]:
@@ -129,9 +239,13 @@ def fetch_row(conn: Connection, row: type[RowT], key: str) -> RowT | None:
     return fetch_one(conn, by_key_sql(row), row, key=key)
 
 
-def insert(conn: Connection, row: Row) -> None:
-    """Insert the row into its table."""
-    _execute(conn, _TABLES[type(row)].insert, row._asdict())
+def insert(conn: Connection, row: Row, *, deferred: bool = False) -> None:
+    """Insert the row into its table (deferred: see `defer`)."""
+    sql, params = _TABLES[type(row)].insert, row._asdict()
+    if deferred:
+        _defer(conn, sql, params)
+    else:
+        _execute(conn, sql, params)
 
 
 @lru_cache(maxsize=128)

@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import Lifecycle, PrincipalKind
 from agentc.store.sql import (
     columns,
+    defer,
     fetch_all,
     fetch_exists,
     fetch_one,
@@ -120,15 +121,17 @@ def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
 def assign_attempt(
     conn: Connection, task_id: str, attempt_id: str, generation: int, now: int
 ) -> None:
-    """The claim's write: the task's current attempt and its fencing generation."""
-    run(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task_id)
+    """The claim's write: the task's current attempt and its fencing generation (deferred:
+    `agentc.store.sql.defer`; the claim has locked the task)."""
+    defer(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task_id)
 
 
 def release_task(
     conn: Connection, task_id: str, now: int, *, blocked: bool, reason: str | None
 ) -> None:
-    """The attempt let go: the task is ready again (or blocked with the reason)."""
-    run(conn, _RELEASE, now=now, blocked=blocked, reason=reason, id=task_id)
+    """The attempt let go: the task is ready again (or blocked with the reason). Deferred
+    (`agentc.store.sql.defer`)."""
+    defer(conn, _RELEASE, now=now, blocked=blocked, reason=reason, id=task_id)
 
 
 def task_page(

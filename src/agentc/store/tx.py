@@ -7,7 +7,9 @@ before the commit that holds its work is durable.
 
 PostgreSQL runs each mutation in its own transaction on a pool of threads; operations lock the
 rows they change (SELECT ... FOR UPDATE) and the service time is re-read after each lock.
-Serialization failures and deadlocks are retried.
+Serialization failures and deadlocks are retried. BEGIN goes to the server with the mutation's
+first query, and its deferred writes (audit events, its receipt, lease updates:
+`agentc.store.sql.defer`) with its next query or the COMMIT, each in one round trip.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.sql import RowT, by_key_sql, fetch_one, run
+from agentc.store.sql import RowT, begin, by_key_sql, commit, end, fetch_one, run
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -117,13 +119,25 @@ class Executor:
             self.engine.connect().execution_options(sqlite_begin="DEFERRED") as conn,
             conn.begin(),
         ):
-            return fn(Tx(conn, self.clock))
+            try:
+                result = fn(Tx(conn, self.clock))
+                commit(conn)
+                return result
+            finally:
+                end(conn)
 
     def _pg_write(self, fn: Callable[[Tx], T]) -> T:
         for attempt in range(8):
             try:
-                with self.engine.begin() as conn:
-                    return fn(Tx(conn, self.clock))
+                with self.engine.connect() as conn:
+                    begin(conn)  # BEGIN goes with the first query
+                    try:
+                        with conn.begin():
+                            result = fn(Tx(conn, self.clock))
+                            commit(conn)  # the deferred writes and COMMIT: one round trip
+                            return result
+                    finally:
+                        end(conn)
             except DBAPIError as exc:
                 sqlstate = getattr(exc.orig, "sqlstate", None)
                 if sqlstate in ("40001", "40P01") and attempt < 7:

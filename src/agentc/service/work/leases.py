@@ -300,7 +300,7 @@ def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> 
     row = owned_attempt(op, project_id, attempt_id, body.generation)
     cid = new_id()
     said = (body.summary, body.handoff, body.current_action, body.next_step, body.revision)
-    insert(op.conn, Checkpoint(cid, attempt_id, *said, created_at=op.now))
+    insert(op.conn, Checkpoint(cid, attempt_id, *said, created_at=op.now), deferred=True)
     handoff = body.handoff if body.handoff is not None else row.handoff
     leases.note_progress(op.conn, attempt_id, op.now, handoff)
     op.event(
