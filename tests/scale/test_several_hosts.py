@@ -37,7 +37,7 @@ from tests.kit import pg
 from tests.kit.live import LiveServer, children, live_server
 from tests.scale.kit import Host, restart_pg
 from tests.supervisor.kit import make_kit
-from tests.supervisor.loop.kit import LoopKit
+from tests.supervisor.loop.kit import LoopKit, agent_run, ledger_call, write_agent
 
 pytestmark = [pytest.mark.root, pytest.mark.postgres]
 
@@ -127,17 +127,7 @@ def make_host(
     kit = make_kit(root / "kit")
     token = issue_token(admin, f"host{index}-{uuid.uuid4().hex[:6]}", project, "supervised")
     write_credentials(kit.state / "impl/coordinator", host.url, token)
-    (root / "agent").mkdir()
-    program = root / "agent" / "agent.sh"
-    program.write_text(AGENT)
-    os.chmod(program, 0o755)  # noqa: S103 - the agent must be executable
-    run = {
-        "harness": f"command:{program}",
-        "allow_insecure_loopback": True,
-        "min_free_mib": 1,
-        "drain_seconds": 2,
-        "poll_seconds": 1,
-    }
+    program = write_agent(root, AGENT)
     top = {"coordinator_listen": host.url.removeprefix("http://")}
     loop = LoopKit(
         kit,
@@ -147,7 +137,7 @@ def make_host(
         origin,
         program,
         root / "supervisor.toml",
-        run,
+        agent_run(program, poll_seconds=1),
         top=top,
         binding_url=host.url,
     )
@@ -330,7 +320,9 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
             (loop.state / "gateway").mkdir(exist_ok=True)
             ledger = Ledger(loop.state / "gateway/ledger.jsonl")
             for final in loop.records("finished"):
-                call = cost_call(final)
+                call = ledger_call(
+                    final["launch_id"], final["attempt"], final["generation"], final["task"]
+                )
                 ledger.append(call)
                 ledger.append(call)
                 launched += 1
@@ -345,28 +337,6 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
             project,
         )
         assert len(costs) == len(set(costs)) == launched, costs
-
-
-def cost_call(final: dict[str, Any]) -> dict[str, Any]:
-    """One gateway call of the launch ``final`` (a finished record), as its ledger keeps it."""
-    return {
-        "at_ms": 1_800_000_000_000,
-        "session": final["launch_id"],
-        "attempt": final["attempt"],
-        "generation": final["generation"],
-        "role": "impl",
-        "task": final["task"],
-        "project": None,
-        "upstream": "claude",
-        "model": "claude-sonnet-5",
-        "input_tokens": 1200,
-        "cache_write_tokens": 0,
-        "cache_read_tokens": 100,
-        "output_tokens": 40,
-        "usd": 0.5,
-        "usd_for_caps": 0.5,
-        "status": 200,
-    }
 
 
 def report_costs(host: Host, loop: LoopKit) -> dict[str, int]:

@@ -30,7 +30,7 @@ from tests.supervisor.kit import (
     mkdir_owned,
     throwaway_accounts,
 )
-from tests.supervisor.loop.kit import LoopKit
+from tests.supervisor.loop.kit import LoopKit, agent_run
 
 SHIM = REPO / "src/agentc/client/bin/agent-coordinator"
 
@@ -190,12 +190,7 @@ def host(
                 "ssh_key": str(push_key),  # unused by a git:// remote; its owner is checked
             },
         }
-        run = {
-            "harness": f"command:{agent}",
-            "allow_insecure_loopback": True,
-            "min_free_mib": 1,
-            "drain_seconds": 2,
-        }
+        run = agent_run(agent)
         kit = Kit(root, state, bin_dir, root / "supervisor.toml", "host")
         loop = LoopKit(kit, server, admin, project, origin, agent, root / "supervisor.toml", run,
                        top=top, clone=clone, binding={"credential_file": str(credential)},

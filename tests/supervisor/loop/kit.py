@@ -69,6 +69,13 @@ class LoopKit:
     def state(self) -> Path:
         return self.kit.state
 
+    def fall_back_to_the_agent(self) -> str:
+        """Make the kit's ``command:`` agent the fallback vendor (``[health.fallback]``, written
+        by the next :meth:`write_config`); returns its harness name."""
+        agent = f"command:{self.agent}"
+        self.extra = f'[health.fallback]\nharness = "{agent}"\nmodel = "default"\n'
+        return agent
+
     def write_config(self, **run: Any) -> None:
         values = {**self.run, **run}
         top = {
@@ -190,6 +197,62 @@ class LoopKit:
         raise AssertionError(f"timed out waiting: {why() if callable(why) else why}")
 
 
+def write_agent(root: Path, text: str) -> Path:
+    """The ``command:`` agent ``<root>/agent/agent.sh`` (its directory is bound back into the
+    launch)."""
+    (root / "agent").mkdir()
+    program = root / "agent" / "agent.sh"
+    program.write_text(text)
+    os.chmod(program, 0o755)  # noqa: S103 - the agent must be executable
+    return program
+
+
+def claude_stand_in(root: Path, script: str) -> Path:
+    """``<root>/bin/claude``: a program standing in for Claude Code (its directory is bound back
+    into the launch)."""
+    program = root / "bin/claude"
+    program.parent.mkdir()
+    program.write_text(script)
+    program.chmod(0o755)
+    return program
+
+
+def agent_run(program: Path, **more: Any) -> dict[str, Any]:
+    """The ``[run]`` table of a test loop running ``program`` as its agent."""
+    return {
+        "harness": f"command:{program}",
+        "allow_insecure_loopback": True,
+        "min_free_mib": 1,
+        "drain_seconds": 2,
+        **more,
+    }
+
+
+def ledger_call(
+    launch: str, attempt: str | None, generation: int, task: str, **extra: Any
+) -> dict[str, Any]:
+    """One model call of ``launch`` as the gateway's ledger keeps it ($0.50 on claude)."""
+    return {
+        "at_ms": 1_800_000_000_000,
+        "session": launch,
+        "attempt": attempt,
+        "generation": generation,
+        "role": "impl",
+        "task": task,
+        "project": None,
+        "upstream": "claude",
+        "model": "claude-sonnet-5",
+        "input_tokens": 1200,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": 100,
+        "output_tokens": 40,
+        "usd": 0.5,
+        "usd_for_caps": 0.5,
+        "status": 200,
+        **extra,
+    }
+
+
 def make_loop_kit(
     root: Path,
     live: LiveServer,
@@ -213,16 +276,7 @@ def make_loop_kit(
         for tree in (kit.state, origin):
             subprocess.run(["chown", "-R", f"{user}:{user}", str(tree)], check=True)
         top.setdefault("supervisor_program", [*PORTABLE_PYTHON, "-m", "agentc.supervisor.cli"])
-    (root / "agent").mkdir()
-    program = root / "agent" / "agent.sh"  # its directory is bound back into the launch
-    program.write_text(agent)
-    os.chmod(program, 0o755)  # noqa: S103 - the agent must be executable
-    run = {
-        "harness": f"command:{program}",
-        "allow_insecure_loopback": True,
-        "min_free_mib": 1,
-        "drain_seconds": 2,
-    }
+    program = write_agent(root, agent)
     loop = LoopKit(
         kit,
         live,
@@ -231,7 +285,7 @@ def make_loop_kit(
         origin,
         program,
         root / "supervisor.toml",
-        run,
+        agent_run(program),
         top=top,
         user=user,
         clone=clone,

@@ -8,7 +8,6 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -18,31 +17,13 @@ from agentc.supervisor.loop import admission, costs
 from agentc.supervisor.loop.records import LaunchRecord
 from tests.kit.live import LiveServer
 from tests.kit.pg import free_port
-from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
-
-
-def _call(
-    launch: str, attempt: str | None, generation: int, task: str, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "at_ms": 1_800_000_000_000,
-        "session": launch,
-        "attempt": attempt,
-        "generation": generation,
-        "role": "impl",
-        "task": task,
-        "project": None,
-        "upstream": "claude",
-        "model": "claude-sonnet-5",
-        "input_tokens": 1200,
-        "cache_write_tokens": 0,
-        "cache_read_tokens": 100,
-        "output_tokens": 40,
-        "usd": 0.5,
-        "usd_for_caps": 0.5,
-        "status": 200,
-        **extra,
-    }
+from tests.supervisor.loop.kit import (
+    SUBMITTING_AGENT,
+    LoopKit,
+    claude_stand_in,
+    ledger_call,
+    make_loop_kit,
+)
 
 
 def _report(loop: LoopKit) -> dict[str, int]:
@@ -63,10 +44,14 @@ def test_each_launch_is_reported_once_and_refused_rows_are_quarantined(
     [final] = loop.records("finished")
     (loop.state / "gateway").mkdir()
     ledger = Ledger(loop.state / "gateway/ledger.jsonl")
-    ledger.append(_call(final["launch_id"], final["attempt"], final["generation"], final["task"]))
-    ledger.append(_call(final["launch_id"], final["attempt"], final["generation"], final["task"]))
+    ledger.append(
+        ledger_call(final["launch_id"], final["attempt"], final["generation"], final["task"])
+    )
+    ledger.append(
+        ledger_call(final["launch_id"], final["attempt"], final["generation"], final["task"])
+    )
     # A launch whose attempt claims a generation it never had: refused by the coordinator.
-    ledger.append(_call("other-launch", final["attempt"], 99, final["task"]))
+    ledger.append(ledger_call("other-launch", final["attempt"], 99, final["task"]))
     assert _report(loop) == {
         "accepted": 1, "duplicates": 0, "rejected": 1, "quarantined": 0, "pending": 0
     }  # fmt: skip
@@ -90,7 +75,7 @@ def test_rows_stay_pending_while_the_coordinator_is_down(
 ) -> None:
     loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
     (loop.state / "gateway").mkdir()
-    Ledger(loop.state / "gateway/ledger.jsonl").append(_call("l1", None, 1, "t1"))
+    Ledger(loop.state / "gateway/ledger.jsonl").append(ledger_call("l1", None, 1, "t1"))
     down = f"http://127.0.0.1:{free_port()}"
     text = loop.config.read_text().replace(
         f'service_url = "{server.url}"', f'service_url = "{down}"'
@@ -103,9 +88,9 @@ def test_rows_stay_pending_while_the_coordinator_is_down(
 
 def test_a_canary_launch_row_carries_the_mark(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    ledger.append(_call("canary-launch", "a1", 1, "t1", canary=True))
-    ledger.append(_call("canary-launch", "a1", 1, "t1", canary=True))
-    ledger.append(_call("main-launch", "a2", 1, "t2"))
+    ledger.append(ledger_call("canary-launch", "a1", 1, "t1", canary=True))
+    ledger.append(ledger_call("canary-launch", "a1", 1, "t1", canary=True))
+    ledger.append(ledger_call("main-launch", "a2", 1, "t2"))
     rows = {r["session_id"]: r for r in costs.launch_rows(tmp_path / "ledger.jsonl", set(), "p")}
     assert rows["canary-launch"]["canary"] is True and rows["canary-launch"]["calls"] == 2
     assert "canary" not in rows["main-launch"]
@@ -127,10 +112,7 @@ def test_a_token_in_env_launch_is_costed_from_its_own_events(
 ) -> None:
     """No gateway, so no ledger rows: the ended launch's ``events.jsonl`` gives one row (the
     harness's ``total_cost_usd``), reported like the gateway's, once; it counts toward caps."""
-    claude = short_tmp / "bin/claude"
-    claude.parent.mkdir()
-    claude.write_text(DIRECT_CLAUDE)
-    claude.chmod(0o755)
+    claude = claude_stand_in(short_tmp, DIRECT_CLAUDE)
     loop = make_loop_kit(
         short_tmp, server, admin, SUBMITTING_AGENT, token_in_env=True,
         harness_paths={"claude": str(claude)},
@@ -165,22 +147,19 @@ def test_a_direct_run_that_hits_a_rate_limit_exhausts_its_vendor(
     """No gateway saw the 429: the stream's rejected ``rate_limit_event`` marks Claude exhausted
     in ``vendors.json`` until its reset, so the next claim goes to the fallback vendor."""
     reset = int(time.time()) + 3600
-    claude = short_tmp / "bin/claude"
-    claude.parent.mkdir()
-    claude.write_text(
+    claude = claude_stand_in(
+        short_tmp,
         '#!/bin/sh\n[ "$1" = auth ] && exit 0\ncat > /dev/null\n'
         'echo \'{"type":"rate_limit_event","rate_limit_info":'
         f'{{"status":"rejected","resetsAt":{reset}}}}}\'\n'
         'echo \'{"type":"result","subtype":"error","is_error":true,'
-        '"api_error_status":429,"total_cost_usd":0,"usage":{}}\'\nexit 1\n'
+        '"api_error_status":429,"total_cost_usd":0,"usage":{}}\'\nexit 1\n',
     )
-    claude.chmod(0o755)
     loop = make_loop_kit(
         short_tmp, server, admin, SUBMITTING_AGENT, token_in_env=True,
         harness_paths={"claude": str(claude)},
     )  # fmt: skip
-    agent = loop.run["harness"]
-    loop.extra = f'[health.fallback]\nharness = "{agent}"\nmodel = "default"\n'
+    agent = loop.fall_back_to_the_agent()
     loop.write_config(harness="claude")
     task = loop.task()
     first = loop.once()

@@ -165,7 +165,7 @@ def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
     provider.turns = parse_script(
         {"turns": [{"failure": {"kind": "usage_limit", "reset_at": reset}, "repeat": 20}]}
     ).expanded()
-    loop.extra = f'[health.fallback]\nharness = "command:{loop.agent}"\nmodel = "default"\n'
+    loop.fall_back_to_the_agent()
     loop.write_config(harness="claude", model=MODEL)
     task = loop.task()
     first = loop.once(timeout=300)

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 import uuid
@@ -154,6 +155,15 @@ def _signed_out(staging: LiveServer, summary: str) -> None:
     assert me.status_code == 401, me.text
 
 
+def _review_once(loop: LoopKit) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """Submit a candidate whose gate passes and run one poll of the loop (which takes its
+    review); returns the task and the poll, which ended cleanly."""
+    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return str(task), result
+
+
 def test_a_verifying_review_reaches_staging_with_the_session_only(
     server: LiveServer,
     admin: httpx.Client,
@@ -165,9 +175,7 @@ def test_a_verifying_review_reaches_staging_with_the_session_only(
     loop = make_review_kit(short_tmp, server, admin, account, mode=None)
     login = _login(login_dir, account)
     _verifying(loop, staging.url, login, browser="/usr/bin/true")
-    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
-    result = loop.once()
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    task, result = _review_once(loop)
     assert "Reviewed {task: " in result.stderr and "'approve'" in result.stderr, result.stderr
     [decision] = workflow(loop, task)["reviews"]
     summary = decision["summary"]
@@ -198,9 +206,7 @@ def test_host_mode_verifies_as_the_reviewer_account_with_roots_login(
         loop.extra = f'[run.reviewer_binding]\ncredential_file = "{host.reviewer_credential}"\n'
         _verifying(loop, staging.url, login, host.root / "agent/verify.py")
         spend(loop, "impl", 1000.0)
-        task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
-        result = loop.once()
-        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        task, result = _review_once(loop)
         assert "'approve'" in result.stderr, result.stderr
         [decision] = workflow(loop, task)["reviews"]
         summary = decision["summary"]
@@ -231,9 +237,7 @@ def test_a_wrong_password_fails_the_launch_and_releases_the_review(
 ) -> None:
     loop = make_review_kit(short_tmp, server, admin, account, mode=None)
     _verifying(loop, staging.url, _login(login_dir, account, "not the password"))
-    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
-    result = loop.once()
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    task, result = _review_once(loop)
     why = (
         f"the review could not start: signing in to the staging coordinator {staging.url} as "
         "'verifier' failed (authentication_required: wrong username or password); a verifying "
@@ -291,9 +295,7 @@ def test_a_staging_answering_a_redirect_is_refused_and_not_followed(
     url, paths = redirecting
     loop = make_review_kit(short_tmp, server, admin, account, mode=None)
     _verifying(loop, url, _login(login_dir, account))
-    task = submit(loop, PASSING_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
-    result = loop.once()
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    task, result = _review_once(loop)
     assert "answered with a redirect (302) to /followed; redirects are never followed" in (
         _released(loop, task)
     )

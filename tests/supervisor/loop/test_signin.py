@@ -146,8 +146,7 @@ def test_the_loop_falls_back_when_the_primary_is_signed_out(
         harness_paths={"claude": str(CLAUDE)},
     )
     (loop.state / "impl/claude-token").unlink()  # the kit's dummy token: signed out now
-    agent = loop.run["harness"]
-    loop.extra = f'[health.fallback]\nharness = "{agent}"\nmodel = "default"\n'
+    agent = loop.fall_back_to_the_agent()
     loop.write_config(harness="claude")
     task = loop.task()
     result = loop.once()
