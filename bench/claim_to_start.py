@@ -364,8 +364,9 @@ def main() -> int:
             )
             print(f"repository: {args.repo_mb} MB")
             inner = [str(config_path), live.url, project, str(origin)]
-            argv = [sys.executable, __file__, "--rounds", str(args.rounds), "--inner", *inner]
-            argv[2:2] = ["--profile", str(args.profile)] + (["--phases"] if args.phases else [])
+            phases = ["--phases"] if args.phases else []
+            argv = [sys.executable, __file__, "--profile", str(args.profile), *phases]
+            argv += ["--rounds", str(args.rounds), "--inner", *inner]
             return subprocess.run(argv, check=False).returncode
     finally:
         shutil.rmtree(root, ignore_errors=True)

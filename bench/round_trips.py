@@ -44,7 +44,7 @@ def counted(open_engine: Any) -> Any:
 
         @event.listens_for(engine, "before_cursor_execute")
         def _statement(*_args: Any) -> None:
-            counts["statements through SQLAlchemy (savepoints)"] += 1
+            counts["statements through SQLAlchemy"] += 1
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
@@ -89,12 +89,14 @@ def main() -> None:
 
     lease_ops.mutation = naming  # type: ignore[attr-defined]
 
-    def counting_pipeline(dbapi: Any, statements: Any, last: Any) -> None:
-        riding[f"deferred writes sent with {last[1][0].split()[0]}"] += len(statements)
-        pipeline(dbapi, statements, last)
+    def counting_pipeline(
+        dbapi: Any, statements: Any, cursor: Any, statement: str, params: Any
+    ) -> None:
+        riding[f"deferred writes sent with {statement.split()[0]}"] += len(statements)
+        pipeline(dbapi, statements, cursor, statement, params)
 
     sql._execute = counting  # type: ignore[assignment]
-    sql._pipeline = counting_pipeline
+    sql._pipeline = counting_pipeline  # type: ignore[assignment]
     lease_ops.open_engine = counted(lease_ops.open_engine)  # type: ignore[attr-defined]
     server = pg.start()
     try:

@@ -17,7 +17,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Connection
 
-from agentc.core.browser import SECRET, cookie_name
+from agentc.core.browser import cookie_name, is_secret
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
 from agentc.service.work.refusals import project_not_found
@@ -191,7 +191,7 @@ def browser_cookie(cookies: Mapping[str, str], https: bool) -> str | None:
 
 
 def _check_secret(value: str, what: str) -> None:
-    if not SECRET.match(value) or ";" in value or "," in value:
+    if not is_secret(value):
         raise unauthenticated(f"the {what} is malformed")
 
 

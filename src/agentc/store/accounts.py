@@ -131,10 +131,18 @@ _AGENT_AUTH = (
     "AND g.project_id = :project_id "
     "WHERE c.token_hash = :token_hash"
 )
-_AGENT_AUTH_RECEIPT = _AGENT_AUTH.replace(
-    " FROM credentials c ",
-    f", {columns(Receipt, 'r')} FROM credentials c ",
-).replace(
+
+
+def _with(sql: str, old: str, new: str) -> str:
+    """``sql`` with its one ``old`` part replaced (import fails if the part is not there once)."""
+    if sql.count(old) != 1:
+        raise AssertionError(f"the agent authentication query has changed: {old!r}")
+    return sql.replace(old, new)
+
+
+# The same query, with the request's receipt (idempotency) joined on.
+_AGENT_AUTH_RECEIPT = _with(
+    _with(_AGENT_AUTH, " FROM credentials c ", f", {columns(Receipt, 'r')} FROM credentials c "),
     " WHERE c.token_hash",
     " LEFT JOIN receipts r ON r.principal_id = c.principal_id "
     "AND r.operation = :operation AND r.key = :key WHERE c.token_hash",

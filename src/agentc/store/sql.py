@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -44,13 +43,6 @@ Statement = tuple[str, Mapping[str, object]]
 _DEFERRED: weakref.WeakKeyDictionary[Connection, list[Statement]] = weakref.WeakKeyDictionary()
 
 
-def _pending(conn: Connection) -> list[Statement]:
-    pending = _DEFERRED.get(conn)
-    if pending is None:
-        pending = _DEFERRED[conn] = []
-    return pending
-
-
 def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
     """The DB-API cursor after running sql (DB-API cursors are untyped: Any), after the
     connection's deferred statements in the same round trip. A driver error is raised as
@@ -60,42 +52,39 @@ def _execute(conn: Connection, sql: str, params: Mapping[str, object]) -> Any:
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
     cursor = dbapi.cursor()
-    if conn.dialect.name != "postgresql":
-        with _raised_as_sqlalchemy(conn, sql, params):
+    postgres = conn.dialect.name == "postgresql"
+    pending = _DEFERRED.get(conn) if postgres else None
+    sent: list[Statement] = []
+    try:
+        if not postgres:
             cursor.execute(sql, params)
-        return cursor
-    pending = _DEFERRED.get(conn)
-    if not pending:
-        with _raised_as_sqlalchemy(conn, sql, params):
+        elif not pending:
             cursor.execute(_for_psycopg(sql), params)
-        return cursor
-    sent = [*pending, (sql, params)]
-    pending.clear()
-    with _raised_as_sqlalchemy(conn, ";\n".join(s for s, _ in sent), {}):
-        _pipeline(dbapi, sent[:-1], (cursor, sent[-1]))
+        else:
+            sent = [*pending, (sql, params)]
+            pending.clear()
+            _pipeline(dbapi, sent[:-1], cursor, sql, params)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        shown = ";\n".join(s for s, _ in sent) if sent else sql
+        raise DBAPIError.instance(
+            shown,
+            {} if sent else dict(params),
+            exc,
+            conn.dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            dialect=conn.dialect,
+        ) from exc
     return cursor
 
 
-def _pipeline(dbapi: Any, statements: list[Statement], last: tuple[Any, Statement]) -> None:
-    """Send statements and then last (on its cursor) in one psycopg pipeline: one round trip."""
+def _pipeline(
+    dbapi: Any, statements: list[Statement], cursor: Any, sql: str, params: Mapping[str, object]
+) -> None:
+    """Send statements and then sql (on cursor) in one psycopg pipeline: one round trip."""
     with dbapi.pipeline():
-        for sql, params in statements:
-            dbapi.cursor().execute(_for_psycopg(sql), params)
-        cursor, (sql, params) = last
+        for each, values in statements:
+            dbapi.cursor().execute(_for_psycopg(each), values)
         cursor.execute(_for_psycopg(sql), params)
-
-
-@contextmanager
-def _raised_as_sqlalchemy(
-    conn: Connection, sql: str, params: Mapping[str, object]
-) -> Iterator[None]:
-    try:
-        yield
-    except conn.dialect.loaded_dbapi.Error as exc:
-        base = conn.dialect.loaded_dbapi.Error
-        raise DBAPIError.instance(
-            sql, dict(params), exc, base, hide_parameters=True, dialect=conn.dialect
-        ) from exc
 
 
 def defer(conn: Connection, sql: str, **params: Value) -> None:
@@ -108,7 +97,7 @@ def _defer(conn: Connection, sql: str, params: Mapping[str, object]) -> None:
     if conn.dialect.name != "postgresql":
         _execute(conn, sql, params)
         return
-    _pending(conn).append((sql, params))
+    _DEFERRED.setdefault(conn, []).append((sql, params))
 
 
 _BEGIN: Statement = ("BEGIN", {})
@@ -147,7 +136,7 @@ def end(conn: Connection) -> None:
     if conn.dialect.name != "postgresql" or conn.invalidated:  # (a broken one is replaced)
         return
     dbapi = conn.connection.dbapi_connection
-    if dbapi is None or not getattr(dbapi, "autocommit", False):
+    if dbapi is None or not dbapi.autocommit:
         return
     try:
         dbapi.autocommit = False

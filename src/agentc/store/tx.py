@@ -19,8 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
@@ -64,26 +63,6 @@ class Tx:
         if self.is_postgres:
             self.now = max(self.now, self._clock())
         return found
-
-    @contextmanager
-    def savepoint_if_concurrent(self) -> Iterator[None]:
-        """A savepoint where another transaction can race this one (PostgreSQL); SQLite's
-        single writer cannot race, so it needs none."""
-        if not self.is_postgres:
-            yield
-            return
-        with self.savepoint():
-            yield
-
-    @contextmanager
-    def savepoint(self) -> Iterator[None]:
-        nested = self.conn.begin_nested()
-        try:
-            yield
-        except BaseException:
-            nested.rollback()
-            raise
-        nested.commit()
 
 
 class Executor:

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
+from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
 from agentc.core.rules import check_idempotency_key
@@ -153,7 +154,7 @@ async def sign_out_form(request: Request, form: FormData) -> Response:
     rt = runtime_of(request)
     await sign_out(rt, _credentials(request, form))
     resp = _go("/console/sign-in")
-    resp.delete_cookie("__Host-coordinator" if rt.settings.https else "coordinator_local")
+    resp.delete_cookie(cookie_name(rt.settings.https))
     return resp
 
 

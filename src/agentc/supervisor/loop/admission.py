@@ -66,6 +66,20 @@ def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
     return total
 
 
+def choices(config: SupervisorConfig, role: str) -> list[dict[str, str]]:
+    """The vendors ``role`` may launch with, in order: the implementer's primary and fallback
+    (``[health.fallback]``), or the reviewer's one."""
+    run, fallback = config.run, config.health.fallback
+    if role == "reviewer":
+        return [{"harness": run.reviewer_harness, "model": run.reviewer_model}]
+    wanted = [{"harness": run.harness, "model": run.model, "effort": run.effort}]
+    if fallback is not None:
+        wanted.append(
+            {"harness": fallback.harness, "model": fallback.model, "effort": fallback.effort}
+        )
+    return wanted
+
+
 def vendors(
     config: SupervisorConfig, state_file: Path, role: str = "implementer"
 ) -> list[tuple[Vendor, dict[str, str]]]:
@@ -78,15 +92,7 @@ def vendors(
     except (OSError, ValueError):
         until = None
     until = until if isinstance(until, dict) else {}
-    run = config.run
-    wanted = [{"harness": run.harness, "model": run.model, "effort": run.effort}]
-    fallback = config.health.fallback
-    if role == "reviewer":
-        wanted = [{"harness": run.reviewer_harness, "model": run.reviewer_model}]
-    elif fallback is not None:
-        wanted.append(
-            {"harness": fallback.harness, "model": fallback.model, "effort": fallback.effort}
-        )
+    wanted = choices(config, role)
     result = []
     now, found = now_ms(), False
     for choice in wanted:

@@ -11,12 +11,13 @@ from pathlib import Path
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.files import UnsafeFile, read_private
+from agentc.files.paths import within
 from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_plan import reviewer_refusal
 from agentc.supervisor.loop import coordinator, push, verification
 from agentc.supervisor.loop import setup as project_setup
-from agentc.supervisor.roles import Role
+from agentc.supervisor.roles import ROLES, Role, role_slug
 
 
 def unsupported(config: SupervisorConfig) -> None:
@@ -107,8 +108,8 @@ def host_checks(config: SupervisorConfig, credentials: dict[str, Path]) -> None:
             problems += preflight_host.layout_problems(config, state, role)
     for key, path in credentials.items():
         real = Path(os.path.realpath(path))
-        for slug in ("impl", "rev"):
-            if real.is_relative_to(state / slug):
+        for slug in (role_slug(role) for role in ROLES):
+            if within(real, state / slug):
                 problems.append(
                     f"{key}: {path} is inside {state / slug}, which a role account owns; keep "
                     "the loop's credential root-owned (mode 0600) outside the role directories, "

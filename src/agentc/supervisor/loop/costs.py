@@ -37,13 +37,13 @@ from agentc.core.rules import canonical_json, sha256_hex
 from agentc.files import JsonLines
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
-from agentc.supervisor.harness.events import StreamReader
+from agentc.supervisor.harness.events import RunSummary, StreamReader
 from agentc.supervisor.loop.coordinator import describe_error
 from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
-from agentc.supervisor.roles import HARNESSES, role_slug
+from agentc.supervisor.roles import Harness, role_slug
 
 BATCH = 500
-DIRECT = ("claude",)  # harnesses that reach their vendor directly with token_in_env
+DIRECT: tuple[Harness, ...] = ("claude",)  # reach their vendor directly with token_in_env
 _READ = 1 << 20
 _NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
@@ -139,13 +139,15 @@ def price_table(config: SupervisorConfig) -> dict[str, Price]:
     return table
 
 
-def _events(path: Path, harness: str, model: str | None, config: SupervisorConfig) -> Any:
+def _events(
+    path: Path, harness: Harness, model: str | None, config: SupervisorConfig
+) -> RunSummary | None:
     """The summary of the events file (never following a link), or None without one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
-    reader = StreamReader(harness)  # type: ignore[arg-type]  # checked by the caller
+    reader = StreamReader(harness)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             return None
@@ -159,8 +161,8 @@ def record_harness_cost(
 ) -> dict[str, Any] | None:
     """With ``token_in_env``, one ledger row for an ended launch of a direct harness, from its
     ``events.jsonl`` (once per launch; none without events). Returns the row written."""
-    harness = record.vendor.get("harness", "")
-    if not config.token_in_env or harness not in DIRECT or harness not in HARNESSES:
+    harness = next((h for h in DIRECT if h == record.vendor.get("harness")), None)
+    if not config.token_in_env or harness is None:
         return None
     ledger = root / HARNESS_LEDGER
     if any(row["session"] == record.launch_id for row in _ledger_rows(ledger)):

@@ -155,12 +155,11 @@ def finish(running: Running) -> Outcome:
 
 
 def start_as_role(
-    config: SupervisorConfig, request: LaunchRequest, preparation: Preparation | None = None
+    config: SupervisorConfig, request: LaunchRequest, preparation: Preparation
 ) -> RoleLaunch:
     """Fork the launch as the role's account; returns once its sandbox runs (or raises why
     it did not start). The preparation (the project's setup) runs in the fork, as the role;
     the loop beats its heartbeat meanwhile, and a stopping loop ends the fork."""
-    preparation = preparation or Preparation()
     account = launch_root.role_account(config, request.role)
     limits = LaunchLimits(config.limits, f"agentc-{request.launch_id}")
     try:
@@ -214,8 +213,10 @@ def _read_report(fd: int, pid: int, config: SupervisorConfig, preparation: Prepa
             if preparation.stopping():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-                stopped = "project setup was stopped: the host supervisor stopped"
-                return (_SETUP_FAILED + stopped).encode()
+                if preparation.seconds(config):  # the fork may be in the project's setup
+                    stopped = "project setup was stopped: the host supervisor stopped"
+                    return (_SETUP_FAILED + stopped).encode()
+                return b"the host supervisor stopped"
             if time.monotonic() >= next_beat:
                 preparation.beat()
                 next_beat = time.monotonic() + beat_seconds

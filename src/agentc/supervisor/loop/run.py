@@ -86,11 +86,10 @@ class Loop:
     def vendors_in_use(self) -> list[tuple[str, Role]]:
         """(harness, role) of every vendor this loop may launch: the implementer's primary and
         fallback, and the reviewer's when reviews are on."""
-        run, fallback = self.config.run, self.config.health.fallback
-        used: list[tuple[str, Role]] = [(run.harness, "implementer")]
-        used += [(fallback.harness, "implementer")] if fallback else []
-        used += [(run.reviewer_harness, "reviewer")] if run.reviewer else []
-        return used
+        roles: list[Role] = (
+            ["implementer", "reviewer"] if self.config.run.reviewer else ["implementer"]
+        )
+        return [(c["harness"], r) for r in roles for c in admission.choices(self.config, r)]
 
     def warn_expiring(self, now: float | None = None) -> None:
         """At the first poll and then once a day: a warning for each credential in use that

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from agentc.client.transport import BrowserSession, Transport
 from agentc.core.errors import AgentcError, ConfigError, SupervisorError
 from agentc.files import UnsafeFile, read_private
+from agentc.files.paths import within
 from agentc.supervisor import rundir
 from agentc.supervisor.launch_request import VerificationAccess
 from agentc.supervisor.loop import coordinator
@@ -95,7 +96,7 @@ def check(config: SupervisorConfig) -> None:
         except SupervisorError as exc:
             problems.append(f"{key}.login_file: {exc}")
         hidden = Path(os.path.realpath(table.login_file.parent))
-        if hidden == Path("/") or state.is_relative_to(hidden):
+        if hidden == Path("/") or within(state, hidden):
             problems.append(
                 f"{key}.login_file: {table.login_file}: its directory {hidden} is hidden from "
                 f"the reviewer's launch, so it must not be / or hold the state root ({state}); "

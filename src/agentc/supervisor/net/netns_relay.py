@@ -72,9 +72,7 @@ def run_netns_relay(
     """
     if not argv:
         raise SupervisorError("netns-relay needs a command after --")
-    listens = [r.listen for r in relays]
-    if len(set(listens)) != len(listens):
-        raise RelayAddressError("two relays listen on the same address")
+    _distinct(relays)
     child: subprocess.Popen[bytes] | None = None
     early: list[int] = []
 
@@ -125,37 +123,52 @@ def run_netns_relay(
             signal.signal(s, handler)
 
 
+def _distinct(relays: Sequence[RelaySpec]) -> None:
+    if len({r.listen for r in relays}) != len(relays):
+        raise RelayAddressError("two relays listen on the same address")
+
+
+def relay_specs(values: Sequence[str]) -> list[RelaySpec]:
+    """The ``--relay`` values parsed; raises :class:`RelayAddressError` naming a bad one, or a
+    listen address given twice."""
+    specs = [parse_relay_spec(v) for v in values]
+    _distinct(specs)
+    return specs
+
+
+def relay_command(relays: Sequence[RelaySpec], argv: Sequence[str]) -> int:
+    """:func:`run_netns_relay`, a relay that cannot start reported on stderr as status 125."""
+    try:
+        return run_netns_relay(relays, argv)
+    except SupervisorError as exc:
+        report_stderr(f"agentc-supervisor netns-relay: {exc}")
+        return EXIT_RELAY_FAILED
+
+
 def parse_argv(args: Sequence[str]) -> tuple[list[RelaySpec], list[str]] | None:
     """The relays and the command of a plain ``[--relay|--listen ADDR=SOCKET]... -- COMMAND``
     line (as the sandbox writes it); None for anything else, which the click command reports."""
-    relays: list[RelaySpec] = []
+    values: list[str] = []
     rest = list(args)
     while rest and rest[0] != "--":
-        flag, _eq, value = rest[0].partition("=")
+        flag, given, value = rest[0].partition("=")
         if flag not in ("--relay", "--listen"):
             return None
-        if not _eq:
+        if not given:
             if len(rest) < 2:
                 return None
-            value, rest = rest[1], rest[2:]
-        else:
-            rest = rest[1:]
-        try:
-            relays.append(parse_relay_spec(value))
-        except RelayAddressError:
-            return None
-    if len(rest) < 2 or len({r.listen for r in relays}) != len(relays):
+            value, rest = rest[1], rest[1:]
+        values.append(value)
+        rest = rest[1:]
+    if len(rest) < 2:
         return None
-    return relays, rest[1:]
+    try:
+        return relay_specs(values), rest[1:]
+    except RelayAddressError:
+        return None
 
 
 def run_argv(args: Sequence[str]) -> int | None:
     """Run a plain command line (:func:`parse_argv`); None when it is not one."""
     parsed = parse_argv(args)
-    if parsed is None:
-        return None
-    try:
-        return run_netns_relay(*parsed)
-    except SupervisorError as exc:
-        report_stderr(f"agentc-supervisor netns-relay: {exc}")
-        return EXIT_RELAY_FAILED
+    return None if parsed is None else relay_command(*parsed)

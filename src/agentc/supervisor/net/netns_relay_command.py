@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import click
 
-from agentc.core.errors import SupervisorError
-from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec, parse_relay_spec
-from agentc.supervisor.net.netns_relay import EXIT_RELAY_FAILED, run_netns_relay
-from agentc.supervisor.net.pipe import report_stderr
+from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec
+from agentc.supervisor.net.netns_relay import relay_command, relay_specs
 
 
 def _relay_option(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> list[RelaySpec]:
     try:
-        specs = [parse_relay_spec(v) for v in values]
+        return relay_specs(values)
     except RelayAddressError as exc:
         raise click.BadParameter(str(exc)) from None
-    if len({s.listen for s in specs}) != len(specs):
-        raise click.BadParameter("two relays listen on the same address")
-    return specs
 
 
 @click.command(
@@ -41,9 +36,4 @@ def _relay_option(
 @click.pass_context
 def command(ctx: click.Context, relays: list[RelaySpec], argv: tuple[str, ...]) -> None:
     """Inside a launch's network namespace: relay loopback ports, run the command after --."""
-    try:
-        status = run_netns_relay(relays, argv)
-    except SupervisorError as exc:
-        report_stderr(f"agentc-supervisor netns-relay: {exc}")
-        status = EXIT_RELAY_FAILED
-    ctx.exit(status)
+    ctx.exit(relay_command(relays, argv))
