@@ -65,6 +65,7 @@ class RecordedRequest:
     turn: int | None
     stream: bool
     status: int = 0
+    answered_headers: dict[str, str] = field(default_factory=dict)
     reported: Usage | None = None
     finished: threading.Event = field(default_factory=threading.Event)
 
@@ -267,6 +268,7 @@ class ScriptedProvider:
         if turn.failure is not None:
             response = await self._fail(rec, api, turn.failure)
             rec.status = response.status_code
+            rec.answered_headers = dict(response.headers)
             if not isinstance(response, StreamingResponse):
                 rec.finished.set()
             self._log(rec)
