@@ -371,7 +371,9 @@ def serve(
     raise RuntimeError("server did not start")
 
 
-def measure(mode: str, ops: int, lat: list[float], cpu_s: float | None = None) -> dict[str, Any]:
+def measure(
+    mode: str, ops: int, lat: list[float], cpu_s: float | None = None, db_s: float | None = None
+) -> dict[str, Any]:
     return {
         "mode": mode,
         "ops": ops,
@@ -379,6 +381,8 @@ def measure(mode: str, ops: int, lat: list[float], cpu_s: float | None = None) -
         "p99_ms": percentile(lat, 0.99) * 1000,
         # The service's CPU time per operation (all its processes), whatever the load.
         "cpu_ms": None if cpu_s is None or not lat else cpu_s * 1000 / len(lat),
+        # PostgreSQL's CPU time per operation (the postmaster and every backend).
+        "db_ms": None if db_s is None or not lat else db_s * 1000 / len(lat),
     }
 
 
@@ -396,6 +400,29 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def db_cpu_seconds(server: pg.PgServer | None) -> float | None:
+    """CPU time of a PostgreSQL server: the postmaster, its live backends, and (through the
+    postmaster's children times) every backend that has exited."""
+    if server is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    pid = (server.root / "data" / "postmaster.pid").read_text().split()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            kf = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(kf[11]) + int(kf[12])) / tick
+    return total
+
+
+def since(before: float | None, server: pg.PgServer | None) -> float | None:
+    after = db_cpu_seconds(server)
+    return None if before is None or after is None else after - before
+
+
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -410,14 +437,17 @@ def run_backend(
     server_args: list[str],
     raw_url: str | None,
     variants: list[tuple[str, str]],
+    server: pg.PgServer | None,
 ) -> list[dict[str, Any]]:
     pid, creds = prepare(database, agents)
     rows = []
     if raw_url is not None:
-        rows.append(measure("raw", *asyncio.run(raw_postgres(raw_url, agents, seconds))))
-    cpu0 = own_cpu_seconds()
+        db0 = db_cpu_seconds(server)
+        ops, lat = asyncio.run(raw_postgres(raw_url, agents, seconds))
+        rows.append(measure("raw", ops, lat, None, since(db0, server)))
+    cpu0, db0 = own_cpu_seconds(), db_cpu_seconds(server)
     ops, lat = asyncio.run(direct(database, pid, creds, seconds))
-    rows.append(measure("direct", ops, lat, own_cpu_seconds() - cpu0))
+    rows.append(measure("direct", ops, lat, own_cpu_seconds() - cpu0, since(db0, server)))
     # Every cycle ends with a release, so the tasks are ready again for the next run.
     servers: list[tuple[str, tuple[str, ...], tuple[str, str] | None]] = [
         (f"http w={n}", ("--workers", str(n), *server_args), None) for n in workers
@@ -427,13 +457,13 @@ def run_backend(
         proc, url = serve(database, *extra, variant=variant)
         try:
             time.sleep(1)  # every worker is up
-            cpu0 = cpu_seconds(proc.pid)
+            cpu0, db0 = cpu_seconds(proc.pid), db_cpu_seconds(server)
             ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
-            cpu = cpu_seconds(proc.pid) - cpu0
+            cpu, db = cpu_seconds(proc.pid) - cpu0, since(db0, server)
         finally:
             proc.terminate()
             proc.wait()
-        rows.append(measure(mode, ops, lat, cpu))
+        rows.append(measure(mode, ops, lat, cpu, db))
     return rows
 
 
@@ -488,6 +518,7 @@ def main() -> None:
                 args.server_args.split(),
                 raw_url,
                 variants,
+                server,
             )
     finally:
         if server is not None:
@@ -499,7 +530,7 @@ def main() -> None:
     )
     print(
         f"{'backend':10} {'mode':15} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'cpu ms/op':>10} {'ratio':>14}"
+        f"{'cpu ms/op':>10} {'db ms/op':>9} {'ratio':>14}"
     )
     for name, rows in results.items():
         ceiling = next(r for r in rows if r["mode"] == ("raw" if name == "postgres" else "direct"))
@@ -508,9 +539,10 @@ def main() -> None:
             if r is not ceiling:
                 ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
             cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
+            db = "" if r["db_ms"] is None else f"{r['db_ms']:.2f}"
             print(
                 f"{name:10} {r['mode']:15} {r['ops']:>8} {r['p50_ms']:>8.1f} "
-                f"{r['p99_ms']:>8.1f} {cpu:>10} {ratio:>14}"
+                f"{r['p99_ms']:>8.1f} {cpu:>10} {db:>9} {ratio:>14}"
             )
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import AttemptState, Lifecycle, Phase
 from agentc.store.sql import columns, defer, fetch_all, fetch_exists, fetch_one, run, table
 from agentc.store.tasks import Task
+from agentc.store.tx import Tx
 
 
 @table("attempts")
@@ -105,13 +106,9 @@ _LAST_CHECKPOINT = (
     f"SELECT {columns(Checkpoint)} FROM checkpoints WHERE attempt_id = :attempt_id "
     "ORDER BY created_at DESC, id DESC LIMIT 1"
 )
-_CONTRIBUTED = (
-    "SELECT task_id FROM task_contributors WHERE task_id = :task_id "
-    "AND principal_id = :principal_id AND session_id = :session_id"
-)
 _ADD_CONTRIBUTOR = (
     "INSERT INTO task_contributors (task_id, principal_id, session_id, first_contributed_at) "
-    "VALUES (:task_id, :principal_id, :session_id, :now)"
+    "VALUES (:task_id, :principal_id, :session_id, :now) ON CONFLICT DO NOTHING"
 )
 _INDEPENDENT = (
     "SELECT task_id FROM task_contributors WHERE task_id = :task_id AND "
@@ -166,6 +163,29 @@ def held_attempts(conn: Connection, session_id: str) -> list[HeldAttempt]:
     return fetch_all(conn, _HELD, HeldAttempt, session_id=session_id)
 
 
+class LeasePolicy(NamedTuple):
+    """The project's lease rules an attempt is renewed by."""
+
+    lease_seconds: int
+    max_attempt_seconds: int
+
+
+_WITH_POLICY = (
+    f"SELECT {columns(Attempt, 'a')}, p.lease_seconds, p.max_attempt_seconds "
+    "FROM attempts a JOIN projects p ON p.id = a.project_id WHERE a.id = :id"
+)
+
+
+def _with_policy(*values: Any) -> tuple[Attempt, LeasePolicy]:
+    return Attempt(*values[:-2]), LeasePolicy(*values[-2:])
+
+
+def lock_with_policy(tx: Tx, attempt_id: str) -> tuple[Attempt, LeasePolicy] | None:
+    """The attempt, locked, with its project's lease rules (read, not locked): a renewal's
+    one read."""
+    return tx.lock_one(_WITH_POLICY, _with_policy, of="a", id=attempt_id)
+
+
 def renew_attempt(conn: Connection, attempt_id: str, expires_at: int, now: int) -> None:
     """Deferred (`agentc.store.sql.defer`), as the attempt's other writes below: the caller has
     locked the attempt, so the update cannot be refused."""
@@ -207,10 +227,16 @@ def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:
 def add_contributor(
     conn: Connection, task_id: str, principal_id: str, session_id: str, now: int
 ) -> None:
-    """Record that the principal and its session worked on the task (once)."""
-    params = {"task_id": task_id, "principal_id": principal_id, "session_id": session_id}
-    if not fetch_exists(conn, _CONTRIBUTED, **params):
-        defer(conn, _ADD_CONTRIBUTOR, now=now, **params)
+    """Record that the principal and its session worked on the task (once: the first time is
+    kept). Deferred (`agentc.store.sql.defer`)."""
+    defer(
+        conn,
+        _ADD_CONTRIBUTOR,
+        task_id=task_id,
+        principal_id=principal_id,
+        session_id=session_id,
+        now=now,
+    )
 
 
 def contributed(conn: Connection, task_id: str, principal_id: str, session_id: str | None) -> bool:

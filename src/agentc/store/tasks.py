@@ -11,7 +11,6 @@ from agentc.store.sql import (
     columns,
     defer,
     fetch_all,
-    fetch_exists,
     fetch_one,
     placeholders,
     run,
@@ -78,10 +77,6 @@ _RELEASE = (
     "blocked_reason = CASE WHEN :blocked THEN :reason ELSE blocked_reason END "
     "WHERE id = :id"
 )
-_PENDING_PREREQUISITE = (
-    "SELECT t.id FROM task_dependencies d JOIN tasks t ON t.id = d.prerequisite_id "
-    f"WHERE d.task_id = :task_id AND t.lifecycle <> '{Lifecycle.DONE}' LIMIT 1"
-)
 _FIRST_PAGE = _SELECT + " WHERE project_id = :project_id ORDER BY created_at, id LIMIT :limit"
 _PAGE = _SELECT + (
     " WHERE project_id = :project_id AND (created_at > :created "
@@ -101,8 +96,9 @@ _ADD_DEPENDENCY = (
     "INSERT INTO task_dependencies (task_id, prerequisite_id) VALUES (:task_id, :prerequisite_id)"
 )
 _PREREQUISITES = (
-    "SELECT prerequisite_id FROM task_dependencies WHERE task_id = :task_id "
-    "ORDER BY prerequisite_id"
+    "SELECT d.prerequisite_id, t.lifecycle FROM task_dependencies d "
+    "JOIN tasks t ON t.id = d.prerequisite_id WHERE d.task_id = :task_id "
+    "ORDER BY d.prerequisite_id"
 )
 _RESTART_DEPENDENTS = (
     f"UPDATE tasks SET ready_since = :now WHERE lifecycle = '{Lifecycle.OPEN}' AND id IN "
@@ -119,11 +115,12 @@ def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
 
 
 def assign_attempt(
-    conn: Connection, task_id: str, attempt_id: str, generation: int, now: int
-) -> None:
+    conn: Connection, task: Task, attempt_id: str, generation: int, now: int
+) -> Task:
     """The claim's write: the task's current attempt and its fencing generation (deferred:
-    `agentc.store.sql.defer`; the claim has locked the task)."""
-    defer(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task_id)
+    `agentc.store.sql.defer`; the claim has locked the task). Returns the row as written."""
+    defer(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task.id)
+    return task._replace(generation=generation, current_attempt_id=attempt_id, updated_at=now)
 
 
 def release_task(
@@ -174,12 +171,21 @@ def set_dependencies(conn: Connection, task_id: str, prerequisites: list[str]) -
         run(conn, _ADD_DEPENDENCY, task_id=task_id, prerequisite_id=prerequisite_id)
 
 
-def prerequisites_of(conn: Connection, task_id: str) -> list[str]:
-    return fetch_all(conn, _PREREQUISITES, str, task_id=task_id)
+class Prerequisites(NamedTuple):
+    """The tasks a task depends on (by id) and whether every one of them is done."""
+
+    ids: list[str]
+    done: bool
 
 
-def prerequisites_done(conn: Connection, task_id: str) -> bool:
-    return not fetch_exists(conn, _PENDING_PREREQUISITE, task_id=task_id)
+class _Prerequisite(NamedTuple):
+    id: str
+    lifecycle: str
+
+
+def prerequisites(conn: Connection, task_id: str) -> Prerequisites:
+    rows = fetch_all(conn, _PREREQUISITES, _Prerequisite, task_id=task_id)
+    return Prerequisites([r.id for r in rows], all(r.lifecycle == Lifecycle.DONE for r in rows))
 
 
 def restart_dependents(conn: Connection, task_id: str, now: int) -> None:

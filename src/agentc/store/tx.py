@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.sql import RowT, begin, by_key_sql, commit, end, fetch_one, run
+from agentc.store.sql import RowT, Value, begin, by_key_sql, commit, end, fetch_one, run
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -53,13 +53,26 @@ class Tx:
         self.is_postgres = conn.dialect.name == "postgresql"
 
     def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
-        """Read one row of row's table by its key for update; on PostgreSQL this takes a row
-        lock and re-reads time. With skip_locked, a row another transaction holds reads as
-        None instead of waiting."""
-        sql = by_key_sql(row)
+        """Read one row of row's table by its key for update (see `lock_one`)."""
+        return self.lock_one(by_key_sql(row), row, skip_locked=skip_locked, key=key)
+
+    def lock_one(
+        self,
+        sql: str,
+        make: Callable[..., T],
+        *,
+        of: str | None = None,
+        skip_locked: bool = False,
+        **params: Value,
+    ) -> T | None:
+        """The first row of sql, read for update: on PostgreSQL this takes a row lock (on the
+        rows of the table aliased `of` only, when sql joins tables it only reads) and re-reads
+        time. With skip_locked, a row another transaction holds reads as None instead of
+        waiting."""
         if self.is_postgres:
-            sql += " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
-        found = fetch_one(self.conn, sql, row, key=key)
+            sql += " FOR UPDATE" + (f" OF {of}" if of else "")
+            sql += " SKIP LOCKED" if skip_locked else ""
+        found = fetch_one(self.conn, sql, make, **params)
         if self.is_postgres:
             self.now = max(self.now, self._clock())
         return found

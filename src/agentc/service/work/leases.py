@@ -21,10 +21,10 @@ from agentc.service.work.refusals import conflict, forbidden, missing
 from agentc.service.work.tasks import locked_task
 from agentc.service.work.views import (
     attempt_view,
+    facts_of,
     project_row,
     task_facts,
-    task_row,
-    task_view,
+    task_view_of,
 )
 from agentc.store import leases, tasks
 from agentc.store.leases import Attempt, Checkout, Checkpoint, Offer
@@ -99,7 +99,10 @@ def suggestion(role: Role, action: JsonObject | None, inspected: int) -> JsonObj
     }
 
 
-def _next_claimable(op: Op, project_id: str) -> tuple[Task, WorkStatus] | None:
+Claimable = tuple[Task, WorkStatus, tasks.Prerequisites]
+
+
+def _next_claimable(op: Op, project_id: str) -> Claimable | None:
     """The first task on offer that this transaction can take: recovery first, then ready.
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
     concurrent queue claims spread over the tasks instead of colliding on the first."""
@@ -107,24 +110,26 @@ def _next_claimable(op: Op, project_id: str) -> tuple[Task, WorkStatus] | None:
         task = op.tx.lock(Task, candidate.id, skip_locked=True)
         if task is None:
             continue
-        status = work_status(task_facts(op.conn, task), op.now)
+        prerequisites = tasks.prerequisites(op.conn, task.id)
+        status = work_status(task_facts(op.conn, task, prerequisites), op.now)
         if status in CLAIMABLE:
-            return task, status
+            return task, status, prerequisites
     return None
 
 
-def _named_task(op: Op, project_id: str, body: ClaimIn) -> tuple[Task, WorkStatus]:
+def _named_task(op: Op, project_id: str, body: ClaimIn) -> Claimable:
     """The task the claim names, at the revision it expects, if it can be claimed."""
     assert body.task_id is not None and body.expected_task_revision is not None
     task = locked_task(op, project_id, body.task_id, body.expected_task_revision)
-    status = work_status(task_facts(op.conn, task), op.now)
+    prerequisites = tasks.prerequisites(op.conn, task.id)
+    status = work_status(task_facts(op.conn, task, prerequisites), op.now)
     if status not in CLAIMABLE:
         raise conflict(
             "claim_conflict",
             f"the task is {status.value}, not ready",
             task={"id": task.id, "work_status": status.value},
         )
-    return task, status
+    return task, status, prerequisites
 
 
 def new_attempt(
@@ -191,7 +196,7 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
             return Result({"claim": None, "reasons": ["no ready task"], "retry_after_seconds": 30})
     else:
         found = _named_task(op, project_id, body)
-    task, status = found
+    task, status, prerequisites = found
     previous = None
     if status == WorkStatus.RECOVERY_REQUIRED:
         previous = _take_over(op, task)
@@ -200,7 +205,7 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
     attempt = new_attempt(
         op, project, session_id, task=task, activity_id=None, generation=generation, mode=mode
     )
-    tasks.assign_attempt(op.conn, task.id, attempt.id, generation, op.now)
+    task = tasks.assign_attempt(op.conn, task, attempt.id, generation, op.now)
     contribute(op, task.id, session_id)
     op.event(
         "attempt.claimed",
@@ -210,7 +215,7 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
         generation=generation,
         mode=mode.value,
     )
-    return Result(_claimed(op, project_id, attempt, previous), status=201)
+    return Result(_claimed(op, task, prerequisites, attempt, previous), status=201)
 
 
 def _take_over(op: Op, task: Task) -> Attempt | None:
@@ -228,11 +233,22 @@ def _take_over(op: Op, task: Task) -> Attempt | None:
     return previous
 
 
-def _claimed(op: Op, project_id: str, attempt: Attempt, previous: Attempt | None) -> JsonObject:
+def _claimed(
+    op: Op,
+    task: Task,
+    prerequisites: tasks.Prerequisites,
+    attempt: Attempt,
+    previous: Attempt | None,
+) -> JsonObject:
+    """The claim's answer, from what the claim read and wrote (nothing is read back): the
+    task is held by the new attempt, whose owner is the caller, authenticated live in this
+    transaction."""
+    held = AttemptFacts(attempt.state, attempt.expires_at, owner_authorized=True)
+    status = work_status(facts_of(task, held, prerequisites.done), op.now)
     remaining = attempt.expires_at - op.now
     return {
         "claim": {
-            "task": task_view(op.conn, task_row(op.conn, project_id, attempt.task_id), op.now),
+            "task": task_view_of(task, status, prerequisites.ids),
             "attempt": attempt_view(attempt, op.now),
             "lease_remaining_ms": remaining,
             "previous_attempt": attempt_view(previous, op.now) if previous else None,
@@ -260,9 +276,17 @@ def last_checkpoint(conn: Connection, attempt_id: str) -> JsonObject | None:
 
 
 def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> Attempt:
-    """The caller's live attempt at exactly this generation, or a refusal that says why."""
+    """The caller's live attempt at exactly this generation, locked, or a refusal that says
+    why."""
+    return _held(op, project_id, attempt_id, generation, op.tx.lock(Attempt, attempt_id))
+
+
+def _held(
+    op: Op, project_id: str, attempt_id: str, generation: int, row: Attempt | None
+) -> Attempt:
+    """row (the attempt read for update) if it is the caller's live attempt at exactly this
+    generation; otherwise a refusal that says why."""
     session_id = require_agent_session(op.actor)
-    row = op.tx.lock(Attempt, attempt_id)
     if row is None or row.project_id != project_id:
         raise missing(f"no attempt {attempt_id}")
     if row.session_id != session_id or row.owner_id != op.actor.principal_id:
@@ -279,10 +303,12 @@ def owned_attempt(op: Op, project_id: str, attempt_id: str, generation: int) -> 
 
 
 def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Result:
-    row = owned_attempt(op, project_id, attempt_id, body.generation)
-    project = project_row(op.conn, project_id)
+    found = leases.lock_with_policy(op.tx, attempt_id)
+    row = _held(op, project_id, attempt_id, body.generation, found and found[0])
+    assert found is not None
+    policy = found[1]
     result = lease.renew(
-        op.now, row.expires_at, project.lease_seconds, row.created_at, project.max_attempt_seconds
+        op.now, row.expires_at, policy.lease_seconds, row.created_at, policy.max_attempt_seconds
     )
     leases.renew_attempt(op.conn, attempt_id, result.expires_at, op.now)
     op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)

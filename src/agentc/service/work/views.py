@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.model import ActivityKind, AttemptState, Lifecycle
+from agentc.core.model import ActivityKind, AttemptState, Lifecycle, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
 from agentc.service.api import JsonObject
@@ -53,7 +53,10 @@ def project_view(row: Project) -> JsonObject:
     }
 
 
-def task_facts(conn: Connection, task: Task) -> TaskFacts:
+def task_facts(
+    conn: Connection, task: Task, prerequisites: tasks.Prerequisites | None = None
+) -> TaskFacts:
+    """What the task's work status is judged from (its prerequisites read unless given)."""
     current = (
         None
         if task.current_attempt_id is None
@@ -63,24 +66,35 @@ def task_facts(conn: Connection, task: Task) -> TaskFacts:
     if current is not None:
         authorized = leases.owner_authorized(conn, current.id)
         facts = AttemptFacts(current.state, current.expires_at, authorized)
+    return facts_of(task, facts, (prerequisites or tasks.prerequisites(conn, task.id)).done)
+
+
+def facts_of(task: Task, current: AttemptFacts | None, prerequisites_done: bool) -> TaskFacts:
     return TaskFacts(
         lifecycle=task.lifecycle,
         phase=task.phase,
         blocked_reason=task.blocked_reason,
-        current_attempt=facts,
-        prerequisites_done=tasks.prerequisites_done(conn, task.id),
+        current_attempt=current,
+        prerequisites_done=prerequisites_done,
     )
 
 
 def task_view(conn: Connection, task: Task, now: int) -> JsonObject:
+    prerequisites = tasks.prerequisites(conn, task.id)
+    status = work_status(task_facts(conn, task, prerequisites), now)
+    return task_view_of(task, status, prerequisites.ids)
+
+
+def task_view_of(task: Task, status: WorkStatus, depends_on: list[str]) -> JsonObject:
+    """The task as the API shows it, from what is already known of it."""
     return {
         **_pick(task, "id project_id title description"),
         "acceptance_criteria": json.loads(task.acceptance_json),
         **_pick(task, "kind priority lifecycle"),
-        "work_status": work_status(task_facts(conn, task), now).value,
+        "work_status": status.value,
         **_pick(task, "revision generation current_attempt_id current_submission_id phase"),
         "blocked_reason": task.blocked_reason,
-        "depends_on": tasks.prerequisites_of(conn, task.id),
+        "depends_on": depends_on,
         **_pick(task, "origin admission_class"),
         "budget_held": task.budget_held_at is not None and task.lifecycle == Lifecycle.PLANNED,
         "ready_since": rfc3339(task.ready_since),
