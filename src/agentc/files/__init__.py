@@ -1,7 +1,8 @@
 """Small file-system helpers every agentc program shares (standard library only).
 
 One home each for the rules that used to be written per program: reading a secret or private file
-safely (:mod:`agentc.files.private`), replacing a file atomically and durably
+safely (:mod:`agentc.files.private`), reading a regular file, or its tail, someone else may
+have written (:mod:`agentc.files.regular`), replacing a file atomically and durably
 (:mod:`agentc.files.atomic`), appending JSON lines (:mod:`agentc.files.jsonl`), loading a TOML
 file with one error format (:mod:`agentc.files.toml`), declaring a program's settings with one
 check and one default per key (:mod:`agentc.files.settings`), and starting a program apart
@@ -13,6 +14,16 @@ the supervisor and the helpers may all use it.
 from agentc.files.atomic import write_atomic
 from agentc.files.jsonl import JsonLines, json_line
 from agentc.files.private import UnsafeFile, read_private
+from agentc.files.regular import open_regular, read_tail
 from agentc.files.toml import load_toml
 
-__all__ = ["JsonLines", "UnsafeFile", "json_line", "load_toml", "read_private", "write_atomic"]
+__all__ = [
+    "JsonLines",
+    "UnsafeFile",
+    "json_line",
+    "load_toml",
+    "open_regular",
+    "read_private",
+    "read_tail",
+    "write_atomic",
+]

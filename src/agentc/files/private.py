@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from agentc.files.regular import READ_FLAGS
+
 _READ_CHUNK = 1 << 20
 
 
@@ -50,7 +52,7 @@ def read_private(
     if canonical and os.path.realpath(path) != str(path):
         raise UnsafeFile(path, "the path must be canonical and contain no symlinks")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, READ_FLAGS)
     except FileNotFoundError:
         raise UnsafeFile(path, "missing", missing=True) from None
     except OSError as exc:

@@ -26,7 +26,7 @@ from agentc.service.settings import (
     parse_listen,
 )
 from agentc.store.engine import Database, migrate, open_engine
-from agentc.store.tx import Executor
+from agentc.store.tx import Executor, Tx
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,6 +86,13 @@ def _database(settings: ServerSettings, *, create: bool) -> Iterator[Executor]:
     finally:
         if executor is not None:
             executor.close()
+
+
+def _write_once(settings: ServerSettings, write: Callable[[Tx], T], *, create: bool = False) -> T:
+    """A host command's one change: the database opened (and migrated; ``create``: a new SQLite
+    file allowed), ``write`` run in one transaction, the database closed."""
+    with _database(settings, create=create) as ex:
+        return ex.write(write)
 
 
 def _guard(fn: Callable[[], T]) -> T:
@@ -173,26 +180,40 @@ def migrate_cmd(ctx: click.Context) -> None:
     _guard(run)
 
 
+def _password_options(username_help: str, password_help: str) -> Callable[[F], F]:
+    """``--username`` and ``--password-stdin``: the options of a host command that sets a
+    person's password, which it reads with :func:`_read_password`."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option("--password-stdin", is_flag=True, help=password_help)(fn)
+        return click.option("--username", required=True, help=username_help)(fn)
+
+    return decorate
+
+
 def _read_password(password_stdin: bool) -> str:
+    """The password from standard input (``--password-stdin``) or a hidden prompt, checked
+    against the password policy before any database is opened."""
+    from agentc.service.auth import check_password_policy
+
     if password_stdin:
         line = sys.stdin.readline()
         password = line.rstrip("\n").rstrip("\r")
         if not password:
             raise ConfigError("--password-stdin: no password on standard input")
-        return password
-    if not sys.stdin.isatty():
+    elif not sys.stdin.isatty():
         raise ConfigError("no terminal for the hidden password prompt; use --password-stdin")
-    value: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    return value
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    check_password_policy(password)
+    return password
 
 
 @main.command("init-admin")
-@click.option("--username", required=True, help="The first administrator's name.")
-@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@_password_options("The first administrator's name.", "Read the password from standard input.")
 @click.pass_context
 def init_admin(ctx: click.Context, username: str, password_stdin: bool) -> None:
     """Create the first administrator; only on an empty installation."""
-    from agentc.service.auth import check_password_policy
     from agentc.service.work.accounts import create_admin
 
     settings = _settings(ctx)
@@ -201,9 +222,9 @@ def init_admin(ctx: click.Context, username: str, password_stdin: bool) -> None:
 
     def run() -> None:
         password = _read_password(password_stdin)
-        check_password_policy(password)
-        with _database(settings, create=True) as ex:
-            ex.write(lambda tx: create_admin(tx.conn, tx.now, username, password))
+        _write_once(
+            settings, lambda tx: create_admin(tx.conn, tx.now, username, password), create=True
+        )
         click.echo(f"created admin {username}")
 
     _guard(run)
@@ -236,8 +257,9 @@ def issue_credential(
         _fail(f"--agent: {NAME_RULE}")
 
     def run() -> None:
-        with _database(settings, create=False) as ex:
-            data = ex.write(lambda tx: _issue(tx, agent, credential_class, access, projects))
+        data = _write_once(
+            settings, lambda tx: _issue(tx, agent, credential_class, access, projects)
+        )
         granted = ", ".join(data["projects"]) or "none yet (grant them as an admin)"
         click.echo(
             f"issued {credential_class}/{access} credential {data['credential_id']} "
@@ -250,8 +272,9 @@ def issue_credential(
 
 
 @main.command("recover-operator-password")
-@click.option("--username", required=True, help="The person whose password is reset.")
-@click.option("--password-stdin", is_flag=True, help="Read the new password from standard input.")
+@_password_options(
+    "The person whose password is reset.", "Read the new password from standard input."
+)
 @click.pass_context
 def recover_operator_password(ctx: click.Context, username: str, password_stdin: bool) -> None:
     """Set a person's password from the host; every browser session of theirs ends (audited)."""
@@ -262,8 +285,7 @@ def recover_operator_password(ctx: click.Context, username: str, password_stdin:
 
     def run() -> None:
         password_hash = hash_password(_read_password(password_stdin))
-        with _database(settings, create=False) as ex:
-            ex.write(lambda tx: recover_password(tx.conn, tx.now, username, password_hash))
+        _write_once(settings, lambda tx: recover_password(tx.conn, tx.now, username, password_hash))
         click.echo(f"reset the password of {username}; their sessions have ended")
 
     _guard(run)
@@ -285,8 +307,9 @@ def designate_digest_sender(
         _fail("give exactly one of --agent NAME and --clear")
 
     def run() -> None:
-        with _database(settings, create=False) as ex:
-            done = ex.write(lambda tx: designate_sender(tx.conn, tx.now, project_id, agent))
+        done = _write_once(
+            settings, lambda tx: designate_sender(tx.conn, tx.now, project_id, agent)
+        )
         click.echo(done)
 
     _guard(run)

@@ -44,8 +44,7 @@ from agentc.supervisor.loop.settings import (
     RunSettings,
     Verification,
     prices_table,
-    setup_table,
-    verification_table,
+    project_table,
 )
 from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
 from agentc.supervisor.roles import HARNESSES, MODES, Mode
@@ -151,9 +150,11 @@ class SupervisorConfig(Settings):
         section(PushHelperSettings), default_factory=PushHelperSettings
     )
     health: HealthSettings = setting(section(HealthSettings), default_factory=HealthSettings)
-    setup: dict[str, ProjectSetup] = setting(setup_table, default_factory=dict)
+    setup: dict[str, ProjectSetup] = setting(project_table(ProjectSetup), default_factory=dict)
     # Verifying reviewers, per project (``[verification.<project-id>]``; docs/supervisor.md).
-    verification: dict[str, Verification] = setting(verification_table, default_factory=dict)
+    verification: dict[str, Verification] = setting(
+        project_table(Verification), default_factory=dict
+    )
     prices: dict[str, PriceSettings] = setting(prices_table, default_factory=dict)
 
     def resolved_state_dir(self) -> Path:

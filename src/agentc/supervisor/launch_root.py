@@ -60,13 +60,19 @@ def host_problems(config: SupervisorConfig, request: LaunchRequest) -> list[str]
 
 def role_account(config: SupervisorConfig, role: str) -> pwd.struct_passwd:
     """The role's account, which must exist and must not be root."""
-    name = config.role_user(role)
+    return unprivileged_account(config.role_user(role), "role account")
+
+
+def unprivileged_account(name: str, what: str) -> pwd.struct_passwd:
+    """The account ``name`` a child becomes (a role's, the push helper's), which must exist and
+    must not be root: neither uid 0 nor group 0, the rule the host preflight checks too. Errors
+    call it ``what``."""
     try:
         account = pwd.getpwnam(name)
     except KeyError:
-        raise SupervisorError(f"role account {name} does not exist") from None
-    if account.pw_uid == 0:
-        raise SupervisorError(f"role account {name} must not be root")
+        raise SupervisorError(f"{what} {name} does not exist") from None
+    if account.pw_uid == 0 or account.pw_gid == 0:
+        raise SupervisorError(f"{what} {name} must not be root")
     return account
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from typing import Any
 
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import canonical_json, sha256_hex
-from agentc.files import JsonLines
+from agentc.files import JsonLines, open_regular
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.harness.events import RunSummary, StreamReader
@@ -144,13 +143,11 @@ def _events(
 ) -> RunSummary | None:
     """The summary of the events file (never following a link), or None without one."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        handle = open_regular(path)
     except OSError:
         return None
     reader = StreamReader(harness)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
+    with handle:
         while chunk := handle.read(_READ):
             reader.feed(chunk)
     return reader.summary(model=model, prices=price_table(config))

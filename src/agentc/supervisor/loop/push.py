@@ -128,14 +128,7 @@ def helper_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
     root; None in personal mode (the helper runs as the loop's user)."""
     if config.mode != "host":
         return None
-    name = config.push_helper.user
-    try:
-        account = pwd.getpwnam(name)
-    except KeyError:
-        raise SupervisorError(f"the push helper's account {name} does not exist") from None
-    if account.pw_uid == 0 or account.pw_gid == 0:
-        raise SupervisorError(f"the push helper's account {name} must not be root")
-    return account
+    return launch_root.unprivileged_account(config.push_helper.user, "the push helper's account")
 
 
 def _plain_file(key: str, path: Path) -> os.stat_result | str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import SupervisorError
-from agentc.files import write_atomic
+from agentc.files import read_tail, write_atomic
 
 NO_PID_GRACE_MS = 120_000
 MAX_RELEASE_TRIES = 5
@@ -141,17 +140,10 @@ class Records:
         target.mkdir(mode=0o700, exist_ok=True)
         for name in names:
             try:  # in host mode the run is the role's: no link, no FIFO, a regular file only
-                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                fd = os.open(run / name, flags)
+                tail = read_tail(run / name, TAIL_BYTES)
             except OSError:
                 continue
-            with os.fdopen(fd, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                if not stat.S_ISREG(info.st_mode):
-                    continue
-                size = info.st_size
-                handle.seek(max(0, size - TAIL_BYTES))
-                write_atomic(target / name, handle.read(TAIL_BYTES), mode=0o600)
+            write_atomic(target / name, tail, mode=0o600)
         kept = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
         for old in kept[:-KEEP_TAILS]:
             shutil.rmtree(old, ignore_errors=True)

@@ -28,14 +28,13 @@ signed out when it ends (:mod:`.verification`); a failed sign-in releases the re
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
+from agentc.files import read_tail
 from agentc.supervisor import launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
@@ -312,10 +311,10 @@ class ReviewLaunch(LeasedLaunch):
     def _verdict(self) -> Verdict:
         harness = self.vendor["harness"]
         if launch_plan.is_command(harness):
-            data = _read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
+            data = read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
             lines = [x for x in data.decode("utf-8", "replace").splitlines() if x.strip()]
             return verdict_from_text(None, lines[-1] if lines else None)
-        summary = summarize("claude", _read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
+        summary = summarize("claude", read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
         return verdict_from_text(summary.structured_output, summary.final_text)
 
     def _judge(
@@ -363,14 +362,3 @@ class ReviewLaunch(LeasedLaunch):
         if strike:
             return self.failed(why)
         return f"Review released({self.task}: {why})"
-
-
-def _read_tail(path: Path, limit: int) -> bytes:
-    """The last ``limit`` bytes of a regular file, opened without following links."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        handle.seek(max(0, info.st_size - limit))
-        return handle.read(limit)

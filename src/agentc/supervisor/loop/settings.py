@@ -10,10 +10,12 @@ every key (tests/supervisor/loop/test_settings.py keeps the page and these class
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from agentc.core.addresses import is_loopback_host
 from agentc.files.settings import (
+    Check,
     Settings,
     absolute_path,
     boolean,
@@ -30,6 +32,7 @@ from agentc.supervisor.net.addresses import url_relay_address
 from agentc.supervisor.roles import HARNESSES
 
 COMMAND_PREFIX = "command:"
+S = TypeVar("S", bound=Settings)
 
 
 def harness_name(value: object) -> str:
@@ -202,18 +205,18 @@ class PriceSettings(Settings):
     output: float = setting(number(minimum=0))
 
 
-def setup_table(value: object) -> dict[str, ProjectSetup]:
-    tables = table_of(section(ProjectSetup), kind="project")(value)
-    for name in tables:
-        project_id(name)
-    return tables
+def project_table(cls: type[S]) -> Check[dict[str, S]]:
+    """A table of ``cls`` sections named by project id (``[setup.<project-id>]``,
+    ``[verification.<project-id>]``)."""
+    tables = table_of(section(cls), kind="project")
 
+    def checked(value: object) -> dict[str, S]:
+        converted = tables(value)
+        for name in converted:
+            project_id(name)
+        return converted
 
-def verification_table(value: object) -> dict[str, Verification]:
-    tables = table_of(section(Verification), kind="project")(value)
-    for name in tables:
-        project_id(name)
-    return tables
+    return checked
 
 
 def prices_table(value: object) -> dict[str, PriceSettings]:

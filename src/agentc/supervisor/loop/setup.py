@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from agentc.core.errors import ConfigError, SupervisorError
+from agentc.files import read_tail
 from agentc.files.paths import within
 from agentc.supervisor import confined, reaper, rundir, sandbox, seccomp, toolpaths
 from agentc.supervisor.config import SupervisorConfig
@@ -166,13 +167,9 @@ def description(
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
     """The last ``chars`` characters of the log (never following a link), printable only."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        text = read_tail(path, TAIL_READ).decode("utf-8", "replace")
     except OSError:
         return ""
-    with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        handle.seek(max(0, size - TAIL_READ))
-        text = handle.read().decode("utf-8", "replace")
     text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text).strip()
     return text[-chars:]
 
