@@ -394,7 +394,7 @@ def cpu_seconds(pid: int) -> float:
     for p in [str(pid), *kids]:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+        except OSError:  # a worker that has just exited
             continue
         total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return total
@@ -412,7 +412,7 @@ def db_cpu_seconds(server: pg.PgServer | None) -> float | None:
     for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
         try:
             kf = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+        except OSError:  # it has just exited (its time is now the postmaster's)
             continue
         total += (int(kf[11]) + int(kf[12])) / tick
     return total
