@@ -118,6 +118,21 @@ async def _read_task(
     return await read(request, fn)
 
 
+# The lease routes come first: a request is matched against the routes in the order they are
+# declared (FastAPI checks them twice, once to pick this router and once to dispatch), and
+# agents' claims and renewals are most of the traffic. No other route's path overlaps them.
+@router.post(P + "/claims", tags=["leases"], status_code=201)
+async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
+    return await mutate(request, body, lambda op, b: leases.claim(op, project_id, b))
+
+
+_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn)
+_record_route(
+    "POST", AT + "/checkpoints", "leases", leases.checkpoint, CheckpointIn, status_code=201
+)
+_record_route("POST", AT + "/release", "leases", leases.release, ReleaseIn)
+
+
 @router.get("", tags=["projects"])
 async def list_projects(request: Request) -> Response:
     def fn(tx: Tx, actor: Actor) -> JsonObject:
@@ -201,11 +216,6 @@ async def next_action(request: Request, project_id: str, role: Role = Role.IMPLE
     return await read(request, fn)
 
 
-@router.post(P + "/claims", tags=["leases"], status_code=201)
-async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
-    return await mutate(request, body, lambda op, b: leases.claim(op, project_id, b))
-
-
 @router.get(AT, tags=["leases"])
 async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Response:
     return await read(
@@ -213,11 +223,6 @@ async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Res
     )
 
 
-_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn)
-_record_route(
-    "POST", AT + "/checkpoints", "leases", leases.checkpoint, CheckpointIn, status_code=201
-)
-_record_route("POST", AT + "/release", "leases", leases.release, ReleaseIn)
 _record_route(
     "POST", AT + "/checkout", "leases", leases.register_checkout, CheckoutIn, status_code=201
 )
