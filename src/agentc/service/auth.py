@@ -112,7 +112,7 @@ class LoginLimiter:
     def check(self, conn: Connection, username: str, address: str, now: int) -> None:
         """Refuse (429) when this address, or this name from this address, must wait."""
         found = throttle.failures(
-            conn, address[:64], _name(username), now - self.window_ms, now - self.max_backoff_ms
+            conn, *_key(address, username), now - self.window_ms, now - self.max_backoff_ms
         )
         waiting = found.last_of_name is not None and (
             now - found.last_of_name < self._wait_ms(found.of_name)
@@ -126,16 +126,17 @@ class LoginLimiter:
             )
 
     def failed(self, conn: Connection, username: str, address: str, now: int) -> None:
-        throttle.record_failure(conn, address[:64], _name(username), now)
+        throttle.record_failure(conn, *_key(address, username), now)
         throttle.forget_before(conn, now - max(self.window_ms, self.max_backoff_ms))
 
     def succeeded(self, conn: Connection, username: str, address: str) -> None:
-        throttle.forget_name(conn, address[:64], _name(username))
+        throttle.forget_name(conn, *_key(address, username))
 
 
-def _name(username: str) -> str:
-    """The name as the throttle keys it: case does not make another name."""
-    return username.lower()[:100]
+def _key(address: str, username: str) -> tuple[str, str]:
+    """The address and the name as the throttle keys them (cut to the widths the failures
+    table keeps): case does not make another name."""
+    return address[:64], username.lower()[:100]
 
 
 @dataclass(frozen=True)

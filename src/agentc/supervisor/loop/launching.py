@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.supervisor import agentsession, rundir
 from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
-from agentc.supervisor.loop import coordinator, costs, hostlaunch, repo
+from agentc.supervisor.loop import coordinator, hostlaunch, repo
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 from agentc.supervisor.roles import Role
@@ -51,6 +51,10 @@ class Loop(Protocol):
     def repository(self, project: str) -> tuple[str, str]: ...
 
     def heartbeat(self, launch: dict[str, Any] | None = None) -> None: ...
+
+    def release_failed(self, record: LaunchRecord, exc: AgentcError) -> str: ...
+
+    def settle_launch(self, record: LaunchRecord, remove: Callable[[], None]) -> None: ...
 
 
 def log(message: str) -> None:
@@ -311,19 +315,12 @@ class LeasedLaunch:
     def _release_failed(self, exc: AgentcError, what: str) -> str:
         """Note a release that failed in the record, kept for the next poll to settle."""
         assert self.record is not None
-        self.record.release_failures += 1
-        self.record.outcome = f"release failed: {coordinator.describe_error(exc)}"
-        self.loop.records.write(self.record)
-        log(f"{what}: {self.record.outcome}; kept for the next poll")
-        return self.record.outcome
+        outcome = self.loop.release_failed(self.record, exc)
+        log(f"{what}: {outcome}; kept for the next poll")
+        return outcome
 
     def _finish(self, outcome: str) -> None:
         """Record the launch as settled with ``outcome``, remove what it left, finish it."""
         assert self.record is not None
-        self.record.released, self.record.outcome = True, outcome
-        self.loop.records.write(self.record)
-        costs.record_harness_cost(
-            self.loop.config, self.loop.records.root, self.record, self.layout.run, now_ms()
-        )
-        self._remove()
-        self.loop.records.finish(self.record)
+        self.record.outcome = outcome
+        self.loop.settle_launch(self.record, self._remove)

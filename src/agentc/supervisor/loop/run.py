@@ -20,6 +20,7 @@ import dataclasses
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -387,23 +388,37 @@ class Loop:
                 else:
                     record.outcome = self._release_dead(record, private)
         except AgentcError as exc:
-            record.release_failures += 1
-            record.outcome = f"release failed: {coordinator.describe_error(exc)}"
-            self.records.write(record)
+            self.release_failed(record, exc)
             if record.release_failures >= MAX_RELEASE_TRIES:
                 self.given_up.add(record.launch_id)
                 log(f"error: launch {record.launch_id}: {record.outcome}; left until a restart")
             return
+        if reviewing:
+            self.settle_launch(record, lambda: review.remove_review(self, record))
+        else:
+            self.settle_launch(record, lambda: remove_launch(self, record.launch_id))
+        log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
+
+    def release_failed(self, record: LaunchRecord, exc: AgentcError) -> str:
+        """Note in the record that letting go of its attempt failed (the record is kept for the
+        next poll to settle); returns the outcome noted."""
+        record.release_failures += 1
+        record.outcome = f"release failed: {coordinator.describe_error(exc)}"
+        self.records.write(record)
+        return record.outcome
+
+    def settle_launch(self, record: LaunchRecord, remove: Callable[[], None]) -> None:
+        """How every launch ends once its attempt is let go (or found gone): the record says so
+        first (so a crash after this never releases twice), the harness's cost is recorded
+        (once per launch), remove() takes away what the launch left, and the record moves to
+        finished/."""
         record.released = True
-        role: Role = "reviewer" if reviewing else "implementer"
+        self.records.write(record)
+        role: Role = "reviewer" if record.role == "reviewer" else "implementer"
         run = RunLayout.of_launch(self.state, role, record.launch_id).run
         costs.record_harness_cost(self.config, self.records.root, record, run, now_ms())
-        if reviewing:
-            review.remove_review(self, record)
-        else:
-            remove_launch(self, record.launch_id)
+        remove()
         self.records.finish(record)
-        log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
 
     def _release_dead(self, record: LaunchRecord, private: Path) -> str:
         binding = self.binding_of(record.project)
