@@ -168,7 +168,7 @@ class ImplementerLaunch(LeasedLaunch):
             allow_insecure_loopback=self.binding.allow_insecure_loopback,
             push_socket=self.push.socket,
         )
-        request = self._request("implementer", attempt, str(self.action["task_id"]), access)
+        request = self._request(attempt, str(self.action["task_id"]), access)
         beat = {"role": "implementer", "task": self.action["task_id"]}
         preparation = hostlaunch.Preparation(
             self.binding.project_id,

@@ -149,6 +149,7 @@ class LeasedLaunch:
         mirror: Path,
     ) -> None:
         self.loop = loop
+        self.role = role
         self.binding = binding
         self.mirror = mirror
         self.vendor = vendor
@@ -174,7 +175,6 @@ class LeasedLaunch:
         task: str,
         vendor: dict[str, str],
         *,
-        role: str = "implementer",
         activity: str | None = None,
         submission: str | None = None,
     ) -> LaunchRecord:
@@ -190,7 +190,7 @@ class LeasedLaunch:
             loop_ticks=start_ticks(os.getpid()),
             recorded_ms=now_ms(),
             vendor=dict(vendor),
-            role=role,
+            role=self.role,
             activity=activity,
             submission=submission,
             canary=self._canary(),
@@ -242,11 +242,11 @@ class LeasedLaunch:
             handle.write(text)
 
     def _request(
-        self, role: Role, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None
+        self, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None
     ) -> LaunchRequest:
         """The launch's request, in the role's agent session (established now if need be)."""
         request = LaunchRequest(
-            role=role,
+            role=self.role,
             harness=self.vendor["harness"],
             run=self.layout.run,
             clone=self.layout.clone,
@@ -259,7 +259,7 @@ class LeasedLaunch:
             canary=self._canary(),
             coordinator=access,
         )
-        session = agentsession.ensure(self.loop.config, role)
+        session = agentsession.ensure(self.loop.config, self.role)
         return dataclasses.replace(request, agent_session=session)
 
     def _canary(self) -> bool:

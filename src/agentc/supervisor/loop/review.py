@@ -237,7 +237,6 @@ class ReviewLaunch(LeasedLaunch):
             self.binding.project_id,
             self.task,
             self.vendor,
-            role="reviewer",
             activity=self.activity,
             submission=self.submission,
         )
@@ -275,7 +274,7 @@ class ReviewLaunch(LeasedLaunch):
             account = launch_root.role_account(loop.config, "reviewer")
             hostlaunch.hand_over(account, layout.run, layout.clone)
         # No coordinator access: the loop posts the verdict; the reviewer never reaches it.
-        request = self._request("reviewer", claim["attempt"], self.task, None)
+        request = self._request(claim["attempt"], self.task, None)
         if self.staging is not None:
             request = dataclasses.replace(request, verification=self.staging.access())
         running = hostlaunch.start(loop.config, request)
