@@ -148,11 +148,8 @@ class LeasedLaunch:
         binding: coordinator.Binding,
         mirror: Path,
     ) -> None:
-        self.loop = loop
-        self.role = role
-        self.binding = binding
-        self.mirror = mirror
-        self.vendor = vendor
+        self.loop, self.role, self.vendor = loop, role, vendor
+        self.binding, self.mirror = binding, mirror  # the project's binding and its mirror
         self.launch_id = str(uuid.uuid4())
         self.layout = RunLayout.of_launch(loop.state, role, self.launch_id)
         self.private = loop.records.sessions / self.launch_id
