@@ -18,7 +18,7 @@ import httpx
 
 from tests.client.kit import admin_get, admin_project, issue_token, make_clone, write_credentials
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import PORTABLE_PYTHON, Kit, make_kit
+from tests.supervisor.kit import HARNESS_BIN, PORTABLE_PYTHON, Kit, make_kit
 
 # A scripted agent: reads its prompt, edits, commits and submits through the agent CLI with no
 # flags but --checkout and --input (everything else comes from the launch's environment).
@@ -292,3 +292,13 @@ def make_loop_kit(
     )
     loop.write_config()
     return loop
+
+
+CLAUDE = HARNESS_BIN / "claude"
+
+
+def make_claude_loop_kit(root: Path, live: LiveServer, admin: httpx.Client, **top: Any) -> LoopKit:
+    """A loop kit with the submitting agent, whose ``claude`` is the real harness binary."""
+    return make_loop_kit(
+        root, live, admin, SUBMITTING_AGENT, harness_paths={"claude": str(CLAUDE)}, **top
+    )

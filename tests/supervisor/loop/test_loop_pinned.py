@@ -9,22 +9,18 @@ from pathlib import Path
 import httpx
 
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import HARNESS_BIN
-from tests.supervisor.loop.kit import SUBMITTING_AGENT, make_loop_kit
+from tests.supervisor.loop.kit import make_claude_loop_kit
 
-CLAUDE = HARNESS_BIN / "claude"
 WRONG = "0.0.1-not-this-one"
 
 
 def test_a_harness_that_is_not_the_pinned_release_stops_the_loop_before_a_claim(
     server: LiveServer, admin: httpx.Client, short_tmp: Path
 ) -> None:
-    loop = make_loop_kit(
+    loop = make_claude_loop_kit(
         short_tmp,
         server,
         admin,
-        SUBMITTING_AGENT,
-        harness_paths={"claude": str(CLAUDE)},
         pinned={"claude": WRONG},
     )
     agent = loop.run["harness"]

@@ -121,6 +121,12 @@ def login_dir(account: str) -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture
+def review_loop(server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str) -> LoopKit:
+    """A reviewer loop kit, run as the test account, with no gateway mode."""
+    return make_review_kit(short_tmp, server, admin, account, mode=None)
+
+
 def _login(folder: Path, account: str, password: str = ADMIN_PASSWORD) -> Path:
     path = folder / "login.json"
     path.write_text(json.dumps({"username": "verifier", "password": password}))
@@ -165,14 +171,12 @@ def _review_once(loop: LoopKit) -> tuple[str, subprocess.CompletedProcess[str]]:
 
 
 def test_a_verifying_review_reaches_staging_with_the_session_only(
-    server: LiveServer,
-    admin: httpx.Client,
+    review_loop: LoopKit,
     staging: LiveServer,
-    short_tmp: Path,
     account: str,
     login_dir: Path,
 ) -> None:
-    loop = make_review_kit(short_tmp, server, admin, account, mode=None)
+    loop = review_loop
     login = _login(login_dir, account)
     _verifying(loop, staging.url, login, browser="/usr/bin/true")
     task, result = _review_once(loop)
@@ -228,14 +232,12 @@ def _released(loop: LoopKit, task: str) -> str:
 
 
 def test_a_wrong_password_fails_the_launch_and_releases_the_review(
-    server: LiveServer,
-    admin: httpx.Client,
+    review_loop: LoopKit,
     staging: LiveServer,
-    short_tmp: Path,
     account: str,
     login_dir: Path,
 ) -> None:
-    loop = make_review_kit(short_tmp, server, admin, account, mode=None)
+    loop = review_loop
     _verifying(loop, staging.url, _login(login_dir, account, "not the password"))
     task, result = _review_once(loop)
     why = (
@@ -285,15 +287,13 @@ def redirecting() -> Iterator[tuple[str, list[str]]]:
 
 
 def test_a_staging_answering_a_redirect_is_refused_and_not_followed(
-    server: LiveServer,
-    admin: httpx.Client,
-    short_tmp: Path,
+    review_loop: LoopKit,
     account: str,
     login_dir: Path,
     redirecting: tuple[str, list[str]],
 ) -> None:
     url, paths = redirecting
-    loop = make_review_kit(short_tmp, server, admin, account, mode=None)
+    loop = review_loop
     _verifying(loop, url, _login(login_dir, account))
     task, result = _review_once(loop)
     assert "answered with a redirect (302) to /followed; redirects are never followed" in (

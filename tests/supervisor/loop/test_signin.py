@@ -15,10 +15,9 @@ import pytest
 from agentc.supervisor.config import SupervisorConfig, load_config
 from agentc.supervisor.loop import admission, signin
 from tests.kit.live import LiveServer
-from tests.supervisor.kit import HARNESS_BIN, Account
-from tests.supervisor.loop.kit import SUBMITTING_AGENT, make_loop_kit
+from tests.supervisor.kit import Account
+from tests.supervisor.loop.kit import CLAUDE, make_claude_loop_kit
 
-CLAUDE = HARNESS_BIN / "claude"
 OLD = time.time() - 400 * 24 * 3600
 
 
@@ -137,13 +136,11 @@ def test_a_gateway_vendor_needs_its_upstream_credential(tmp_path: Path) -> None:
 def test_the_loop_falls_back_when_the_primary_is_signed_out(
     server: LiveServer, admin: httpx.Client, short_tmp: Path
 ) -> None:
-    loop = make_loop_kit(
+    loop = make_claude_loop_kit(
         short_tmp,
         server,
         admin,
-        SUBMITTING_AGENT,
         token_in_env=True,
-        harness_paths={"claude": str(CLAUDE)},
     )
     (loop.state / "impl/claude-token").unlink()  # the kit's dummy token: signed out now
     agent = loop.fall_back_to_the_agent()
@@ -199,13 +196,11 @@ def test_the_loop_warns_at_its_first_poll_and_then_once_a_day(
 ) -> None:
     from agentc.supervisor.loop.run import Loop
 
-    loop = make_loop_kit(
+    loop = make_claude_loop_kit(
         short_tmp,
         server,
         admin,
-        SUBMITTING_AGENT,
         token_in_env=True,
-        harness_paths={"claude": str(CLAUDE)},
     )
     token = loop.state / "impl/claude-token"
     os.utime(token, (_lifetime_left(3), _lifetime_left(3)))
