@@ -178,3 +178,59 @@ def test_cgroups_are_removed(launch_limits: LaunchLimits) -> None:
     launch_limits.remove()
     assert not any(group.exists() for group in groups)
     assert os.getpid()  # this process was never moved into them
+
+
+SLOW_TO_EXIT = """
+import os, time
+r, w = os.pipe()
+for _ in range(6):                        # bounded: 6 processes of 96 MiB each
+    if os.fork() == 0:
+        block = bytearray(96 * 1024 * 1024)
+        block[::4096] = b"x" * len(block[::4096])   # touched: freeing it takes a while
+        os.write(w, b".")
+        time.sleep(600)
+        os._exit(0)
+got = b""
+while len(got) < 6:                       # every child has touched its memory
+    got += os.read(r, 6)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: str) -> bool:
+    """Whether ``pid`` still runs a program (an exiting or exited process has no cmdline)."""
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
+def test_removing_waits_until_every_killed_process_has_exited() -> None:
+    limits = LaunchLimits(
+        Limits(memory_mib=2048, processes=64), f"agentc-test-{uuid.uuid4().hex[:8]}"
+    )
+    if limits.backend == "rlimit":
+        pytest.skip("no writable cgroup on this host: nothing to remove")
+    limits.create()
+    proc = subprocess.Popen(
+        bwrap_argv(sys.executable, "-c", SLOW_TO_EXIT),
+        preexec_fn=limits.enter,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        members = {pid for g in limits.groups for pid in (g / "cgroup.procs").read_text().split()}
+        assert len(members) >= 8  # bwrap, its init, the script and its six children
+        groups = list(limits.groups)
+        limits.remove()
+        assert [pid for pid in members if _running(pid)] == []
+        assert not any(group.exists() for group in groups)
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        limits.remove()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +30,7 @@ from agentc.files.settings import Settings, integer, setting
 
 MIB = 1024 * 1024
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+REMOVE_SECONDS = 10.0  # how long removing a group waits for its killed processes to exit
 
 Backend = Literal["cgroup2", "cgroup1", "rlimit"]
 
@@ -215,18 +217,36 @@ class LaunchLimits:
         return LaunchLimits._count(group / "memory.oom_control", "oom_kill")
 
     def remove(self) -> None:
-        """Remove the cgroups once every process in them is gone (kill leftovers first)."""
+        """Remove the cgroups once every process in them is gone: kill what is left, wait
+        (at most :data:`REMOVE_SECONDS`) for it to exit, and only then remove the group.
+
+        A killed process leaves its cgroup only when it has exited, which on a busy host may
+        take longer than a few yields: until then it still runs its exit path (and still shows
+        in ``/proc``), so giving up early would let a launch's process outlive its end.
+        """
+        deadline = time.monotonic() + REMOVE_SECONDS
         for group in self.groups:
-            with contextlib.suppress(OSError):
-                for pid in (group / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), 9)
-            for _ in range(100):
+            pause = 0.0
+            while True:
+                _kill_members(group)
                 try:
                     group.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if time.monotonic() >= deadline:
+                        break
+                if pause:
+                    time.sleep(pause)
+                else:
                     os.sched_yield()
+                pause = min(0.05, pause * 2 or 0.0005)
         self.groups = []
+
+
+def _kill_members(group: Path) -> None:
+    with contextlib.suppress(OSError):
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
