@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,6 +99,15 @@ def test_candidate_refs() -> None:
     for bad in (None, prefix, "refs/heads/main", prefix + "a..b", prefix + "a b", prefix + "x/"):
         with pytest.raises(CoordinatorError):
             check_candidate_ref(bad, prefix)
+
+
+@given(st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999))
+def test_rfc3339_is_the_plain_formatting(ms: int) -> None:
+    # (the formatter caches each second's text; this is the uncached way, exact for any time)
+    at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    plain = at.isoformat(timespec="milliseconds")
+    assert rfc3339(ms) == plain.replace("+00:00", "Z")
+    assert rfc3339(None) is None
 
 
 def test_times() -> None:

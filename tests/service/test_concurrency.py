@@ -14,7 +14,10 @@ AGENTS = 64
 TASKS = 10
 
 
-def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
+def _race_set_up(
+    live: LiveServer, agents: int, tasks: int
+) -> tuple[str, list[str], list[httpx.Client]]:
+    """A project with ``tasks`` ready tasks and ``agents`` agents, each with a session."""
     admin = live.admin_client()
     try:
         key = iter(range(10**6))
@@ -24,7 +27,7 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
             headers={"Idempotency-Key": f"p{next(key)}"},
         ).json()["data"]["id"]
         task_ids = []
-        for i in range(TASKS):
+        for i in range(tasks):
             resp = admin.post(
                 f"/api/v1/projects/{pid}/tasks",
                 json={"title": f"t{i}", "acceptance_criteria": ["c"]},
@@ -32,7 +35,7 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
             )
             task_ids.append(resp.json()["data"]["task"]["id"])
         tokens = []
-        for i in range(AGENTS):
+        for i in range(agents):
             resp = admin.post(
                 "/api/v1/admin/agents",
                 json={"name": f"racer-{i}", "projects": [pid]},
@@ -54,7 +57,11 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
             {"X-Coordinator-Session": s["session_id"], "X-Coordinator-Session-Proof": s["proof"]}
         )
         clients.append(c)
+    return pid, task_ids, clients
 
+
+def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
+    pid, task_ids, clients = _race_set_up(live, AGENTS, TASKS)
     wins: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
@@ -88,11 +95,43 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
     assert dict(wins) == {tid: 1 for tid in task_ids}
     assert outcomes["won"] == TASKS
     assert outcomes["claim_conflict"] == AGENTS * TASKS - TASKS, outcomes
-    with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {tokens[0]}"}) as c:
+    admin = live.admin_client()
+    try:
         for tid in task_ids:
-            task = c.get(f"/api/v1/projects/{pid}/tasks/{tid}").json()["data"]
+            task = admin.get(f"/api/v1/projects/{pid}/tasks/{tid}").json()["data"]
             assert task["generation"] == 1
             assert [a["state"] for a in task["attempts"]] == ["active"]
+    finally:
+        admin.close()
+
+
+def test_queue_claims_at_once_each_get_a_different_task(live: LiveServer) -> None:
+    """24 agents ask for the next task at the same moment, with 24 tasks ready: every one
+    gets a task (on PostgreSQL, past the candidates the others hold locked), none twice."""
+    pid, task_ids, clients = _race_set_up(live, 24, 24)
+    got: list[httpx.Response] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(clients))
+
+    def ask(index: int, client: httpx.Client) -> None:
+        start.wait()
+        resp = client.post(
+            f"/api/v1/projects/{pid}/claims", json={}, headers={"Idempotency-Key": f"q{index}"}
+        )
+        with lock:
+            got.append(resp)
+
+    threads = [threading.Thread(target=ask, args=(i, c)) for i, c in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in clients:
+        c.close()
+    assert [r.status_code for r in got] == [201] * len(clients), [r.text for r in got]
+    claims = [r.json()["data"]["claim"] for r in got]
+    assert None not in claims
+    assert sorted(c["task"]["id"] for c in claims) == sorted(task_ids)
 
 
 CREATES = 32

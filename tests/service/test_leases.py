@@ -170,3 +170,36 @@ def test_claims_need_a_session(svc: Service) -> None:
         claim(reader, pid, task)
     assert err.value.status == 403
     assert reader.get(f"/api/v1/projects/{pid}/next")["action"]["task_id"] == task["id"]
+
+
+def test_recovery_comes_first_even_behind_a_page_of_more_urgent_ready_work(
+    svc: Service, clock: Clock
+) -> None:
+    # A queue claim reads a few candidates first; the lapsed task, least urgent of all, is
+    # still offered and claimed before six urgent ready ones (recovery first, in the window).
+    pid = svc.project(lease_seconds=60)
+    lapsed = svc.task(pid, title="lapsed", priority=3)
+    first, second = svc.agent(pid), svc.agent(pid)
+    claim(first, pid, lapsed)
+    urgent = []
+    for i in range(6):
+        clock.advance(1)
+        urgent.append(svc.task(pid, title=f"urgent {i}", priority=0))
+    clock.advance(60)
+    nxt = second.get(f"/api/v1/projects/{pid}/next")
+    assert nxt["action"]["kind"] == "recover_task"
+    assert nxt["action"]["task_id"] == lapsed["id"]
+    assert nxt["inspected"] == 7
+    got = second.post(f"/api/v1/projects/{pid}/claims", {})["claim"]
+    assert got["task"]["id"] == lapsed["id"]
+    assert got["attempt"]["mode"] == "recovery"
+    # then the urgent ones, oldest first, and nothing once all are held
+    taken = [second.post(f"/api/v1/projects/{pid}/claims", {})["claim"] for _ in urgent]
+    assert [c["task"]["id"] for c in taken] == [t["id"] for t in urgent]
+    assert second.post(f"/api/v1/projects/{pid}/claims", {})["claim"] is None
+    assert second.get(f"/api/v1/projects/{pid}/next") == {
+        "role": "implementer",
+        "action": None,
+        "inspected": 0,
+        "retry_after_seconds": 30,
+    }

@@ -115,12 +115,20 @@ _INDEPENDENT = (
     "(principal_id = :principal_id OR session_id = :session_id) LIMIT 1"
 )
 
-# One query for `next`: open tasks outside review and integration with no unfinished
-# prerequisite and no current attempt that still holds its lease, each with its current
-# attempt's facts; the pure status rule then picks recovery first, then ready.
+# One query for `next` and queue claims. The window: the first `scan` open tasks outside
+# review and integration, in offer order (priority, ready_since, id), with no unfinished
+# prerequisite and no current attempt that still holds its lease. Of the window, the first
+# `limit` rows come back, recovery first (a current attempt that is still active no longer
+# holds: the status rule in `agentc.core.status` says so too, and the caller checks), each
+# with its current attempt's facts and the window's size. The window is scanned on narrow
+# columns; only the rows that come back read the whole task.
+_RECOVERY_FIRST = (
+    f"CASE WHEN o_state = '{AttemptState.ACTIVE}' THEN 0 ELSE 1 END, o_priority, o_ready, o_id"
+)
 _OFFER = (
-    f"SELECT {columns(Task, 't')}, a.state, a.expires_at, "
-    "p.disabled_at, c.revoked_at, s.closed_at "
+    "WITH w AS (SELECT t.id AS o_id, t.priority AS o_priority, t.ready_since AS o_ready, "
+    "a.state AS o_state, a.expires_at AS o_expires, p.disabled_at AS o_disabled, "
+    "c.revoked_at AS o_revoked, s.closed_at AS o_closed "
     "FROM tasks t "
     "LEFT JOIN attempts a ON a.id = t.current_attempt_id "
     "LEFT JOIN principals p ON p.id = a.owner_id "
@@ -133,20 +141,32 @@ _OFFER = (
     f"ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> '{Lifecycle.DONE}') "
     f"AND (a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' OR a.expires_at <= :now "
     "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
-    "ORDER BY t.priority, t.ready_since, t.id LIMIT :limit"
+    "ORDER BY t.priority, t.ready_since, t.id LIMIT :scan), "
+    f"top AS (SELECT * FROM w ORDER BY {_RECOVERY_FIRST} LIMIT :limit) "
+    f"SELECT {columns(Task, 't')}, top.o_state, top.o_expires, top.o_disabled, top.o_revoked, "
+    "top.o_closed, (SELECT count(*) FROM w) FROM top JOIN tasks t ON t.id = top.o_id "
+    f"ORDER BY {_RECOVERY_FIRST}"
 )
 _TASK_WIDTH = len(Task._fields)
 
 
-def _offer(*row: Any) -> Offer:  # the driver's values, in _OFFER's column order
-    state, expires_at, disabled_at, revoked_at, closed_at = row[_TASK_WIDTH:]
+class Offered(NamedTuple):
+    """How many tasks the window held, and the first of them, recovery first."""
+
+    inspected: int
+    offers: list[Offer]
+
+
+def _offer(*row: Any) -> tuple[Offer, int]:  # the driver's values, in _OFFER's column order
+    state, expires_at, disabled_at, revoked_at, closed_at, inspected = row[_TASK_WIDTH:]
     authorized = disabled_at is None and revoked_at is None and closed_at is None
-    return Offer(Task(*row[:_TASK_WIDTH]), state, expires_at, authorized)
+    return Offer(Task(*row[:_TASK_WIDTH]), state, expires_at, authorized), inspected
 
 
-def offers(conn: Connection, project_id: str, now: int, limit: int) -> list[Offer]:
-    """The tasks on offer in the SQL's order (priority, ready_since, id), at most limit."""
-    return fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, limit=limit)
+def offers(conn: Connection, project_id: str, now: int, limit: int, scan: int) -> Offered:
+    """The first ``limit`` tasks on offer among the first ``scan`` (see _OFFER)."""
+    rows = fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, scan=scan, limit=limit)
+    return Offered(rows[0][1] if rows else 0, [offer for offer, _ in rows])
 
 
 def get_project_attempt(conn: Connection, project_id: str, attempt_id: str) -> Attempt | None:

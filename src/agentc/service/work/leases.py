@@ -32,7 +32,8 @@ from agentc.store.projects import Project
 from agentc.store.sql import fetch_row, insert
 from agentc.store.tasks import Task
 
-NEXT_SCAN = 50
+NEXT_SCAN = 50  # the offer window: how many tasks on offer `next` and a queue claim look at
+CLAIM_PAGE = 4  # the candidates a queue claim reads first
 CLAIMABLE = (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED)
 
 
@@ -50,23 +51,28 @@ def _offer_status(offer: Offer, now: int) -> WorkStatus:
 
 
 def _offered(
-    conn: Connection, project_id: str, now: int
+    conn: Connection, project_id: str, now: int, limit: int
 ) -> tuple[int, list[tuple[Task, WorkStatus]]]:
-    """How many tasks were inspected, and the claimable ones: recovery first, then ready,
-    each in the core's offer order (the SQL orders the same way so LIMIT keeps the best),
-    with its derived status."""
-    found = leases.offers(conn, project_id, now, NEXT_SCAN)
-    ordered = sorted(found, key=lambda o: offer_key(o.task.priority, o.task.ready_since, o.task.id))
-    statuses: list[tuple[Task, WorkStatus]] = [(o.task, _offer_status(o, now)) for o in ordered]
-    claimable = [o for o in statuses if o[1] == WorkStatus.RECOVERY_REQUIRED]
-    claimable += [o for o in statuses if o[1] == WorkStatus.READY]
-    return len(found), claimable
+    """How many tasks the offer window held (the first NEXT_SCAN on offer), and the first
+    ``limit`` claimable ones in it: recovery first, then ready, each in the core's offer
+    order, with its derived status. The SQL orders the same way, so its LIMIT keeps the
+    best; the order and the statuses are the core's."""
+    inspected, found = leases.offers(conn, project_id, now, limit, NEXT_SCAN)
+    statuses = [(o.task, _offer_status(o, now)) for o in found]
+    claimable = [o for o in statuses if o[1] in CLAIMABLE]
+    claimable.sort(
+        key=lambda o: (
+            o[1] != WorkStatus.RECOVERY_REQUIRED,
+            offer_key(o[0].priority, o[0].ready_since, o[0].id),
+        )
+    )
+    return inspected, claimable
 
 
 def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> JsonObject:
     """At most one suggested claim: recoverable work first, then ready work. Read only."""
     project_row(conn, project_id)
-    inspected, offered = _offered(conn, project_id, now)
+    inspected, offered = _offered(conn, project_id, now, 1)
     if not offered:
         return suggestion(Role.IMPLEMENTER, None, inspected)
     task, status = offered[0]
@@ -105,15 +111,25 @@ Claimable = tuple[Task, WorkStatus, tasks.Prerequisites]
 def _next_claimable(op: Op, project_id: str) -> Claimable | None:
     """The first task on offer that this transaction can take: recovery first, then ready.
     On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
-    concurrent queue claims spread over the tasks instead of colliding on the first."""
-    for candidate, _status in _offered(op.conn, project_id, op.now)[1]:
-        task = op.tx.lock(Task, candidate.id, skip_locked=True)
-        if task is None:
-            continue
-        prerequisites = tasks.prerequisites(op.conn, task.id)
-        status = work_status(task_facts(op.conn, task, prerequisites), op.now)
-        if status in CLAIMABLE:
-            return task, status, prerequisites
+    concurrent queue claims spread over the tasks instead of colliding on the first. The
+    first CLAIM_PAGE candidates are read first (one, on SQLite's single writer, is always
+    enough); when concurrent claims took all of them, the whole window."""
+    tried: set[str] = set()
+    for limit in (CLAIM_PAGE, NEXT_SCAN):
+        inspected, offered = _offered(op.conn, project_id, op.now, limit)
+        for candidate, _status in offered:
+            if candidate.id in tried:
+                continue
+            tried.add(candidate.id)
+            task = op.tx.lock(Task, candidate.id, skip_locked=True)
+            if task is None:
+                continue
+            prerequisites = tasks.prerequisites(op.conn, task.id)
+            status = work_status(task_facts(op.conn, task, prerequisites), op.now)
+            if status in CLAIMABLE:
+                return task, status, prerequisites
+        if inspected <= limit:
+            break
     return None
 
 
