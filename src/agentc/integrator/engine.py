@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from agentc.client.errors import TransportFailure
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import CANDIDATE_REF_PREFIX
-from agentc.core.rules import check_candidate_ref, check_revision_sha
+from agentc.core.rules import check_candidate_ref, check_revision_sha, rfc3339
 from agentc.files import JsonLines
 from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
@@ -61,7 +61,7 @@ class Integrator:
 
     def report(self, event: str, entry: Entry | Candidate, **fields: Any) -> None:
         record = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "at": rfc3339(time.time_ns() // 1_000_000),
             "event": event,
             "task_id": entry.task_id,
             "activity_id": entry.activity_id,

@@ -27,12 +27,11 @@ import socket
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import AgentcError, CoordinatorError
-from agentc.core.rules import canonical_json, sha256_hex
+from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines, open_regular
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
@@ -211,9 +210,8 @@ def _exhausted(config: SupervisorConfig, harness: str, reset_ms: int | None, now
     until = until or now + int(config.health.exhausted_minutes * 60_000)
     upstream = config.gateway_upstreams.get(harness, harness)  # admission's key for it
     marked = VendorState(paths(config)[2]).mark_exhausted(upstream, until)
-    at = datetime.fromtimestamp(marked / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(
-        f"agentc-supervisor run: {harness} hit a rate limit; exhausted until {at}",
+        f"agentc-supervisor run: {harness} hit a rate limit; exhausted until {rfc3339(marked)}",
         file=sys.stderr,
         flush=True,
     )

@@ -26,10 +26,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
+from agentc.core.rules import rfc3339
 from agentc.supervisor import reaper, tokens
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
@@ -53,16 +53,12 @@ def _expiry(path: Path, config: SupervisorConfig) -> float | None:
     return mtime + config.health.token_lifetime_days * DAY
 
 
-def _at(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _expired(path: Path, config: SupervisorConfig, now: float) -> str | None:
     """``credential expired at <time>`` when the file is older than the token lifetime."""
     ends = _expiry(path, config)
     if ends is None or ends > now:
         return None
-    return f"credential expired at {_at(ends)} ({path} plus token_lifetime_days)"
+    return f"credential expired at {rfc3339(int(ends * 1000))} ({path} plus token_lifetime_days)"
 
 
 def _identity(path: Path) -> tuple[int, int, int, int]:
@@ -232,9 +228,9 @@ def expiry_warnings(
         seen.add(path)
         ends = _expiry(path, config)
         if ends is not None and now < ends <= now + window:
-            days = int((ends - now) // DAY)
+            days, at = int((ends - now) // DAY), rfc3339(int(ends * 1000))
             warnings.append(
-                f"the {harness} credential {path} expires at {_at(ends)} (in {days} days): "
+                f"the {harness} credential {path} expires at {at} (in {days} days): "
                 "renew it before then (token_lifetime_days counts from its modification time)"
             )
     return warnings

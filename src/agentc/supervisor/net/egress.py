@@ -26,9 +26,9 @@ import asyncio
 import contextlib
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from typing import Any
 import click
 
 from agentc.core.errors import SupervisorError
+from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
 from agentc.supervisor.net import client_hello
 from agentc.supervisor.net.addresses import (
@@ -196,7 +197,7 @@ class EgressProxy:
     def _record(self, d: _Decision, allowed: bool, status: int, reason: str) -> None:
         self.log(
             {
-                "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "time": rfc3339(time.time_ns() // 1_000_000),
                 "client": d.client,
                 "method": d.method,
                 "host": d.host,
