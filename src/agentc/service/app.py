@@ -12,6 +12,8 @@ from agentc import __version__
 from agentc.core.errors import CoordinatorError
 from agentc.service import console, routes_access, routes_work
 from agentc.service.api import Runtime, error_response, install_error_handlers
+from agentc.service.lane import LeaseLane
+from agentc.service.request import BodyTooLarge, read_body, replayed
 from agentc.service.settings import POOL_OVERFLOW, ServerSettings
 from agentc.store.engine import Database, open_engine
 from agentc.store.tx import Clock, Executor, wall_clock_ms
@@ -40,10 +42,6 @@ SECURITY_HEADERS = [
         b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     ),
 ]
-
-
-class _ClientGone(Exception):
-    """The client disconnected before its body ended."""
 
 
 class Guard:
@@ -80,13 +78,13 @@ class Guard:
             # A body of undeclared length (chunked) is read here, up to the limit, so one
             # larger than the limit gets the same 413 as a declared one.
             try:
-                body = await self._read_body(receive)
-            except _ClientGone:
-                return  # nobody to answer, and a partial body is no request
-            if body is None:
+                body = await read_body(receive, self.limit)
+            except BodyTooLarge:
                 await self._reject(scope, receive, send, self._too_large())
                 return
-            receive = _replay(body, receive)
+            if body is None:
+                return  # the client left: nobody to answer, and a partial body is no request
+            receive = replayed(body, receive)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -100,22 +98,6 @@ class Guard:
             "payload_too_large", f"the request body is larger than {self.limit} bytes", status=413
         )
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, or None once it is larger than the limit."""
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                raise _ClientGone
-            chunk: bytes = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.limit:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
     async def _reject(
         self, scope: Scope, receive: Receive, send: Send, err: CoordinatorError
     ) -> None:
@@ -125,20 +107,6 @@ class Guard:
             await send(message)
 
         await error_response(err)(scope, receive, send_with_headers)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives body as one message, then whatever receive gives (a disconnect)."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replayed
 
 
 def create_app(
@@ -177,5 +145,6 @@ def create_app(
     app.include_router(routes_work.router)
     app.include_router(routes_access.router)
     app.include_router(console.router)
+    app.add_middleware(LeaseLane, routes=routes_work.LANE)  # inside the Guard
     app.add_middleware(Guard, limit=settings.json_body_limit_bytes, https=settings.https)
     return app

@@ -16,6 +16,7 @@ from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
 from agentc.service.api import JsonObject, Op, Result, mutate, read, runtime_of
 from agentc.service.auth import Actor, visible_projects
+from agentc.service.lane import LaneRoute, lane_route
 from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
     ActivityClaimIn,
@@ -66,6 +67,7 @@ A = P + "/workflow-activities/{activity_id}"
 Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX)]
 
 M = TypeVar("M", bound=BaseModel)
+LANE: list[LaneRoute] = []  # the lease routes, also answered by the lease lane (lane.py)
 
 
 def _record_route(
@@ -77,11 +79,12 @@ def _record_route(
     *,
     name: str | None = None,
     status_code: int = 200,
+    lane: bool = False,
 ) -> None:
     """Route ``method path`` to the mutation ``op`` on one record of the project, its body a
     ``model``. Every such route has the one handler below: ``op`` with both ids from the path
     (the record's is the path's last parameter). ``name`` names the endpoint in the API schema
-    (default: the operation's name)."""
+    (default: the operation's name); ``lane`` puts it in the lease lane too."""
     record = path.rsplit("{", 1)[1].split("}", 1)[0]
 
     async def endpoint(request: Request, project_id: str, body: M, **ids: str) -> Response:
@@ -101,6 +104,8 @@ def _record_route(
     )
     endpoint.__name__ = endpoint.__qualname__ = name or op.__name__
     router.add_api_route(path, endpoint, methods=[method], tags=[tag], status_code=status_code)
+    if lane:
+        LANE.append(lane_route(method, router.prefix + path, model, endpoint))
 
 
 async def _read_task(
@@ -126,11 +131,18 @@ async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
     return await mutate(request, body, lambda op, b: leases.claim(op, project_id, b))
 
 
-_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn)
+LANE.append(lane_route("POST", router.prefix + P + "/claims", ClaimIn, claim))
+_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn, lane=True)
 _record_route(
-    "POST", AT + "/checkpoints", "leases", leases.checkpoint, CheckpointIn, status_code=201
+    "POST",
+    AT + "/checkpoints",
+    "leases",
+    leases.checkpoint,
+    CheckpointIn,
+    status_code=201,
+    lane=True,
 )
-_record_route("POST", AT + "/release", "leases", leases.release, ReleaseIn)
+_record_route("POST", AT + "/release", "leases", leases.release, ReleaseIn, lane=True)
 
 
 @router.get("", tags=["projects"])
