@@ -229,11 +229,11 @@ def mutation(
             return _replay(prior, fp, tx.now, actor.credential_id)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
         result = fn(Op(tx, actor, rt, client_proof), body)
-        env = envelope(result.data, request_id, tx.now)
-        stored = env
+        answer = _dumps(envelope(result.data, request_id, tx.now))
+        stored = answer  # what a replay answers: the same, unless it held a secret
         if result.secret_fields:
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
-            stored = envelope({**data, "secret_unavailable": True}, request_id, tx.now)
+            stored = _dumps(envelope({**data, "secret_unavailable": True}, request_id, tx.now))
         # No savepoint: a racing request with the same key fails on the receipt's primary
         # key, the whole transaction rolls back, and `mutate` retries it, finding the receipt.
         # Deferred: on PostgreSQL it goes to the server with the COMMIT (one round trip).
@@ -245,13 +245,13 @@ def mutation(
                 key=key,
                 fingerprint=fp,
                 status=result.status,
-                body=_dumps(stored).decode(),
+                body=stored.decode(),
                 created_at=tx.now,
                 credential_id=actor.credential_id,
             ),
             deferred=True,
         )
-        return result.status, _dumps(env), False
+        return result.status, answer, False
 
     return work
 
