@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 
@@ -60,19 +61,32 @@ def _race_set_up(
     return pid, task_ids, clients
 
 
+def _at_once(count: int, act: Callable[[int], None]) -> None:
+    """act(0) ... act(count - 1), each in a thread of its own, all released together."""
+    start = threading.Barrier(count)
+
+    def run(index: int) -> None:
+        start.wait()
+        act(index)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
     pid, task_ids, clients = _race_set_up(live, AGENTS, TASKS)
     wins: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
-    start = threading.Barrier(AGENTS)
 
-    def race(index: int, client: httpx.Client) -> None:
+    def race(index: int) -> None:
         order = list(task_ids)
         random.Random(index).shuffle(order)
-        start.wait()
         for n, tid in enumerate(order):
-            resp = client.post(
+            resp = clients[index].post(
                 f"/api/v1/projects/{pid}/claims",
                 json={"task_id": tid, "expected_task_revision": 1},
                 headers={"Idempotency-Key": f"c{index}-{n}"},
@@ -84,11 +98,7 @@ def test_each_task_is_claimed_exactly_once(live: LiveServer) -> None:
                 else:
                     outcomes[resp.json()["error"]["code"]] += 1
 
-    threads = [threading.Thread(target=race, args=(i, c)) for i, c in enumerate(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _at_once(len(clients), race)
     for c in clients:
         c.close()
 
@@ -111,21 +121,15 @@ def test_queue_claims_at_once_each_get_a_different_task(live: LiveServer) -> Non
     pid, task_ids, clients = _race_set_up(live, 24, 24)
     got: list[httpx.Response] = []
     lock = threading.Lock()
-    start = threading.Barrier(len(clients))
 
-    def ask(index: int, client: httpx.Client) -> None:
-        start.wait()
-        resp = client.post(
+    def ask(index: int) -> None:
+        resp = clients[index].post(
             f"/api/v1/projects/{pid}/claims", json={}, headers={"Idempotency-Key": f"q{index}"}
         )
         with lock:
             got.append(resp)
 
-    threads = [threading.Thread(target=ask, args=(i, c)) for i, c in enumerate(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _at_once(len(clients), ask)
     for c in clients:
         c.close()
     assert [r.status_code for r in got] == [201] * len(clients), [r.text for r in got]
@@ -163,12 +167,9 @@ def test_the_weekly_budget_holds_under_concurrent_creates(live: LiveServer) -> N
     ]
     answers: list[httpx.Response] = []
     lock = threading.Lock()
-    start = threading.Barrier(CREATES)
 
     def create(index: int) -> None:
-        client = clients[index % len(clients)]
-        start.wait()
-        resp = client.post(
+        resp = clients[index % len(clients)].post(
             f"/api/v1/projects/{pid}/tasks",
             json={"title": f"t{index}", "acceptance_criteria": ["c"]},
             headers={"Idempotency-Key": f"t{index}"},
@@ -176,11 +177,7 @@ def test_the_weekly_budget_holds_under_concurrent_creates(live: LiveServer) -> N
         with lock:
             answers.append(resp)
 
-    threads = [threading.Thread(target=create, args=(i,)) for i in range(CREATES)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _at_once(CREATES, create)
     for c in clients:
         c.close()
     assert [r.status_code for r in answers] == [201] * CREATES, [r.text for r in answers]

@@ -19,6 +19,7 @@ from agentc.core.errors import CoordinatorError
 from agentc.service import routes_work
 from agentc.service.app import create_app
 from agentc.service.lane import LeaseLane, lane_route
+from agentc.service.request import read_body
 from tests.service.kit import ORIGIN, ApiError, Caller, Service, claim
 
 # --- the lane alone, with a stand-in application behind it ---------------------------------
@@ -36,12 +37,8 @@ class Behind:
         self.seen: list[tuple[str, bytes]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
+        assert body is not None
         self.seen.append((scope["path"], body))
         await Response(b"behind", status_code=299)(scope, receive, send)
 
