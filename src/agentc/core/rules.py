@@ -85,8 +85,13 @@ def parse_task_cursor(text: str) -> tuple[int, str]:
     return int(found[1]), found[2]
 
 
+# Built once: json.dumps with options builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """``value`` as JSON with sorted keys and no spaces: one text for one value."""
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(text: str | bytes) -> str:
