@@ -137,6 +137,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry looks for configured providers on every request; the
+        # service exports none (its audit events and host telemetry are its record).
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.runtime = runtime
     install_error_handlers(app)
