@@ -150,17 +150,15 @@ async def direct(
     async def write(creds: Presented, path: str, model: Any, fn: Any) -> Any:
         nonlocal count
         t0 = time.perf_counter()
-        _status, body, _ = await asyncio.wrap_future(
-            rt.executor.submit_write(
-                mutation(
-                    rt,
-                    creds,
-                    f"POST /api/v1/projects/{pid}{path}",
-                    uuid.uuid4().hex,
-                    model,
-                    fn,
-                    project_id=pid,
-                )
+        _status, body, _ = await rt.executor.write_async(
+            mutation(
+                rt,
+                creds,
+                f"POST /api/v1/projects/{pid}{path}",
+                uuid.uuid4().hex,
+                model,
+                fn,
+                project_id=pid,
             )
         )
         lat.append(time.perf_counter() - t0)

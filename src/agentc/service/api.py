@@ -7,7 +7,6 @@ operation, write its receipt (and the operation's audit events) in the same tran
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -23,7 +22,9 @@ from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import cookie_parser
 from starlette.responses import Response
+from starlette.types import Scope
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import RECEIPT_RETENTION_MS
@@ -115,8 +116,11 @@ def new_id() -> str:
     return str(uuid.UUID(int=_ids.getrandbits(128), version=4))
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once
+
+
 def _dumps(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def envelope(data: JsonObject, request_id: str, now: int) -> JsonObject:
@@ -140,27 +144,63 @@ def error_response(
     return Response(_dumps(body), status_code=err.status, media_type=JSON, headers=headers)
 
 
+# The request headers the caller's credentials travel in (ASGI names them in lower case), and
+# those of them a request may carry only once.
+_CREDENTIAL_HEADERS = frozenset(
+    (
+        b"authorization",
+        b"cookie",
+        b"x-coordinator-session",
+        b"x-coordinator-session-proof",
+        b"origin",
+        b"x-csrf-token",
+    )
+)
+_ONCE = (b"authorization", b"x-coordinator-session", b"x-coordinator-session-proof")
+
+
 def presented(request: Request) -> Presented:
-    h = request.headers
-    auth_values = h.getlist("authorization")
+    """The credentials the request presents, read in one pass over its raw headers (values
+    decoded as Starlette does, the first of a repeated header used; cookies from every
+    `Cookie` header, as `Request.cookies` reads them)."""
+    found: dict[bytes, list[str]] = {}
+    for name, value in request.scope["headers"]:
+        if name in _CREDENTIAL_HEADERS:
+            found.setdefault(name, []).append(value.decode("latin-1"))
     bearer = None
+    auth_values = found.get(b"authorization")
     if auth_values:
         scheme, _, token = auth_values[0].partition(" ")
         bearer = token.strip() if scheme.lower() == "bearer" else ""
-    cookie = browser_cookie(request.cookies, runtime_of(request).settings.https)
-    dup = any(
-        len(h.getlist(n)) > 1
-        for n in ("authorization", "x-coordinator-session", "x-coordinator-session-proof")
-    )
+    cookies: dict[str, str] = {}
+    for header in found.get(b"cookie", ()):
+        cookies.update(cookie_parser(header))
+
+    def first(name: bytes) -> str | None:
+        values = found.get(name)
+        return values[0] if values else None
+
     return Presented(
         bearer=bearer if bearer is None else (bearer or "-"),
-        cookie=cookie,
-        session_id=h.get("x-coordinator-session"),
-        proof=h.get("x-coordinator-session-proof"),
-        origin=h.get("origin"),
-        csrf=h.get("x-csrf-token"),
-        duplicated=dup,
+        cookie=browser_cookie(cookies, runtime_of(request).settings.https),
+        session_id=first(b"x-coordinator-session"),
+        proof=first(b"x-coordinator-session-proof"),
+        origin=first(b"origin"),
+        csrf=first(b"x-csrf-token"),
+        duplicated=any(len(found.get(name, ())) > 1 for name in _ONCE),
     )
+
+
+def url_path(scope: Scope) -> str:
+    """The request's path exactly as ``request.url.path`` gives it, without building the whole
+    URL: Starlette escapes these three characters."""
+    path: str = scope["path"]
+    return path.replace("?", "%3F").replace("#", "%23").replace("\\", "%5C")
+
+
+def operation_of(request: Request) -> str:
+    """The operation a mutation's receipt is kept under: its method and path."""
+    return f"{request.method} {url_path(request.scope)}"
 
 
 def project_of(request: Request) -> str | None:
@@ -266,11 +306,10 @@ async def mutate(
     """Run one idempotent mutation in one transaction and answer with its envelope."""
     rt = runtime_of(request)
     key = check_idempotency_key(request.headers.get("idempotency-key"))
-    operation = f"{request.method} {request.url.path}"
     work = mutation(
         rt,
         presented(request),
-        operation,
+        operation_of(request),
         key,
         body,
         fn,
@@ -279,7 +318,7 @@ async def mutate(
     )
     for _ in range(3):
         try:
-            status, out, replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
+            status, out, replayed = await rt.executor.write_async(work)
             break
         except IntegrityError:
             # Two requests with one key raced on PostgreSQL: the loser now finds the receipt.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -136,9 +135,7 @@ async def sign_in(
         row = None  # agents do not sign in
     ok = await run_in_threadpool(verify_password, row.password_hash if row else None, password)
     if not ok or row is None or row.disabled_at is not None:
-        await asyncio.wrap_future(
-            rt.executor.submit_write(lambda tx: limiter.failed(tx.conn, username, address, tx.now))
-        )
+        await rt.executor.write_async(lambda tx: limiter.failed(tx.conn, username, address, tx.now))
         raise CoordinatorError("authentication_required", "wrong username or password", status=401)
     cookie = new_secret()
     principal_id = row.id
@@ -158,7 +155,7 @@ async def sign_in(
         )
         return tx.now
 
-    now = await asyncio.wrap_future(rt.executor.submit_write(work))
+    now = await rt.executor.write_async(work)
     return cookie, {"id": row.id, "name": row.name, "role": row.role}, now
 
 
@@ -209,7 +206,7 @@ async def browser_write(rt: Runtime, creds: Presented, fn: Callable[[Tx, Actor, 
             )
         return fn(tx, actor, verifier(creds.cookie))
 
-    return await asyncio.wrap_future(rt.executor.submit_write(work))
+    return await rt.executor.write_async(work)
 
 
 async def sign_out(rt: Runtime, creds: Presented) -> None:

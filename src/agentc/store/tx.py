@@ -14,13 +14,14 @@ first query, and its deferred writes (audit events, its receipt, lease updates:
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
@@ -102,6 +103,17 @@ class Executor:
         assert self._pool is not None
         return self._pool.submit(self._pg_write, fn)
 
+    async def write_async(self, fn: Callable[[Tx], T]) -> T:
+        """Run a mutation and await its durable commit: the service's way. On SQLite the
+        writer answers the event loop once per batch (not once per mutation), and a mutation
+        whose caller has gone away before the batch starts is not run."""
+        if self._writer is None:
+            return await asyncio.wrap_future(self.submit_write(fn))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._writer.put(_Awaited(loop, future), fn)
+        return await future
+
     def write(self, fn: Callable[[Tx], T]) -> T:
         """Run a mutation and wait for its durable commit (for tools and tests)."""
         return self.submit_write(fn).result()
@@ -157,7 +169,58 @@ def _unavailable(exc: DBAPIError) -> Exception:
     return exc
 
 
-_Job = tuple[concurrent.futures.Future[Any], Callable[[Tx], Any]]
+class _Awaited(NamedTuple):
+    """A mutation's caller on an event loop: its future is answered on that loop."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+_Caller = concurrent.futures.Future[Any] | _Awaited
+_Job = tuple[_Caller, Callable[[Tx], Any]]
+_Outcome = tuple[_Caller, Any, BaseException | None]
+
+
+def _starts(caller: _Caller) -> bool:
+    """Whether the caller still waits (a cancelled one's mutation is not run)."""
+    if isinstance(caller, _Awaited):
+        return not caller.future.cancelled()  # read across threads: at worst, run for nobody
+    return caller.set_running_or_notify_cancel()
+
+
+def _answer(outcomes: list[_Outcome]) -> None:
+    """Answer each caller; those on an event loop get one call of that loop for them all."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    for outcome in outcomes:
+        caller, result, error = outcome
+        if isinstance(caller, _Awaited):
+            by_loop.setdefault(caller.loop, []).append(outcome)
+        elif error is not None:
+            caller.set_exception(error)
+        else:
+            caller.set_result(result)
+    for loop, answers in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, answers)
+        except RuntimeError:  # the loop has closed: nobody waits
+            pass
+
+
+def _waiting(caller: _Caller) -> bool:
+    """Whether the caller has no answer yet."""
+    return not (caller.future if isinstance(caller, _Awaited) else caller).done()
+
+
+def _settle(answers: list[_Outcome]) -> None:
+    """On the callers' loop: each still waiting future gets its result or error."""
+    for caller, result, error in answers:
+        assert isinstance(caller, _Awaited)
+        if caller.future.done():  # cancelled while the batch ran
+            continue
+        if error is not None:
+            caller.future.set_exception(error)
+        else:
+            caller.future.set_result(result)
 
 
 class _SqliteWriter(threading.Thread):
@@ -171,6 +234,9 @@ class _SqliteWriter(threading.Thread):
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put((fut, fn))
         return fut
+
+    def put(self, caller: _Caller, fn: Callable[[Tx], Any]) -> None:
+        self._queue.put((caller, fn))
 
     def stop(self) -> None:
         self._queue.put(None)
@@ -201,11 +267,11 @@ class _SqliteWriter(threading.Thread):
             conn.close()
 
     def _run_batch(self, conn: Connection, batch: list[_Job]) -> None:
-        outcomes: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
+        outcomes: list[_Outcome] = []
         try:
             with conn.begin():
-                for fut, fn in batch:
-                    if not fut.set_running_or_notify_cancel():
+                for caller, fn in batch:
+                    if not _starts(caller):
                         continue
                     run(conn, "SAVEPOINT job")
                     try:
@@ -213,10 +279,10 @@ class _SqliteWriter(threading.Thread):
                     except BaseException as exc:  # the mutation alone is undone
                         run(conn, "ROLLBACK TO job")
                         run(conn, "RELEASE job")
-                        outcomes.append((fut, None, exc))
+                        outcomes.append((caller, None, exc))
                     else:
                         run(conn, "RELEASE job")
-                        outcomes.append((fut, result, None))
+                        outcomes.append((caller, result, None))
         except Exception as exc:  # the commit itself failed: nobody's work is durable
             log.exception("sqlite batch commit failed")
             err = CoordinatorError(
@@ -226,12 +292,6 @@ class _SqliteWriter(threading.Thread):
                 retryable=True,
             )
             err.__cause__ = exc
-            for fut, _fn in batch:
-                if not fut.done():
-                    fut.set_exception(err)
+            _answer([(caller, None, err) for caller, _fn in batch if _waiting(caller)])
             return
-        for fut, result, error in outcomes:
-            if error is not None:
-                fut.set_exception(error)
-            else:
-                fut.set_result(result)
+        _answer(outcomes)

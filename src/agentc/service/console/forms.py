@@ -3,7 +3,6 @@ Idempotency-Key, receipt and audit as the API); the form carries the CSRF token 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,7 @@ from agentc.service.api import (
     Result,
     hidden_project,
     mutation,
+    operation_of,
     presented,
     project_of,
     runtime_of,
@@ -63,9 +63,8 @@ async def run_write(request: Request, form: FormData, body: BaseModel | None, fn
     if creds.bearer is not None or creds.cookie is None:
         raise CoordinatorError("authentication_required", "sign in first", status=401)
     key = check_idempotency_key(_field(form, "idempotency_key") or None)
-    operation = f"{request.method} {request.url.path}"
-    work = mutation(rt, creds, operation, key, body, fn, project_id=project_of(request))
-    _status, out, _replayed = await asyncio.wrap_future(rt.executor.submit_write(work))
+    work = mutation(rt, creds, operation_of(request), key, body, fn, project_id=project_of(request))
+    _status, out, _replayed = await rt.executor.write_async(work)
     data: JsonObject = json.loads(out)["data"]
     return data
 

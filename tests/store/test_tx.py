@@ -1,0 +1,110 @@
+"""The executor's awaited writes: every caller gets its own answer, a refused mutation is
+undone alone, and a caller that went away before its batch started has nothing run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from agentc.core.errors import CoordinatorError
+from agentc.store.accounts import Principal
+from agentc.store.engine import Database, migrate, open_engine
+from agentc.store.sql import fetch_row, insert
+from agentc.store.tx import Executor, Tx
+
+
+def _principal(n: int) -> Principal:
+    return Principal(f"p{n}", f"name{n}", "human", "operator", None, None, 1)
+
+
+@pytest.fixture
+def executor(database: str):
+    engine = open_engine(Database.parse(database))
+    migrate(engine)
+    executor = Executor(engine)
+    yield executor
+    executor.close()
+    engine.dispose()
+
+
+def _add(n: int, refuse: bool = False):
+    def work(tx: Tx) -> str:
+        insert(tx.conn, _principal(n))
+        if refuse:
+            raise CoordinatorError("conflict", f"refused {n}", status=409)
+        return f"added {n}"
+
+    return work
+
+
+def _exists(executor: Executor, n: int) -> bool:
+    return executor.read(lambda tx: fetch_row(tx.conn, Principal, f"p{n}")) is not None
+
+
+def test_concurrent_awaited_writes_each_get_their_own_answer(executor: Executor) -> None:
+    async def main() -> list[object]:
+        jobs = [executor.write_async(_add(n, refuse=n % 5 == 0)) for n in range(1, 41)]
+        return await asyncio.gather(*jobs, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    for n, answer in enumerate(answers, start=1):
+        if n % 5 == 0:
+            assert isinstance(answer, CoordinatorError) and answer.message == f"refused {n}"
+            assert not _exists(executor, n)  # undone alone
+        else:
+            assert answer == f"added {n}"
+            assert _exists(executor, n)
+
+
+def test_callers_on_several_event_loops_share_a_batch(sqlite_database: str) -> None:
+    engine = open_engine(Database.parse(sqlite_database))
+    migrate(engine)
+    executor = Executor(engine)
+    gate = threading.Event()
+    try:
+        blocker = executor.submit_write(lambda _tx: gate.wait(10))  # holds the writer
+        answers: dict[int, object] = {}
+
+        def caller(n: int) -> None:
+            answers[n] = asyncio.run(executor.write_async(_add(n)))
+
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(1, 5)]
+        for t in threads:
+            t.start()
+        gate.set()
+        for t in threads:
+            t.join(10)
+        assert blocker.result(10) is True
+        assert answers == {n: f"added {n}" for n in range(1, 5)}
+    finally:
+        executor.close()
+        engine.dispose()
+
+
+def test_a_caller_gone_before_its_batch_has_nothing_run(sqlite_database: str) -> None:
+    engine = open_engine(Database.parse(sqlite_database))
+    migrate(engine)
+    executor = Executor(engine)
+    gate = threading.Event()
+    try:
+        blocker = executor.submit_write(lambda _tx: gate.wait(10))
+
+        async def main() -> None:
+            task = asyncio.ensure_future(executor.write_async(_add(1)))
+            kept = asyncio.ensure_future(executor.write_async(_add(2)))
+            await asyncio.sleep(0)  # both are queued behind the blocker
+            task.cancel()
+            gate.set()
+            assert await kept == "added 2"
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        blocker.result(10)
+        assert not _exists(executor, 1)
+        assert _exists(executor, 2)
+    finally:
+        executor.close()
+        engine.dispose()
