@@ -125,7 +125,7 @@ _INDEPENDENT = (
 _RECOVERY_FIRST = (
     f"CASE WHEN o_state = '{AttemptState.ACTIVE}' THEN 0 ELSE 1 END, o_priority, o_ready, o_id"
 )
-_OFFER = (
+_WINDOW = (
     "WITH w AS (SELECT t.id AS o_id, t.priority AS o_priority, t.ready_since AS o_ready, "
     "a.state AS o_state, a.expires_at AS o_expires, p.disabled_at AS o_disabled, "
     "c.revoked_at AS o_revoked, s.closed_at AS o_closed "
@@ -141,7 +141,10 @@ _OFFER = (
     f"ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> '{Lifecycle.DONE}') "
     f"AND (a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' OR a.expires_at <= :now "
     "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
-    "ORDER BY t.priority, t.ready_since, t.id LIMIT :scan), "
+    "ORDER BY t.priority, t.ready_since, t.id LIMIT :scan) "
+)
+_OFFER = (
+    _WINDOW + ", "
     f"top AS (SELECT * FROM w ORDER BY {_RECOVERY_FIRST} LIMIT :limit) "
     f"SELECT {columns(Task, 't')}, top.o_state, top.o_expires, top.o_disabled, top.o_revoked, "
     "top.o_closed, (SELECT count(*) FROM w) FROM top JOIN tasks t ON t.id = top.o_id "
@@ -167,6 +170,34 @@ def offers(conn: Connection, project_id: str, now: int, limit: int, scan: int) -
     """The first ``limit`` tasks on offer among the first ``scan`` (see _OFFER)."""
     rows = fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, scan=scan, limit=limit)
     return Offered(rows[0][1] if rows else 0, [offer for offer, _ in rows])
+
+
+# PostgreSQL's queue claim: the first task of the offer window, in the same order as _OFFER
+# (recovery first), that no other transaction has locked, locked in the same statement
+# (`Tx.lock_one` adds FOR UPDATE OF t SKIP LOCKED), leaving out the ones already tried.
+_FIRST_UNLOCKED = (
+    _WINDOW + f"SELECT {columns(Task, 't')} FROM w JOIN tasks t ON t.id = w.o_id "
+    f"WHERE t.id <> ALL(:tried) ORDER BY {_RECOVERY_FIRST} LIMIT 1"
+)
+
+
+def lock_first_offered(
+    tx: Tx, project_id: str, now: int, scan: int, tried: list[str]
+) -> Task | None:
+    """PostgreSQL: the first task on offer among the first ``scan`` (see _OFFER's window),
+    recovery first, that another transaction does not hold locked and is not in tried,
+    read for update in one statement (a queue claim's candidate)."""
+    assert tx.is_postgres
+    return tx.lock_one(
+        _FIRST_UNLOCKED,
+        Task,
+        of="t",
+        skip_locked=True,
+        project_id=project_id,
+        now=now,
+        scan=scan,
+        tried=tried,  # type: ignore[arg-type]  # a list: psycopg binds it as an array
+    )
 
 
 def get_project_attempt(conn: Connection, project_id: str, attempt_id: str) -> Attempt | None:

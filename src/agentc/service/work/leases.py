@@ -110,10 +110,12 @@ Claimable = tuple[Task, WorkStatus, tasks.Prerequisites]
 
 def _next_claimable(op: Op, project_id: str) -> Claimable | None:
     """The first task on offer that this transaction can take: recovery first, then ready.
-    On PostgreSQL a candidate another claim has locked is skipped, not waited for, so
-    concurrent queue claims spread over the tasks instead of colliding on the first. The
-    first CLAIM_PAGE candidates are read first (one, on SQLite's single writer, is always
-    enough); when concurrent claims took all of them, the whole window."""
+    On PostgreSQL one statement reads the offer window and locks its first candidate no
+    other claim holds (SKIP LOCKED), so concurrent queue claims spread over the tasks instead
+    of colliding on the first. On SQLite's single writer nothing else holds a candidate: the
+    first CLAIM_PAGE are read, then (if none of them can be taken) the whole window."""
+    if op.tx.is_postgres:
+        return _first_claimable_locked(op, project_id)
     tried: set[str] = set()
     for limit in (CLAIM_PAGE, NEXT_SCAN):
         inspected, offered = _offered(op.conn, project_id, op.now, limit)
@@ -122,30 +124,49 @@ def _next_claimable(op: Op, project_id: str) -> Claimable | None:
                 continue
             tried.add(candidate.id)
             task = op.tx.lock(Task, candidate.id, skip_locked=True)
-            if task is None:
-                continue
-            prerequisites = tasks.prerequisites(op.conn, task.id)
-            status = work_status(task_facts(op.conn, task, prerequisites), op.now)
-            if status in CLAIMABLE:
-                return task, status, prerequisites
+            judged = None if task is None else _judged(op, task)
+            if judged is not None and judged[1] in CLAIMABLE:
+                return judged
         if inspected <= limit:
             break
     return None
 
 
+def _first_claimable_locked(op: Op, project_id: str) -> Claimable | None:
+    """PostgreSQL: lock the window's first candidate that no other transaction holds (SKIP
+    LOCKED, in the offer query itself), then judge it by the core's rules as it now is; one
+    that is not claimable any more is left out and the next one locked."""
+    tried: list[str] = []
+    while len(tried) < NEXT_SCAN:
+        task = leases.lock_first_offered(op.tx, project_id, op.now, NEXT_SCAN, tried)
+        if task is None:
+            return None
+        tried.append(task.id)
+        judged = _judged(op, task)
+        if judged[1] in CLAIMABLE:
+            return judged
+    return None
+
+
+def _judged(op: Op, task: Task) -> Claimable:
+    """The task (locked) with its status by the core's rules as it now is, and its
+    prerequisites."""
+    prerequisites = tasks.prerequisites(op.conn, task.id)
+    return task, work_status(task_facts(op.conn, task, prerequisites), op.now), prerequisites
+
+
 def _named_task(op: Op, project_id: str, body: ClaimIn) -> Claimable:
     """The task the claim names, at the revision it expects, if it can be claimed."""
     assert body.task_id is not None and body.expected_task_revision is not None
-    task = locked_task(op, project_id, body.task_id, body.expected_task_revision)
-    prerequisites = tasks.prerequisites(op.conn, task.id)
-    status = work_status(task_facts(op.conn, task, prerequisites), op.now)
+    judged = _judged(op, locked_task(op, project_id, body.task_id, body.expected_task_revision))
+    task, status, _prerequisites = judged
     if status not in CLAIMABLE:
         raise conflict(
             "claim_conflict",
             f"the task is {status.value}, not ready",
             task={"id": task.id, "work_status": status.value},
         )
-    return task, status, prerequisites
+    return judged
 
 
 def new_attempt(
