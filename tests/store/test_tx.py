@@ -46,7 +46,8 @@ def _exists(executor: Executor, n: int) -> bool:
 def test_concurrent_awaited_writes_each_get_their_own_answer(executor: Executor) -> None:
     async def main() -> list[object]:
         jobs = [executor.write_async(_add(n, refuse=n % 5 == 0)) for n in range(1, 41)]
-        return await asyncio.gather(*jobs, return_exceptions=True)
+        answers: list[object] = await asyncio.gather(*jobs, return_exceptions=True)
+        return answers
 
     answers = asyncio.run(main())
     for n, answer in enumerate(answers, start=1):
