@@ -19,14 +19,24 @@ def _principal(n: int) -> Principal:
     return Principal(f"p{n}", f"name{n}", "human", "operator", None, None, 1)
 
 
-@pytest.fixture
-def executor(database: str):
+def _executor(database: str):
     engine = open_engine(Database.parse(database))
     migrate(engine)
     executor = Executor(engine)
     yield executor
     executor.close()
     engine.dispose()
+
+
+@pytest.fixture
+def executor(database: str):
+    yield from _executor(database)
+
+
+@pytest.fixture
+def sqlite_executor(sqlite_database: str):
+    """SQLite's: its one writer thread can be held, so callers queue behind it."""
+    yield from _executor(sqlite_database)
 
 
 def _add(n: int, refuse: bool = False):
@@ -59,53 +69,39 @@ def test_concurrent_awaited_writes_each_get_their_own_answer(executor: Executor)
             assert _exists(executor, n)
 
 
-def test_callers_on_several_event_loops_share_a_batch(sqlite_database: str) -> None:
-    engine = open_engine(Database.parse(sqlite_database))
-    migrate(engine)
-    executor = Executor(engine)
+def test_callers_on_several_event_loops_share_a_batch(sqlite_executor: Executor) -> None:
     gate = threading.Event()
-    try:
-        blocker = executor.submit_write(lambda _tx: gate.wait(10))  # holds the writer
-        answers: dict[int, object] = {}
+    blocker = sqlite_executor.submit_write(lambda _tx: gate.wait(10))  # holds the writer
+    answers: dict[int, object] = {}
 
-        def caller(n: int) -> None:
-            answers[n] = asyncio.run(executor.write_async(_add(n)))
+    def caller(n: int) -> None:
+        answers[n] = asyncio.run(sqlite_executor.write_async(_add(n)))
 
-        threads = [threading.Thread(target=caller, args=(n,)) for n in range(1, 5)]
-        for t in threads:
-            t.start()
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(1, 5)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert blocker.result(10) is True
+    assert answers == {n: f"added {n}" for n in range(1, 5)}
+
+
+def test_a_caller_gone_before_its_batch_has_nothing_run(sqlite_executor: Executor) -> None:
+    gate = threading.Event()
+    blocker = sqlite_executor.submit_write(lambda _tx: gate.wait(10))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(sqlite_executor.write_async(_add(1)))
+        kept = asyncio.ensure_future(sqlite_executor.write_async(_add(2)))
+        await asyncio.sleep(0)  # both are queued behind the blocker
+        task.cancel()
         gate.set()
-        for t in threads:
-            t.join(10)
-        assert blocker.result(10) is True
-        assert answers == {n: f"added {n}" for n in range(1, 5)}
-    finally:
-        executor.close()
-        engine.dispose()
+        assert await kept == "added 2"
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
-
-def test_a_caller_gone_before_its_batch_has_nothing_run(sqlite_database: str) -> None:
-    engine = open_engine(Database.parse(sqlite_database))
-    migrate(engine)
-    executor = Executor(engine)
-    gate = threading.Event()
-    try:
-        blocker = executor.submit_write(lambda _tx: gate.wait(10))
-
-        async def main() -> None:
-            task = asyncio.ensure_future(executor.write_async(_add(1)))
-            kept = asyncio.ensure_future(executor.write_async(_add(2)))
-            await asyncio.sleep(0)  # both are queued behind the blocker
-            task.cancel()
-            gate.set()
-            assert await kept == "added 2"
-            with pytest.raises(asyncio.CancelledError):
-                await task
-
-        asyncio.run(main())
-        blocker.result(10)
-        assert not _exists(executor, 1)
-        assert _exists(executor, 2)
-    finally:
-        executor.close()
-        engine.dispose()
+    asyncio.run(main())
+    blocker.result(10)
+    assert not _exists(sqlite_executor, 1)
+    assert _exists(sqlite_executor, 2)
