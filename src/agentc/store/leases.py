@@ -196,7 +196,7 @@ def lock_first_offered(
         project_id=project_id,
         now=now,
         scan=scan,
-        tried=tried,  # type: ignore[arg-type]  # a list: psycopg binds it as an array
+        tried=tried,
     )
 
 

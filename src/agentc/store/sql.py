@@ -25,8 +25,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 R = TypeVar("R")
-Value = str | int | float | bool | None
-"""A parameter the driver binds (both sqlite3 and psycopg take these as they are)."""
+Value = str | int | float | bool | None | list[str]
+"""A parameter the driver binds (both sqlite3 and psycopg take the scalars as they are; a list
+is a PostgreSQL array, for PostgreSQL-only statements)."""
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
