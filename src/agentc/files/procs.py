@@ -1,5 +1,6 @@
-"""Starting a program that runs apart from its starter: the push helper beside a launch, the
-programs ``agentc up`` runs."""
+"""Starting other programs: one that runs apart from its starter (the push helper beside a
+launch, the programs ``agentc up`` runs), and a short check whose answer is awaited (the
+preflight's probes, the sign-in check)."""
 
 from __future__ import annotations
 
@@ -25,4 +26,30 @@ def start_detached(
         stderr=log,
         start_new_session=True,
         preexec_fn=preexec_fn,
+    )
+
+
+def run_check(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    timeout: float,
+    cwd: str = "/",
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a short check program and wait for it: the environment given (never this
+    process's), no stdin, its output and errors captured as text (UTF-8, undecodable bytes
+    replaced), at most ``timeout`` seconds. Raises ``subprocess.TimeoutExpired`` or
+    ``OSError`` as `subprocess.run` does; a non-zero exit is the caller's to judge."""
+    return subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+        check=False,
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agentc.core.errors import AgentcError
 from agentc.files import write_atomic
+from agentc.files.procs import run_check
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor import reaper, tokens
 from agentc.supervisor.config import SupervisorConfig
@@ -70,12 +71,10 @@ def bwrap_problems(config: SupervisorConfig) -> list[str]:
 
 def bwrap_version_problems(config: SupervisorConfig) -> list[str]:
     try:
-        out = subprocess.run(
+        out = run_check(
             [str(config.bubblewrap), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_SECONDS,
             env={},
+            timeout=PROBE_SECONDS,
             preexec_fn=reaper.child_setup,
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
@@ -104,21 +103,13 @@ def _probe(bwrap: Path, flags: Sequence[str]) -> str | None:
     argv = [str(bwrap), "--unshare-user", *flags]
     argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
     try:
-        result = subprocess.run(
-            argv,
-            capture_output=True,
-            timeout=PROBE_SECONDS,
-            env={},
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            preexec_fn=reaper.child_setup,
-        )
+        result = run_check(argv, env={}, timeout=PROBE_SECONDS, preexec_fn=reaper.child_setup)
     except subprocess.TimeoutExpired:
         return "timed out"
     except (OSError, subprocess.SubprocessError) as exc:
         return f"could not start ({exc})"
     if result.returncode != 0:
-        return result.stderr.decode("utf-8", "replace").strip()[:200] or f"exit {result.returncode}"
+        return result.stderr.strip()[:200] or f"exit {result.returncode}"
     return None
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentc.core.errors import AgentcError
+from agentc.files.procs import run_check
 from agentc.supervisor import launch_root, limits, preflight, seccomp
 from agentc.supervisor.launch_plan import REVIEWER_HARNESSES
 from agentc.supervisor.launch_request import HARNESSES, ROLES, LaunchRequest
@@ -161,13 +162,10 @@ def sudo_grant(name: str) -> str | None:
     if os.geteuid() != 0 or not SUDO.exists():
         return None
     try:
-        result = subprocess.run(
+        result = run_check(
             [str(SUDO), "-n", "-l", "-U", name],
-            capture_output=True,
-            text=True,
-            timeout=CONNECT_SECONDS * 5,
             env={"PATH": "/usr/bin:/bin", "LANG": "C"},
-            stdin=subprocess.DEVNULL,
+            timeout=CONNECT_SECONDS * 5,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"sudo -l failed: {exc}"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.files.procs import run_check
 from agentc.supervisor import harness_env
 
 # The pinned binaries live in tools/harnesses (installed by scripts/setup --dev).
@@ -159,14 +159,5 @@ class HarnessRun:
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path, *, timeout: float = 60) -> HarnessRun:
-    proc = subprocess.run(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    proc = run_check(argv, env=env, timeout=timeout, cwd=str(cwd))
     return HarnessRun(proc.returncode, proc.stdout, proc.stderr)

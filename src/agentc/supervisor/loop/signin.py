@@ -30,6 +30,7 @@ from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.rules import rfc3339
+from agentc.files.procs import run_check
 from agentc.supervisor import reaper, tokens
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
@@ -105,16 +106,12 @@ def claude_signed_out(
             "DISABLE_TELEMETRY": "1",
         }
         try:
-            done = subprocess.run(
+            done = run_check(
                 [str(program), "auth", "status", "--json"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
                 env=env,
-                cwd=home,
                 timeout=CHECK_TIMEOUT,
+                cwd=home,
                 preexec_fn=child,
-                check=False,
             )
         except subprocess.TimeoutExpired:
             return f"signed out: claude auth status did not answer within {CHECK_TIMEOUT:g} s"
