@@ -49,6 +49,7 @@ from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalR
 from agentc.service.api import Runtime, mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
 from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn  # noqa: E402
+from agentc.service.serving import settle_heap  # noqa: E402
 from agentc.service.settings import ServerSettings  # noqa: E402
 from agentc.service.work import leases  # noqa: E402
 from agentc.service.work.accounts import (  # noqa: E402
@@ -143,6 +144,7 @@ async def direct(
     event) submitted to the same executor by N concurrent agents on one event loop, as the
     server does, but without HTTP."""
     rt = runtime(database)
+    settle_heap()  # as the server does before serving
     stop = time.monotonic() + seconds
     lat: list[float] = []
     count = 0

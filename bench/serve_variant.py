@@ -21,7 +21,7 @@ import sys
 import uvicorn
 
 from agentc.service.app import create_app
-from agentc.service.serving import uvicorn_config
+from agentc.service.serving import settle_heap, uvicorn_config
 from agentc.service.settings import ServerSettings
 
 _ENV = "AGENTC_BENCH_VARIANT"  # "DATABASE PORT", for granian's worker
@@ -39,7 +39,9 @@ def _settings(database: str, port: str) -> ServerSettings:
 def granian_app() -> object:
     """The app factory granian's worker calls (settings from the environment)."""
     database, port = os.environ[_ENV].split(" ", 1)
-    return create_app(_settings(database, port))
+    app = create_app(_settings(database, port))
+    settle_heap()  # as `serve` does
+    return app
 
 
 def _granian(database: str, port: str, loop: str) -> None:
@@ -69,6 +71,7 @@ def main() -> None:
         _granian(database, port, http)
         return
     app = create_app(_settings(database, port))
+    settle_heap()  # as `serve` does
     uvicorn.Server(uvicorn_config(app, "127.0.0.1", int(port), loop=loop, http=http)).run()
 
 

@@ -80,3 +80,24 @@ def test_no_other_variable_is_read(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2 and "Missing option '--username'" in result.output
     assert not (tmp_path / "c.sqlite3").exists()
+
+
+def test_settle_heap_takes_the_startup_objects_out_of_the_collectors_view() -> None:
+    """What `serve` does before serving: the objects alive then are frozen (the collector's
+    full collections no longer scan them), and what is made afterwards is collected as ever."""
+    import gc
+
+    from agentc.service.serving import settle_heap
+
+    before = gc.get_freeze_count()
+    try:
+        settle_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        cycle: list[object] = []
+        cycle.append(cycle)
+        del cycle
+        assert gc.collect() >= 1  # new garbage is still found
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

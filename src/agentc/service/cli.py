@@ -347,7 +347,7 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
     import uvicorn
 
     from agentc.service.app import create_app
-    from agentc.service.serving import uvicorn_config
+    from agentc.service.serving import settle_heap, uvicorn_config
 
     host, port = parse_listen(settings.listen)
     settings.check_serving()
@@ -363,6 +363,7 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
             f"(public origin {settings.public_origin})",
             err=True,
         )
+        settle_heap()
         uvicorn.Server(uvicorn_config(app, host, port)).run()
 
 
@@ -375,7 +376,7 @@ def _serve_workers(
     import uvicorn
 
     from agentc.service.app import create_app
-    from agentc.service.serving import uvicorn_config
+    from agentc.service.serving import settle_heap, uvicorn_config
     from agentc.service.workers import bind, serve_forked
 
     with _database(settings, create=True):
@@ -384,6 +385,7 @@ def _serve_workers(
 
     def worker(listening: socket.socket) -> None:
         app = create_app(settings)  # its own engine, pool and executor
+        settle_heap()
         uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[listening])
 
     if banner:
@@ -394,6 +396,7 @@ def _serve_workers(
         f"master pid {os.getpid()})",
         err=True,
     )
+    settle_heap()  # before the fork: the workers share these pages
     sys.exit(
         serve_forked(
             settings.workers,
