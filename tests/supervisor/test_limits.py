@@ -21,6 +21,7 @@ from agentc.supervisor.limits import (
     Limits,
     backend_note,
     detect_backend,
+    remove_left,
     rlimits,
 )
 
@@ -234,3 +235,23 @@ def test_removing_waits_until_every_killed_process_has_exited() -> None:
         if proc.stdout is not None:
             proc.stdout.close()
         limits.remove()
+
+
+def test_what_a_dead_supervisor_left_in_a_launch_cgroup_is_ended() -> None:
+    """A launch started in the instant before its supervisor died has no pid on record; the
+    next supervisor knows only its launch id, so it ends what the named cgroups hold."""
+    name = f"agentc-test-{uuid.uuid4().hex[:8]}"
+    made = LaunchLimits(Limits(memory_mib=256, processes=64), name)
+    if made.backend == "rlimit":
+        pytest.skip("no writable cgroup on this host: nothing is left in one")
+    made.create()
+    groups = list(made.groups)
+    proc = subprocess.Popen(["sleep", "600"], preexec_fn=made.enter)
+    try:
+        remove_left(Limits(), name, f"agentc-setup-{name}")  # the second was never made
+        assert proc.wait(timeout=15) == -9
+        assert not any(group.exists() for group in groups)
+    finally:
+        proc.kill()
+        proc.wait()
+        made.remove()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
+from agentc.push.peer import ask_parent_death_signal
 from agentc.supervisor import harness_env, reaper, rundir, sandbox, seccomp
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.launch_plan import TOKEN_ENV, Plan
@@ -232,8 +233,16 @@ def _spawn(
     filter_fd = seccomp.program_fd(program)
     argv = sandbox.build_argv(dataclasses.replace(plan_.description, seccomp_fd=filter_fd))
 
+    spawner = os.getpid()
+
     def child() -> None:
         reaper.child_setup()
+        # bwrap's --die-with-parent asks for this only once bwrap runs: a starter killed
+        # before then would leave the sandbox running with nobody to end it. Asked (and the
+        # starter checked) here, before the exec, it cannot.
+        ask_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != spawner:
+            raise SupervisorError("the launch's starter has exited")
         os.set_inheritable(filter_fd, True)  # bwrap reads the filter from it (--seccomp)
         limits.enter()
 

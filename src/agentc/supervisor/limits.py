@@ -146,12 +146,27 @@ class LaunchLimits:
         self.backend: Backend = backend or detect_backend()
         self.groups: list[Path] = []
 
-    def create(self) -> None:
-        lim = self.limits
+    def _paths(self) -> list[Path]:
+        """Where this launch's cgroups are (cgroup v2: one; v1: memory, then pids)."""
         if self.backend == "cgroup2":
             parent = _v2_parent()
             assert parent is not None
-            group = parent / self.name
+            return [parent / self.name]
+        if self.backend == "cgroup1":
+            parents = _v1_parents()
+            assert parents is not None
+            return [parent / self.name for parent in parents]
+        return []
+
+    def adopt(self) -> None:
+        """Take over the launch's cgroups as they exist (made by a supervisor that has since
+        died), so that :meth:`remove` kills what still runs in them and removes them."""
+        self.groups = [group for group in self._paths() if group.is_dir()]
+
+    def create(self) -> None:
+        lim = self.limits
+        if self.backend == "cgroup2":
+            [group] = self._paths()
             group.mkdir(mode=0o755)
             self.groups = [group]
             if lim.memory_mib:
@@ -163,9 +178,7 @@ class LaunchLimits:
             with contextlib.suppress(OSError):
                 _write(group / "cpu.weight", str(lim.cpu_weight))
         elif self.backend == "cgroup1":
-            parents = _v1_parents()
-            assert parents is not None
-            memory, pids = (parent / self.name for parent in parents)
+            memory, pids = self._paths()
             memory.mkdir(mode=0o755)
             self.groups = [memory]
             pids.mkdir(mode=0o755)
@@ -250,3 +263,13 @@ def _kill_members(group: Path) -> None:
         for pid in (group / "cgroup.procs").read_text().split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), 9)
+
+
+def remove_left(limits: Limits, *names: str) -> None:
+    """Kill whatever still runs in the named launch cgroups and remove them: what a launch
+    left when its supervisor died. A launch started in the instant before the crash has no
+    pid on record, yet may run; its cgroup, named after its launch id, holds it."""
+    for name in names:
+        left = LaunchLimits(limits, name)
+        left.adopt()
+        left.remove()

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import UnsafeFile
-from agentc.supervisor import preflight_host
+from agentc.supervisor import limits, preflight_host
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop import admission, coordinator, costs, review, signin
 from agentc.supervisor.loop.checks import (
@@ -379,6 +379,11 @@ class Loop:
     def _settle_dead(self, record: LaunchRecord) -> None:
         private: Path = self.records.sessions / record.launch_id
         reviewing = record.role == "reviewer"
+        # First, anything of the launch that still runs (one started in the instant before its
+        # supervisor died has no pid on record) ends with its cgroups.
+        limits.remove_left(
+            self.config.limits, f"agentc-{record.launch_id}", f"agentc-setup-{record.launch_id}"
+        )
         try:
             if reviewing and self.reviewer is None:
                 raise ConfigError("a review was left held: set [run] reviewer = true to settle it")
