@@ -1,12 +1,18 @@
 """Starting other programs: one that runs apart from its starter (the push helper beside a
 launch, the programs ``agentc up`` runs), and a short check whose answer is awaited (the
-preflight's probes, the sign-in check)."""
+preflight's probes, the sign-in check); and a child that must not outlive its parent.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from typing import IO
+
+PR_SET_PDEATHSIG = 1
 
 
 def start_detached(
@@ -53,3 +59,19 @@ def run_check(
         preexec_fn=preexec_fn,
         check=False,
     )
+
+
+def ask_parent_death_signal(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send ``sig`` to this process when its parent exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+
+
+def dies_with(parent: int, sig: int) -> bool:
+    """In a child of ``parent`` (its pid, read before the fork): have the kernel send ``sig``
+    when the parent exits, and say whether the parent is still there. False means it exited
+    before the request took hold, so no signal will ever come: the child must not go on."""
+    ask_parent_death_signal(sig)
+    return os.getppid() == parent

@@ -8,13 +8,9 @@ therefore refuses every client: safe, but every push fails).
 
 from __future__ import annotations
 
-import ctypes
-import os
-import signal
 import socket
 import struct
 
-PR_SET_PDEATHSIG = 1
 _UCRED = struct.Struct("3i")
 _MAX_DEPTH = 4096
 
@@ -67,11 +63,3 @@ def descends_from(pid: int, root: int) -> bool:
         except (OSError, ValueError, IndexError):
             return False
     return False
-
-
-def ask_parent_death_signal(sig: int = signal.SIGTERM) -> None:
-    """Have the kernel send ``sig`` to this process when its parent exits."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")

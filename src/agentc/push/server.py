@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from agentc.push.peer import ask_parent_death_signal, descends_from, peer_pid, start_time
+from agentc.files.procs import ask_parent_death_signal
+from agentc.push.peer import descends_from, peer_pid, start_time
 from agentc.push.protocol import (
     MAX_BUNDLE_BYTES,
     MAX_HEADER_BYTES,

@@ -13,8 +13,6 @@ doubles up to `BACKOFF_MAX_S`, so a worker that cannot start does not spin.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 import socket
@@ -24,10 +22,11 @@ import traceback
 from collections.abc import Callable
 from types import FrameType
 
+from agentc.files.procs import dies_with
+
 STOP_GRACE_S = 30.0
 QUICK_EXIT_S = 5.0
 BACKOFF_MAX_S = 30.0
-_PR_SET_PDEATHSIG = 1
 
 
 def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -47,13 +46,11 @@ def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
 
 def _die_with_parent(master: int) -> None:
     """A worker ends when the master does, even when the master is killed outright."""
-    name = ctypes.util.find_library("c")
-    if name is not None:
-        try:
-            ctypes.CDLL(name, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != master:  # the master died before prctl took effect
+    try:
+        alive = dies_with(master, signal.SIGTERM)
+    except OSError:
+        return
+    if not alive:  # the master died before the request took hold
         os._exit(0)
 
 

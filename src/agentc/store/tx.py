@@ -232,7 +232,7 @@ class _SqliteWriter(threading.Thread):
 
     def submit(self, fn: Callable[[Tx], T]) -> concurrent.futures.Future[T]:
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put((fut, fn))
+        self.put(fut, fn)
         return fut
 
     def put(self, caller: _Caller, fn: Callable[[Tx], Any]) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
-from agentc.push.peer import ask_parent_death_signal
+from agentc.files.procs import dies_with
 from agentc.supervisor import harness_env, reaper, rundir, sandbox, seccomp
 from agentc.supervisor import prompt as prompt_mod
 from agentc.supervisor.launch_plan import TOKEN_ENV, Plan
@@ -240,8 +240,7 @@ def _spawn(
         # bwrap's --die-with-parent asks for this only once bwrap runs: a starter killed
         # before then would leave the sandbox running with nobody to end it. Asked (and the
         # starter checked) here, before the exec, it cannot.
-        ask_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != spawner:
+        if not dies_with(spawner, signal.SIGKILL):
             raise SupervisorError("the launch's starter has exited")
         os.set_inheritable(filter_fd, True)  # bwrap reads the filter from it (--seccomp)
         limits.enter()

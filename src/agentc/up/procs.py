@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentc.files.procs import start_detached
-from agentc.push.peer import ask_parent_death_signal
+from agentc.files.procs import ask_parent_death_signal, start_detached
 
 
 @dataclass

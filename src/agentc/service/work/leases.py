@@ -123,9 +123,9 @@ def _next_claimable(op: Op, project_id: str) -> Claimable | None:
             if candidate.id in tried:
                 continue
             tried.add(candidate.id)
-            task = op.tx.lock(Task, candidate.id, skip_locked=True)
-            judged = None if task is None else _judged(op, task)
-            if judged is not None and judged[1] in CLAIMABLE:
+            # Read in this transaction, under the one writer's lock: nothing changed it since.
+            judged = _judged(op, candidate)
+            if judged[1] in CLAIMABLE:
                 return judged
         if inspected <= limit:
             break

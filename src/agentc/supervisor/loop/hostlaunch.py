@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
-from agentc.push.peer import ask_parent_death_signal
+from agentc.files.procs import dies_with
 from agentc.supervisor import launch_execute, launch_plan, launch_root, preflight, reaper
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch_execute import Outcome
@@ -247,12 +247,11 @@ def _child(
         launch_root.become(account, limits)
         # After the switch (which clears it): the launch dies with its loop, as a personal-mode
         # launch does (SIGTERM: the sandbox is killed and the run still ends recorded).
-        ask_parent_death_signal(signal.SIGTERM)
+        if not dies_with(loop_pid, signal.SIGTERM):
+            raise SupervisorError("the loop exited")
         # It still holds descriptors the loop opened as root (none reach the sandbox: every
         # one is close-on-exec): no process of the role's may trace it or open them via /proc.
         reaper.prctl(PR_SET_DUMPABLE, 0)
-        if os.getppid() != loop_pid:
-            raise SupervisorError("the loop exited")
         os.chdir("/")
         plan = launch_plan.plan(config, request)
         problems = preflight.launch_problems(config, plan)
