@@ -10,9 +10,11 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.client.kit import git
 from tests.integrator.kit import PASS, Setup, clean_env, make_setup
@@ -29,15 +31,33 @@ def _hook(s: Setup, name: str, marker: Path) -> Path:
     return hook
 
 
-def _start(s: Setup) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        s.argv("run", "--once"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-        start_new_session=True,
-    )
+Start = Callable[[Setup], "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def start() -> Iterator[Start]:
+    """Starts ``run --once`` in a session of its own; whatever a failing test leaves running is
+    killed and its pipes closed at teardown."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start_(s: Setup) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            s.argv("run", "--once"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            start_new_session=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start_
+    for proc in procs:
+        if proc.poll() is None:
+            _kill(proc)
+        else:
+            proc.communicate()
 
 
 def _wait_for(predicate: object, proc: subprocess.Popen[str]) -> None:
@@ -67,7 +87,9 @@ def _recover(s: Setup) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_kill_between_push_and_record(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+def test_kill_between_push_and_record(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
     s = make_setup(tmp_path, server.url, admin)
     s.write_config(PASS)
     first = s.approved({"a.txt": "a\n"})
@@ -82,7 +104,7 @@ def test_kill_between_push_and_record(server: LiveServer, admin: httpx.Client, t
     marker = tmp_path / "post-receive-started"
     hook = _hook(s, "post-receive", marker)
     before = s.tip()
-    proc = _start(s)
+    proc = start(s)
     _wait_for(marker.exists, proc)
     pushed = s.tip()
     assert pushed != before  # the ref moved before post-receive ran
@@ -109,14 +131,16 @@ def test_kill_between_push_and_record(server: LiveServer, admin: httpx.Client, t
     assert _journal(s, activity["id"])["step"] == "recorded"
 
 
-def test_kill_between_checks_and_push(server: LiveServer, admin: httpx.Client, tmp_path: Path):
+def test_kill_between_checks_and_push(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
     s = make_setup(tmp_path, server.url, admin)
     s.write_config(PASS)
     sub = s.approved({"a.txt": "a\n"})
     marker = tmp_path / "pre-receive-started"
     hook = _hook(s, "pre-receive", marker)
     before = s.tip()
-    proc = _start(s)
+    proc = start(s)
     _wait_for(marker.exists, proc)
     _kill(proc)
     assert s.tip() == before  # the push never happened
@@ -139,17 +163,24 @@ def test_kill_between_checks_and_push(server: LiveServer, admin: httpx.Client, t
 
 
 def test_the_target_moves_during_the_checks(
-    server: LiveServer, admin: httpx.Client, tmp_path: Path
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
 ):
     s = make_setup(tmp_path, server.url, admin)
     gate = "touch started; while [ ! -e go ]; do sleep 0.05; done; echo released"
     s.write_config({"gated": ["/bin/sh", "-c", gate]})
     sub = s.approved({"mine.txt": "mine\n"})
-    proc = _start(s)
+    proc = start(s)
     runs = s.work_dir / "runs"
 
     def started() -> list[Path]:
-        return [p.parent for p in runs.rglob("started") if not (p.parent / "go").exists()]
+        # The integrator removes finished trees while this walks them: os.walk skips a folder
+        # that is gone (rglob would raise), and .git is never where the gate writes.
+        found = []
+        for folder, subfolders, names in os.walk(runs):
+            subfolders[:] = [name for name in subfolders if name != ".git"]
+            if "started" in names and "go" not in names:
+                found.append(Path(folder))
+        return found
 
     _wait_for(lambda: bool(started()), proc)
     moved = s.push_to_target({"theirs.txt": "theirs\n"}, "someone else lands first")
@@ -176,7 +207,7 @@ def test_the_target_moves_during_the_checks(
 
 
 def test_the_remote_alone_recovers_a_fast_forward_landing(
-    server: LiveServer, admin: httpx.Client, tmp_path: Path
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
 ):
     """Killed between push and record, and the whole work directory (journal included) lost:
     the target already contains the candidate, so the landing is recorded, never pushed again."""
@@ -185,7 +216,7 @@ def test_the_remote_alone_recovers_a_fast_forward_landing(
     sub = s.approved({"a.txt": "a\n"})
     marker = tmp_path / "post-receive-started"
     hook = _hook(s, "post-receive", marker)
-    proc = _start(s)
+    proc = start(s)
     _wait_for(marker.exists, proc)
     _kill(proc)
     hook.unlink()
