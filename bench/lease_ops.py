@@ -46,8 +46,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tests.kit import pg  # noqa: E402
 
 from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole  # noqa: E402
-from agentc.service.api import Runtime, mutation  # noqa: E402
+from agentc.service.api import mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
+from agentc.service.ops import Runtime  # noqa: E402
 from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn  # noqa: E402
 from agentc.service.serving import settle_heap  # noqa: E402
 from agentc.service.settings import ServerSettings  # noqa: E402
@@ -76,8 +77,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
     """A project with 2N ready tasks and N agents with open sessions, written directly."""
-    from agentc.service.api import Op
     from agentc.service.auth import Actor
+    from agentc.service.ops import Op
     from agentc.service.schemas import ProjectIn, SessionIn, TaskIn
 
     rt = runtime(database)

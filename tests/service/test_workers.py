@@ -353,7 +353,7 @@ def test_sqlite_refuses_several_workers(
 def test_forked_workers_draw_different_ids() -> None:
     """Ids come from a generator seeded once per process; a forked worker reseeds it, or two
     workers would create records with the same ids (found by bench/lease_ops.py --workers 2)."""
-    from agentc.service.api import new_id
+    from agentc.service.ops import new_id
 
     new_id()  # the parent's generator is in use before the fork
     read_end, write_end = os.pipe()

@@ -10,7 +10,13 @@ from sqlalchemy import text
 
 from agentc.core.errors import ConfigError
 from agentc.store.engine import Database, head_revision, is_migrated, migrate, open_engine
+from agentc.store.migrations import HEAD
 from agentc.store.schema import metadata
+
+
+def test_the_head_constant_is_the_chains_head() -> None:
+    """`migrate` trusts HEAD to skip Alembic on a migrated database: a new revision moves it."""
+    assert head_revision() == HEAD
 
 
 def test_migrations_create_exactly_the_schema(database: str) -> None:

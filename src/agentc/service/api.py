@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import random
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,89 +27,21 @@ from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
 from agentc.service.auth import (
     Actor,
-    LoginLimiter,
     Presented,
     authenticate,
     authenticate_mutation,
     browser_cookie,
 )
-from agentc.service.settings import ServerSettings
-from agentc.store.audit import Receipt, write_event
+from agentc.service.ops import JsonObject, Op, Result, Runtime, new_id
+from agentc.store.audit import Receipt
 from agentc.store.sql import insert
-from agentc.store.tx import Executor, Tx, wall_clock_ms
+from agentc.store.tx import Tx, wall_clock_ms
 
 log = logging.getLogger("agentc.service")
 
 JSON = "application/json"
 
-JsonObject = dict[str, Any]
-"""A JSON document the API sends (values of any JSON type: Any)."""
 B = TypeVar("B", bound=BaseModel | None)
-
-
-@dataclass
-class Result:
-    """What an operation returns: its data, status, and fields to keep out of the receipt."""
-
-    data: JsonObject
-    status: int = 200
-    secret_fields: tuple[str, ...] = ()
-
-
-@dataclass
-class Runtime:
-    settings: ServerSettings
-    executor: Executor
-    limiter: LoginLimiter = field(default_factory=LoginLimiter)
-
-
-class Op:
-    """A mutation's context inside its transaction: the actor, the time, the event writer."""
-
-    def __init__(
-        self, tx: Tx, actor: Actor, runtime: Runtime, client_proof: str | None = None
-    ) -> None:
-        self.client_proof = client_proof
-        self.tx = tx
-        self.conn = tx.conn
-        self.actor = actor
-        self.runtime = runtime
-
-    @property
-    def now(self) -> int:
-        return self.tx.now
-
-    def event(
-        self, kind: str, project_id: str | None, record_id: str | None, **data: object
-    ) -> None:
-        write_event(
-            self.conn,
-            self.tx.now,
-            self.actor.principal_id,
-            self.actor.credential_class,
-            kind,
-            project_id,
-            record_id,
-            data,
-        )
-
-
-# Record and request ids need to be unique, not secret (authority comes from tokens and
-# proofs): a random generator seeded once from the OS avoids a getrandom syscall per id.
-_ids = random.Random(os.urandom(32))
-
-
-def _reseed_ids() -> None:
-    _ids.seed(os.urandom(32))
-
-
-# A forked process (`serve --workers N`) would otherwise draw the very same ids as its siblings.
-os.register_at_fork(after_in_child=_reseed_ids)
-
-
-def new_id() -> str:
-    """A random (version 4) UUID."""
-    return str(uuid.UUID(int=_ids.getrandbits(128), version=4))
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once

@@ -11,8 +11,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentc import __version__
 from agentc.core.errors import CoordinatorError
 from agentc.service import console, routes_access, routes_work
-from agentc.service.api import Runtime, error_response, install_error_handlers
+from agentc.service.api import error_response, install_error_handlers
 from agentc.service.lane import LeaseLane
+from agentc.service.ops import Runtime
 from agentc.service.request import BodyTooLarge, read_body, replayed
 from agentc.service.settings import POOL_OVERFLOW, ServerSettings
 from agentc.store.engine import Database, open_engine

@@ -15,18 +15,7 @@ from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PrincipalKind, PrincipalRole
 from agentc.core.wire import Body, ByValue, text
-from agentc.service.api import (
-    JSON,
-    JsonObject,
-    Runtime,
-    _dumps,
-    envelope,
-    mutate,
-    new_id,
-    presented,
-    read,
-    runtime_of,
-)
+from agentc.service.api import JSON, _dumps, envelope, mutate, presented, read, runtime_of
 from agentc.service.auth import (
     BROWSER_SESSION_MS,
     Actor,
@@ -41,6 +30,7 @@ from agentc.service.auth import (
     verify_password,
     visible_projects,
 )
+from agentc.service.ops import JsonObject, Runtime, new_id
 from agentc.service.request import ApiRoute
 from agentc.service.schemas import AgentIn, GrantIn, LoginIn, Name, SessionIn
 from agentc.service.work import accounts

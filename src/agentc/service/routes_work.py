@@ -14,9 +14,10 @@ from starlette.responses import Response
 
 from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
-from agentc.service.api import JsonObject, Op, Result, mutate, read, runtime_of
+from agentc.service.api import mutate, read, runtime_of
 from agentc.service.auth import Actor, visible_projects
 from agentc.service.lane import LaneRoute, lane_route
+from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
     ActivityClaimIn,

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from agentc.core.errors import ConfigError
+from agentc.store.migrations import HEAD
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -196,11 +197,13 @@ def check_ours(conn: Connection) -> None:
 
 def migrate(engine: Engine) -> str:
     """Bring the schema to the newest migration; returns the revision it is at."""
-    from alembic import command
-
     with engine.connect() as conn:
+        if _stamp(conn) == HEAD:  # already there: the common case, without Alembic
+            return HEAD
         check_ours(conn)
         conn.rollback()
+    from alembic import command
+
     with engine.begin() as conn:
         command.upgrade(_alembic_config(conn), "head")
     return head_revision()
@@ -208,7 +211,15 @@ def migrate(engine: Engine) -> str:
 
 def is_migrated(engine: Engine) -> bool:
     with engine.connect() as conn:
-        return current_revision(conn) == head_revision()
+        return _stamp(conn) == HEAD
+
+
+def _stamp(conn: Connection) -> str | None:
+    """The one revision the database is stamped with (None: no stamp, or not exactly one)."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 __all__ = ["Database", "check_ours", "migrate", "open_engine"]

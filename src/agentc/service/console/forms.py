@@ -20,9 +20,6 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
 from agentc.core.rules import check_idempotency_key
 from agentc.service.api import (
-    JsonObject,
-    Op,
-    Result,
     hidden_project,
     mutation,
     operation_of,
@@ -33,6 +30,7 @@ from agentc.service.api import (
 from agentc.service.auth import Presented, hash_password
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
+from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.routes_access import (
     PersonIn,
     change_password,

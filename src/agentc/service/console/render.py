@@ -16,8 +16,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import WorkStatus
-from agentc.service.api import new_id, presented, project_of, runtime_of
+from agentc.service.api import presented, project_of, runtime_of
 from agentc.service.auth import Actor, authenticate, csrf_token, verifier
+from agentc.service.ops import new_id
 from agentc.service.request import ApiRoute
 from agentc.store.tx import Tx
 

@@ -8,10 +8,11 @@ from fastapi import Request
 from starlette.responses import Response
 
 from agentc.core import model as m
-from agentc.service.api import JsonObject, runtime_of
+from agentc.service.api import runtime_of
 from agentc.service.auth import visible_projects
 from agentc.service.console.charts import Chart, bars, columns
 from agentc.service.console.render import Viewer, page, router
+from agentc.service.ops import JsonObject
 from agentc.service.work import attention, spend
 from agentc.service.work.views import project_row, project_view
 from agentc.store.tx import Tx

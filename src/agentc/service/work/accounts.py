@@ -8,7 +8,6 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
 from agentc.core.rules import rfc3339
-from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import (
     Actor,
     denied,
@@ -18,6 +17,7 @@ from agentc.service.auth import (
     require_human,
     verifier,
 )
+from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import AgentIn, SessionIn
 from agentc.service.work import grants
 from agentc.service.work.refusals import conflict, missing, not_found

@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import ActivityKind, PrincipalKind, WorkStatus
 from agentc.core.rules import iso_week_start_ms, rfc3339
 from agentc.core.status import work_status
-from agentc.service.api import JsonObject
 from agentc.service.auth import Actor, denied
+from agentc.service.ops import JsonObject
 from agentc.service.work import spend
 from agentc.service.work.refusals import missing
 from agentc.service.work.views import project_row, task_facts

@@ -11,8 +11,8 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.model import PrincipalKind, ProjectRole
 from agentc.core.rules import rfc3339
-from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import require_admin
+from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.schemas import GrantIn
 from agentc.service.work.refusals import invalid, missing
 from agentc.service.work.views import project_row

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 from agentc.core.model import Access, ActivityKind, ActivityState, CredentialClass
-from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import denied
+from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.schemas import CheckRecord, LandingIn, SendBackIn
 from agentc.service.work.refusals import conflict
 from agentc.service.work.workflow import (

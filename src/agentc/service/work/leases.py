@@ -14,8 +14,8 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import AttemptMode, AttemptState, Role, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, offer_key, work_status
-from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import Actor, require_agent_session
+from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
 from agentc.service.work.refusals import conflict, forbidden, missing
 from agentc.service.work.tasks import locked_task

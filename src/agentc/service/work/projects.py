@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import TypeVar
 
-from agentc.service.api import Op, Result, new_id
 from agentc.service.auth import require_admin, require_human
+from agentc.service.ops import Op, Result, new_id
 from agentc.service.schemas import PolicyIn, ProjectIn
 from agentc.service.work import grants
 from agentc.service.work.refusals import conflict, invalid

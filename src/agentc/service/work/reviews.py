@@ -20,8 +20,8 @@ from agentc.core.model import (
     TaskKind,
 )
 from agentc.core.rules import may_review
-from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import require_agent_session
+from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import ActivityClaimIn, ActivityReleaseIn, ReviewIn
 from agentc.service.work.leases import end_attempt, new_attempt, owned_attempt, suggestion
 from agentc.service.work.refusals import conflict, forbidden, invalid

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.model import TelemetryStream
 from agentc.core.rules import rfc3339
-from agentc.service.api import JsonObject
+from agentc.service.ops import JsonObject
 from agentc.store import audit, tasks
 from agentc.store.leases import Attempt
 from agentc.store.sql import fetch_row

@@ -15,8 +15,8 @@ from agentc.core.rules import (
     rfc3339,
     task_cursor,
 )
-from agentc.service.api import JsonObject, Op, Result, new_id
 from agentc.service.auth import denied, require_human, require_write
+from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
 from agentc.service.work.refusals import conflict, invalid, missing, project_not_found
 from agentc.service.work.views import project_row, task_row, task_view

@@ -28,8 +28,8 @@ from agentc.core.model import (
     TelemetryStream,
 )
 from agentc.core.rules import canonical_json, is_id, sha256_hex
-from agentc.service.api import JsonObject, Op, Result
 from agentc.service.auth import Actor, denied
+from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.schemas import TelemetryIn
 from agentc.service.work.views import project_row
 from agentc.store import audit

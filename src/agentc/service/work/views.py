@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import ActivityKind, AttemptState, Lifecycle, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.core.status import AttemptFacts, TaskFacts, work_status
-from agentc.service.api import JsonObject
+from agentc.service.ops import JsonObject
 from agentc.service.work.refusals import not_found, project_not_found
 from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt

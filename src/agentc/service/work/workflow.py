@@ -21,7 +21,7 @@ from agentc.core.rules import (
     check_revision_sha,
     review_activities,
 )
-from agentc.service.api import JsonObject, Op, Result, new_id
+from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import SubmissionIn
 from agentc.service.work.leases import checkout_view, contribute, end_attempt, owned_attempt
 from agentc.service.work.refusals import conflict, invalid, missing
