@@ -27,6 +27,7 @@ import pytest
 
 from agentc.supervisor.gateway.app import Gateway
 from agentc.supervisor.gateway.config import GatewayConfig
+from agentc.supervisor.limits import LaunchLimits, Limits, remove_left
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
@@ -372,7 +373,8 @@ def test_a_killed_launch_loses_its_sentinel(make_env: MakeEnv) -> None:
     script = "env > $HOME/env.tmp && mv $HOME/env.tmp $HOME/env.txt\nexec sleep 600\n"
     with make_env({"turns": []}, {}) as env:
         run, clone = env.kit.new_run(script)
-        argv = env.kit.argv(run, clone, "--harness=claude")
+        launch_id = str(uuid.uuid4())
+        argv = env.kit.argv(run, clone, "--harness=claude", "--session-id", launch_id)
         env_vars = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         proc = subprocess.Popen(argv, env=env_vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -390,6 +392,15 @@ def test_a_killed_launch_loses_its_sentinel(make_env: MakeEnv) -> None:
             assert proc.stdout is not None and proc.stderr is not None
             proc.stdout.close()
             proc.stderr.close()
+            # What the supervisor does for a launch that died: end its cgroups (the killed
+            # launch could not remove them).
+            left = LaunchLimits(Limits(), f"agentc-{launch_id}")
+            left.adopt()
+            had = bool(left.groups)
+            remove_left(Limits(), left.name)
+        assert had or left.backend == "rlimit"  # the kill left them behind
+        left.adopt()
+        assert left.groups == []
         deadline = time.monotonic() + 10
         while True:  # the gateway notices the closed control connection
             answer = _refused_after(env, sentinel)
