@@ -94,17 +94,6 @@ def query(database: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     raise AssertionError("the database never answered")
 
 
-def launches(loop: LoopKit) -> list[dict[str, Any]]:
-    """The loop's records of its running launches (one that ends while read is skipped)."""
-    found = []
-    for path in sorted((loop.state / "loop/launches").glob("*.json")):
-        try:
-            found.append(json.loads(path.read_text()))
-        except FileNotFoundError:
-            continue
-    return found
-
-
 @pytest.fixture
 def own_pg() -> Iterator[pg.PgServer]:
     """A PostgreSQL of this test's own (it is restarted mid-test)."""
@@ -230,7 +219,7 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
         def host2_running() -> tuple[Any, ...] | None:
             """Host 2's active attempt, once its launch (the held agent) has started."""
             rows = active_of_host2()
-            started = {r["attempt"] for r in launches(kits[2]) if r.get("pid")}
+            started = {r["attempt"] for r in kits[2].records() if r.get("pid")}
             return rows[0] if rows and rows[0][0] in started else None
 
         # 1. Host 2's agent holds an attempt; the host is cut off the network (for longer than
@@ -271,7 +260,7 @@ def test_three_hosts_two_services_and_faults_end_every_task_done_once(
         # 5. The host comes back: its loop's next renewal with the old generation is refused,
         # the launch is drained, and the release that follows is refused too.
         hosts[2].mend()
-        wait_for(lambda: launches(kits[2]) == [], lambda: f"host 2's launch ending\n{tails()}")
+        wait_for(lambda: kits[2].records() == [], lambda: f"host 2's launch ending\n{tails()}")
         text = logs[2].read_text()
         refused = f"stopped renewing attempt {cut_attempt}: the attempt is no longer renewable"
         assert f"{refused} (lease_expired; state expired)" in text, text

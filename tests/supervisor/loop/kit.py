@@ -167,10 +167,15 @@ class LoopKit:
         return data
 
     def records(self, sub: str = "launches") -> list[dict[str, Any]]:
+        """The loop's records in ``sub``; one the running loop removes while read is skipped."""
         folder = self.state / "loop" / sub
-        if not folder.is_dir():
-            return []
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+        found = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                found.append(json.loads(path.read_text()))
+            except FileNotFoundError:
+                continue
+        return found
 
     def tails(self) -> str:
         """The kept logs of launches that ended without a submission (for failure messages)."""
