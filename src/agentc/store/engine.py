@@ -174,9 +174,12 @@ def head_revision() -> str:
 
 
 def current_revision(conn: Connection) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
-    return MigrationContext.configure(conn).get_current_revision()
+    """The one revision the database is stamped with (None: no stamp, or not exactly one),
+    read without Alembic."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 def check_ours(conn: Connection) -> None:
@@ -198,7 +201,7 @@ def check_ours(conn: Connection) -> None:
 def migrate(engine: Engine) -> str:
     """Bring the schema to the newest migration; returns the revision it is at."""
     with engine.connect() as conn:
-        if _stamp(conn) == HEAD:  # already there: the common case, without Alembic
+        if current_revision(conn) == HEAD:  # already there: the common case, without Alembic
             return HEAD
         check_ours(conn)
         conn.rollback()
@@ -206,20 +209,12 @@ def migrate(engine: Engine) -> str:
 
     with engine.begin() as conn:
         command.upgrade(_alembic_config(conn), "head")
-    return head_revision()
+    return HEAD
 
 
 def is_migrated(engine: Engine) -> bool:
     with engine.connect() as conn:
-        return _stamp(conn) == HEAD
-
-
-def _stamp(conn: Connection) -> str | None:
-    """The one revision the database is stamped with (None: no stamp, or not exactly one)."""
-    if not inspect(conn).has_table("alembic_version"):
-        return None
-    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
-    return str(rows[0][0]) if len(rows) == 1 else None
+        return current_revision(conn) == HEAD
 
 
 __all__ = ["Database", "check_ours", "migrate", "open_engine"]
