@@ -15,15 +15,8 @@ from agentc.core.model import Access, ActivityKind, ActivityState, CredentialCla
 from agentc.service.auth import denied
 from agentc.service.ops import JsonObject, Op, Result
 from agentc.service.schemas import CheckRecord, LandingIn, SendBackIn
+from agentc.service.work import activities
 from agentc.service.work.refusals import conflict
-from agentc.service.work.workflow import (
-    check_submission_of,
-    complete_task,
-    current_activity_view,
-    current_task_view,
-    locked_activity,
-    send_back_submission,
-)
 from agentc.store import workflow
 from agentc.store.workflow import Activity
 
@@ -38,10 +31,10 @@ def _integration_activity(
             f"only an integrator credential records {what}",
             required_actor=CredentialClass.INTEGRATOR.value,
         )
-    act = locked_activity(op, project_id, activity_id)
+    act = activities.locked(op, project_id, activity_id)
     if act.kind != ActivityKind.INTEGRATION:
         raise conflict("activity_kind_mismatch", "not an integration activity")
-    check_submission_of(act, submission_id)
+    activities.check_submission(act, submission_id)
     if act.state == ActivityState.WAITING:
         raise conflict("reviews_pending", "the submission is not approved yet")
     if act.state != ActivityState.QUEUED:
@@ -75,7 +68,7 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
         landed_revision=body.landed_revision,
         checks_passed=len(body.checks),
     )
-    complete_task(op, act.task_id)
+    activities.complete_task(op, act.task_id)
     return _result(op, act)
 
 
@@ -95,7 +88,7 @@ def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Re
         act.id,
         {"target_revision": body.target_revision, "outcome_json": json.dumps(outcome)},
     )
-    send_back_submission(op, act.task_id, act.submission_id)
+    activities.send_back(op, act.task_id, act.submission_id)
     sub = act.submission_id
     op.event(
         "integration.sent_back", project_id, act.id, submission_id=sub, reason_code=body.reason_code
@@ -105,5 +98,8 @@ def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Re
 
 def _result(op: Op, act: Activity) -> Result:
     return Result(
-        {"activity": current_activity_view(op, act.id), "task": current_task_view(op, act.task_id)}
+        {
+            "activity": activities.activity_now(op, act.id),
+            "task": activities.task_now(op, act.task_id),
+        }
     )

@@ -23,6 +23,7 @@ from agentc.core.rules import may_review
 from agentc.service.auth import require_agent_session
 from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import ActivityClaimIn, ActivityReleaseIn, ReviewIn
+from agentc.service.work import activities
 from agentc.service.work.leases import end_attempt, new_attempt, owned_attempt, suggestion
 from agentc.service.work.refusals import conflict, forbidden, invalid
 from agentc.service.work.views import (
@@ -31,15 +32,6 @@ from agentc.service.work.views import (
     project_row,
     submission_view,
     task_view,
-)
-from agentc.service.work.workflow import (
-    activity_lapsed,
-    check_submission_of,
-    complete_task,
-    current_activity_view,
-    current_task_view,
-    locked_activity,
-    send_back_submission,
 )
 from agentc.store import leases, tasks, workflow
 from agentc.store.sql import fetch_row, insert
@@ -51,11 +43,11 @@ REVIEW_SCAN = 50
 
 def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClaimIn) -> Result:
     session_id = require_agent_session(op.actor)
-    act = locked_activity(op, project_id, activity_id)
-    check_submission_of(act, body.expected_submission_id, submission_id=act.submission_id)
+    act = activities.locked(op, project_id, activity_id)
+    activities.check_submission(act, body.expected_submission_id, submission_id=act.submission_id)
     if act.kind == ActivityKind.INTEGRATION or not may_review(act.kind, actor_is_human=False):
         raise forbidden("activity_kind_mismatch", f"agents cannot claim a {act.kind} activity")
-    if act.state == ActivityState.ACTIVE and not activity_lapsed(op, act):
+    if act.state == ActivityState.ACTIVE and not activities.lapsed(op, act):
         raise conflict("claim_conflict", "another reviewer holds this activity")
     if act.state not in (ActivityState.QUEUED, ActivityState.ACTIVE):
         raise conflict("activity_not_eligible", f"the activity is {act.state}")
@@ -92,7 +84,7 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
     remaining = attempt.expires_at - op.now
     return Result(
         {
-            "activity": current_activity_view(op, act.id),
+            "activity": activities.activity_now(op, act.id),
             "attempt": attempt_view(attempt, op.now),
             "submission": submission_view(sub),
             "task": task_view(op.conn, task, op.now),
@@ -119,7 +111,7 @@ def _check_reviewer(op: Op, project_id: str, act: Activity, body: ReviewIn) -> N
         if not may_review(act.kind, actor_is_human=True):
             raise forbidden("activity_kind_mismatch", f"humans cannot decide a {act.kind} activity")
         if act.state != ActivityState.QUEUED and not (
-            act.state == ActivityState.ACTIVE and activity_lapsed(op, act)
+            act.state == ActivityState.ACTIVE and activities.lapsed(op, act)
         ):
             raise conflict("activity_not_eligible", f"the activity is {act.state}")
         _check_independent(op, act.task_id, None)
@@ -155,10 +147,10 @@ def _decision(sub: Submission, body: ReviewIn) -> Decision:
 
 
 def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
-    act = locked_activity(op, project_id, activity_id)
+    act = activities.locked(op, project_id, activity_id)
     if act.kind == ActivityKind.INTEGRATION:
         raise conflict("activity_kind_mismatch", "integration is recorded by landing")
-    check_submission_of(act, body.submission_id)
+    activities.check_submission(act, body.submission_id)
     _check_reviewer(op, project_id, act, body)
     sub = fetch_row(op.conn, Submission, act.submission_id)
     assert sub is not None
@@ -181,11 +173,11 @@ def decide(op: Op, project_id: str, activity_id: str, body: ReviewIn) -> Result:
     )
     op.event("review.decided", project_id, record.id, activity_id=act.id, decision=decision)
     if decision == Decision.CHANGES_REQUESTED:
-        send_back_submission(op, act.task_id, sub.id)
+        activities.send_back(op, act.task_id, sub.id)
     else:
         _after_approval(op, act.task_id, sub)
     return Result(
-        {"review": decision_view(record), "task": current_task_view(op, act.task_id)}, status=201
+        {"review": decision_view(record), "task": activities.task_now(op, act.task_id)}, status=201
     )
 
 
@@ -204,7 +196,7 @@ def _after_approval(op: Op, task_id: str, sub: Submission) -> None:
         )
         op.event("task.criteria_amended", task.project_id, task_id, submission_id=sub.id)
     if task.kind == TaskKind.GENERAL:
-        complete_task(op, task_id)
+        activities.complete_task(op, task_id)
         return
     workflow.queue_integration(op.conn, sub.id, op.now)
     tasks.update_task(op.conn, task_id, TaskChanges(phase=Phase.INTEGRATION, updated_at=op.now))
@@ -217,7 +209,7 @@ def _satisfied(op: Op, sub_id: str, reviews: list[Activity]) -> bool:
 
 
 def release_activity(op: Op, project_id: str, activity_id: str, body: ActivityReleaseIn) -> Result:
-    act = locked_activity(op, project_id, activity_id)
+    act = activities.locked(op, project_id, activity_id)
     if act.current_attempt_id is None:
         raise conflict("lease_expired", "the activity has no attempt")
     att = owned_attempt(op, project_id, act.current_attempt_id, body.generation)
@@ -228,7 +220,7 @@ def release_activity(op: Op, project_id: str, activity_id: str, body: ActivityRe
         {"state": ActivityState.QUEUED, "current_attempt_id": None, "queued_at": op.now},
     )
     op.event("workflow_activity.released", project_id, act.id, generation=att.generation)
-    return Result({"activity": current_activity_view(op, act.id)})
+    return Result({"activity": activities.activity_now(op, act.id)})
 
 
 def review_queue_next(
