@@ -52,6 +52,7 @@ from agentc.service.schemas import (
 from agentc.service.work import accounts, grants, projects, reviews, tasks
 
 Fn = Callable[[Op, Any], Result]
+ACCESS = "/console/access"
 
 
 async def run_write(request: Request, form: FormData, body: BaseModel | None, fn: Fn) -> JsonObject:
@@ -120,9 +121,10 @@ def _go(path: str) -> RedirectResponse:
 
 
 async def _write_then_go(
-    request: Request, form: FormData, body: BaseModel | None, fn: Fn, path: str
+    request: Request, form: FormData, path: str, fn: Fn, body: BaseModel | None = None
 ) -> Response:
-    """One console write, then the page at ``path``."""
+    """One console write (``fn``, given the form's ``body`` if it has one), then the page at
+    ``path``."""
     await run_write(request, form, body, fn)
     return _go(path)
 
@@ -209,13 +211,9 @@ async def edit_form(request: Request, form: FormData, project_id: str, task_id: 
             depends_on=_field(form, "depends_on").replace(",", " ").split(),
         )
     )
-    fn: Fn = lambda op, b: tasks.edit_task(op, project_id, task_id, b)  # noqa: E731
+    path = f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
     return await _write_then_go(
-        request,
-        form,
-        body,
-        fn,
-        f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}",
+        request, form, path, lambda op, b: tasks.edit_task(op, project_id, task_id, b), body
     )
 
 
@@ -255,8 +253,13 @@ async def person_form(request: Request, form: FormData) -> Response:
         raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
     password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
     role = body.role
-    fn: Fn = lambda op, b: accounts.add_person(op, b.name, role, password_hash)  # noqa: E731
-    return await _write_then_go(request, form, body, fn, "/console/access")
+    return await _write_then_go(
+        request,
+        form,
+        ACCESS,
+        lambda op, b: accounts.add_person(op, b.name, role, password_hash),
+        body,
+    )
 
 
 @_form("/console/access/agents")
@@ -278,31 +281,35 @@ async def issue_form(request: Request, form: FormData) -> Response:
 
 @_form("/console/access/credentials/{credential_id}/rotate")
 async def rotate_form(request: Request, form: FormData, credential_id: str) -> Response:
-    fn: Fn = lambda op, _b: accounts.rotate_credential(op, credential_id)  # noqa: E731
-    data = await run_write(request, form, None, fn)
+    data = await run_write(
+        request, form, None, lambda op, _b: accounts.rotate_credential(op, credential_id)
+    )
     return html("revealed.html", data=data)
 
 
 @_form("/console/access/credentials/{credential_id}/revoke")
 async def revoke_form(request: Request, form: FormData, credential_id: str) -> Response:
-    fn: Fn = lambda op, _b: accounts.revoke_credential(op, credential_id)  # noqa: E731
-    return await _write_then_go(request, form, None, fn, "/console/access")
+    return await _write_then_go(
+        request, form, ACCESS, lambda op, _b: accounts.revoke_credential(op, credential_id)
+    )
 
 
 @_form("/console/access/principals/{principal_id}/projects/grant")
 async def grant_form(request: Request, form: FormData, principal_id: str) -> Response:
     fields = {"project_id": _field(form, "project_id"), "role": _field(form, "role") or None}
     body = _model(lambda: GrantIn.model_validate(fields))
-    fn: Fn = lambda op, b: grants.grant_project(op, principal_id, b)  # noqa: E731
-    return await _write_then_go(request, form, body, fn, "/console/access")
+    return await _write_then_go(
+        request, form, ACCESS, lambda op, b: grants.grant_project(op, principal_id, b), body
+    )
 
 
 @_form("/console/access/principals/{principal_id}/projects/{project_id}/revoke")
 async def revoke_grant_form(
     request: Request, form: FormData, principal_id: str, project_id: str
 ) -> Response:
-    fn: Fn = lambda op, _b: grants.revoke_project(op, principal_id, project_id)  # noqa: E731
-    return await _write_then_go(request, form, None, fn, "/console/access")
+    return await _write_then_go(
+        request, form, ACCESS, lambda op, _b: grants.revoke_project(op, principal_id, project_id)
+    )
 
 
 @_form("/console/access/principals/{principal_id}/{action}")
@@ -312,8 +319,9 @@ async def account_state_form(
     if action not in ("disable", "enable"):
         raise CoordinatorError("record_not_found", "no such action", status=404)
     disabled = action == "disable"
-    fn: Fn = lambda op, _b: accounts.set_disabled(op, principal_id, disabled)  # noqa: E731
-    return await _write_then_go(request, form, None, fn, "/console/access")
+    return await _write_then_go(
+        request, form, ACCESS, lambda op, _b: accounts.set_disabled(op, principal_id, disabled)
+    )
 
 
 def _number(text: str) -> int | str:
@@ -348,15 +356,16 @@ async def settings_form(request: Request, form: FormData, project_id: str) -> Re
         "required_checks": _checks(_field(form, "required_checks")),
     }
     body = _model(lambda: PolicyIn.model_validate(fields))
-    fn: Fn = lambda op, b: projects.update_policy(op, project_id, b)  # noqa: E731
+    path = f"/console/projects/{quote(project_id, safe='')}/settings?saved=1"
     return await _write_then_go(
-        request, form, body, fn, f"/console/projects/{quote(project_id, safe='')}/settings?saved=1"
+        request, form, path, lambda op, b: projects.update_policy(op, project_id, b), body
     )
 
 
 @_form("/console/sessions/{session_id}/end")
 async def end_session_form(request: Request, form: FormData, session_id: str) -> Response:
-    fn: Fn = lambda op, _b: accounts.end_browser_session(op, session_id)  # noqa: E731
-    await run_write(request, form, None, fn)
+    await run_write(
+        request, form, None, lambda op, _b: accounts.end_browser_session(op, session_id)
+    )
     back = _field(form, "back") == "access"
-    return _go("/console/access" if back else "/console/account?changed=session")
+    return _go(ACCESS if back else "/console/account?changed=session")
