@@ -57,20 +57,8 @@ def handoff(text: str) -> str:
 class ImplementerLaunch(LeasedLaunch):
     """One claimed task, from the claim to the settled end."""
 
-    def __init__(
-        self,
-        loop: Loop,
-        action: dict[str, Any],
-        vendor: dict[str, str],
-        binding: coordinator.Binding | None = None,
-        mirror: Path | None = None,
-    ) -> None:
-        # The project's binding and mirror (none: the main ones; else the canary project's).
-        super().__init__(
-            loop, "implementer", vendor, binding or loop.binding, mirror or loop.mirror
-        )
-        self.action = action
-        self.push: PushHelper | None = None
+    role = "implementer"
+    push: PushHelper | None = None
 
     # -- claim and prepare -------------------------------------------------------------------
 
@@ -89,12 +77,12 @@ class ImplementerLaunch(LeasedLaunch):
             except (AgentcError, OSError) as exc:
                 self._stop_push()
                 why = coordinator.describe_error(exc)
-                log(f"task {self.action['task_id']}: the launch failed: {why}")
+                log(f"task {self.task}: the launch failed: {why}")
                 text = handoff(f"the launch failed: {why}.")
                 if isinstance(exc, project_setup.SetupFailed):
                     text = self._setup_handoff(exc)
                 self._settle(client, lease, text)
-                return f"Failed({self.action['task_id']}: {why})"
+                return f"Failed({self.task}: {why})"
             try:
                 exit_note = self._supervise(client, lease, running)
                 outcome = hostlaunch.finish(running)
@@ -103,7 +91,7 @@ class ImplementerLaunch(LeasedLaunch):
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
             text = f"the launch exited with code {code}{exit_note}."
             self._settle(client, lease, handoff(text), empty_exit=code == 0)
-            return f"Launched {{task: {self.action['task_id']!r}, exit_code: {code}}}"
+            return f"Launched {{task: {self.task!r}, exit_code: {code}}}"
 
     def _setup_handoff(self, exc: project_setup.SetupFailed) -> str:
         """The handoff of a failed setup: the failure and its output's tail, and where the
@@ -114,14 +102,14 @@ class ImplementerLaunch(LeasedLaunch):
         return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
     def _new_record(self) -> LaunchRecord:
-        return self._blank_record(self.binding.project_id, str(self.action["task_id"]), self.vendor)
+        return self._blank_record(self.binding.project_id, self.task, self.vendor)
 
     def _remove(self) -> None:
         remove_launch(self.loop, self.launch_id)
 
     def _claim(self, client: Agent) -> dict[str, Any]:
         self._connect(client, "agentc-supervisor")
-        data = client.claim(str(self.action["task_id"]), int(self.action["task_revision"])).data
+        data = client.claim(self.task, int(self.action["task_revision"])).data
         claim: dict[str, Any] = data["claim"]
         claim["renew_after_seconds"] = data.get("renew_after_seconds")
         return claim
@@ -168,8 +156,8 @@ class ImplementerLaunch(LeasedLaunch):
             allow_insecure_loopback=self.binding.allow_insecure_loopback,
             push_socket=self.push.socket,
         )
-        request = self._request(attempt, str(self.action["task_id"]), access)
-        beat = {"role": "implementer", "task": self.action["task_id"]}
+        request = self._request(attempt, self.task, access)
+        beat = {"role": "implementer", "task": self.task}
         preparation = hostlaunch.Preparation(
             self.binding.project_id,
             beat=lambda: loop.heartbeat(launch=beat),
@@ -179,7 +167,7 @@ class ImplementerLaunch(LeasedLaunch):
         self._record_started(running)
         self.push.start(
             parent_pid=running.pid,
-            task=str(self.action["task_id"]),
+            task=self.task,
             launch=self.launch_id,
             remote=url,
             digests=token_digests(self.binding.credential_file),
@@ -233,7 +221,7 @@ class ImplementerLaunch(LeasedLaunch):
             client,
             lease,
             running,
-            beat={"role": "implementer", "task": self.action["task_id"]},
+            beat={"role": "implementer", "task": self.task},
             gate=gate,
             gone=gone,
             label=lease.attempt_id,

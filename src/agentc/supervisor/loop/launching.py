@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.supervisor import agentsession, rundir
@@ -139,19 +139,23 @@ class LeasedLaunch:
     """A launch the loop holds a lease for, from its record to its settled end."""
 
     loop: Loop
+    role: ClassVar[Role]  # each kind of launch names its one role
 
     def __init__(
         self,
         loop: Loop,
-        role: Role,
+        action: dict[str, Any],
         vendor: dict[str, str],
         binding: coordinator.Binding,
         mirror: Path,
     ) -> None:
-        self.loop, self.role, self.vendor = loop, role, vendor
-        self.binding, self.mirror = binding, mirror  # the project's binding and its mirror
+        """``action`` is what ``next`` offered; ``binding`` and ``mirror`` are its project's (the
+        canary project's, or the main one)."""
+        self.loop, self.action, self.vendor = loop, action, vendor
+        self.task = str(action["task_id"])
+        self.binding, self.mirror = binding, mirror
         self.launch_id = str(uuid.uuid4())
-        self.layout = RunLayout.of_launch(loop.state, role, self.launch_id)
+        self.layout = RunLayout.of_launch(loop.state, self.role, self.launch_id)
         self.private = loop.records.sessions / self.launch_id
         self.record: LaunchRecord | None = None
 

@@ -115,6 +115,8 @@ def _release(client: Agent, activity: str, generation: int, summary: str) -> str
 def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | None:
     """At most one review in ``binding``'s project (none: the reviewer's); its outcome for the
     poll, or None when there is none to take."""
+    assert loop.reviewer is not None
+    binding = binding or loop.reviewer
     vendor, problems = admission.admit(loop.config, "reviewer")
     if vendor is None:
         return f"Review refused({'; '.join(problems)!r})"
@@ -132,7 +134,8 @@ def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | N
     if strike is not None and int(strike.get("failures", 0)) >= limit:
         return f"Skipped {{submission: {submission!r}, failures: {strike['failures']}}}"
     try:
-        return ReviewLaunch(loop, action, vendor, binding).run()
+        mirror = loop.review_mirror(binding.project_id)
+        return ReviewLaunch(loop, action, vendor, binding, mirror).run()
     except AgentcError as exc:
         return f"Review failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
 
@@ -142,21 +145,16 @@ class ReviewLaunch(LeasedLaunch):
 
     loop: Reviewing
 
-    def __init__(
-        self,
-        loop: Reviewing,
-        action: dict[str, Any],
-        vendor: dict[str, str],
-        binding: coordinator.Binding | None = None,
-    ) -> None:
-        assert loop.reviewer is not None
-        binding = binding or loop.reviewer  # the project's (the canary's, or the main)
-        mirror = loop.review_mirror(binding.project_id)
-        super().__init__(loop, "reviewer", vendor, binding, mirror)
-        self.task = str(action["task_id"])
-        self.activity = str(action["activity_id"])
-        self.submission = str(action["submission_id"])
-        self.staging: verification.Staging | None = None  # a verifying review's session
+    role = "reviewer"
+    staging: verification.Staging | None = None  # a verifying review's session
+
+    @property
+    def activity(self) -> str:
+        return str(self.action["activity_id"])
+
+    @property
+    def submission(self) -> str:
+        return str(self.action["submission_id"])
 
     def failed(self, reason: str) -> str:
         """Count a failed review of this submission; skipped after ``review_attempts``."""
