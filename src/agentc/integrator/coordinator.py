@@ -8,7 +8,7 @@ from the activity and the landed revision, so a resent landing replays instead o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from urllib.parse import quote
 from agentc.client.transport import Transport
 from agentc.core.errors import ConfigError, CoordinatorError
 from agentc.files import UnsafeFile, read_private
+from agentc.integrator.journal import Entry
 
 MAX_TOKEN_BYTES = 4096
 PAGE = 200
@@ -101,82 +102,61 @@ class Coordinator:
                 return found
         return None
 
-    def record_landing(
-        self,
-        task_id: str,
-        activity_id: str,
-        submission_id: str,
-        rev: str,
-        *,
-        target: str | None = None,
-        checks: Sequence[Mapping[str, Any]] = (),
-    ) -> None:
-        """Record the landing once, with the target it was built on and its checks: a replay,
-        or a landing already recorded with ``rev``, is success; anything else is raised."""
-        body: dict[str, Any] = {"submission_id": submission_id, "landed_revision": rev}
-        if target is not None:
-            body["target_revision"] = target
-        body["checks"] = [check_body(c) for c in checks]
+    def record_landing(self, entry: Entry, rev: str) -> None:
+        """Record the landing of ``entry`` at ``rev`` once, with the target it was built on and
+        its checks: a replay, or a landing already recorded with ``rev``, is success; anything
+        else is raised."""
+        body = {
+            "submission_id": entry.submission_id,
+            "landed_revision": rev,
+            "target_revision": entry.target_before,
+            "checks": [check_body(c) for c in entry.checks],
+        }
         self._record_once(
-            task_id,
-            activity_id,
+            entry,
             "landing",
             body,
-            f"landing:{activity_id}:{rev}",
+            f"landing:{entry.activity_id}:{rev}",
             lambda act: act["state"] == "completed" and act["landed_revision"] == rev,
         )
 
-    def send_back(
-        self,
-        task_id: str,
-        activity_id: str,
-        submission_id: str,
-        *,
-        code: str,
-        reason: str,
-        tail: str = "",
-        target: str | None = None,
-        checks: Sequence[Mapping[str, Any]] = (),
-    ) -> None:
-        """Send the task back to its implementer with the reason (once: a replay, or an
+    def send_back(self, entry: Entry, code: str, reason: str, tail: str) -> None:
+        """Send ``entry``'s task back to its implementer with the reason (once: a replay, or an
         activity already sent back, is success)."""
-        body: dict[str, Any] = {
-            "submission_id": submission_id,
+        body = {
+            "submission_id": entry.submission_id,
             "reason_code": code,
             "reason": reason[:4096] or "the candidate cannot land",
             "log_tail": tail[-16384:],
-            "checks": [check_body(c) for c in checks],
+            "target_revision": entry.target_before,
+            "checks": [check_body(c) for c in entry.checks],
         }
-        if target is not None:
-            body["target_revision"] = target
         self._record_once(
-            task_id,
-            activity_id,
+            entry,
             "send-back",
             body,
-            f"send-back:{activity_id}:{submission_id}",
+            f"send-back:{entry.activity_id}:{entry.submission_id}",
             lambda act: bool(act.get("sent_back")),
         )
 
     def _record_once(
         self,
-        task_id: str,
-        activity_id: str,
+        entry: Entry,
         verb: str,
         body: dict[str, Any],
         key: str,
         recorded: Callable[[dict[str, Any]], bool],
     ) -> None:
-        """POST ``body`` to the activity's ``verb`` under ``key``. A refusal because the
+        """POST ``body`` to ``entry``'s activity's ``verb`` under ``key``. A refusal because the
         activity is no longer eligible is success when the activity shows the outcome
         ``recorded`` already (an earlier attempt of ours got through)."""
-        path = f"/workflow-activities/{quote(activity_id, safe='')}/{verb}"
+        path = f"/workflow-activities/{quote(entry.activity_id, safe='')}/{verb}"
         try:
             self.transport.send("POST", self.base + path, body, key=key)
         except CoordinatorError as exc:
             if exc.code != "activity_not_eligible":
                 raise
-            act = self.activity(task_id, activity_id)
+            act = self.activity(entry.task_id, entry.activity_id)
             if not act or not recorded(act):
                 raise
 

@@ -229,16 +229,7 @@ class Integrator:
     ) -> Entry:
         """The candidate cannot land: the coordinator sends the task back to its implementer
         (the reason and the check log's tail on record), then the journal says so."""
-        self.coordinator.send_back(
-            entry.task_id,
-            entry.activity_id,
-            entry.submission_id,
-            code=code,
-            reason=reason,
-            tail=tail,
-            target=entry.target_before,
-            checks=entry.checks,
-        )
+        self.coordinator.send_back(entry, code, reason, tail)
         entry = self.journal.save(entry.at("rejected", reason=reason))
         self.report(
             "sent_back",
@@ -282,14 +273,7 @@ class Integrator:
             return False
         # Idempotent: the same key replays, and a landing already recorded with this revision
         # is success (coordinator.record_landing).
-        self.coordinator.record_landing(
-            entry.task_id,
-            entry.activity_id,
-            entry.submission_id,
-            result,
-            target=entry.target_before,
-            checks=entry.checks,
-        )
+        self.coordinator.record_landing(entry, result)
         entry = self.journal.save(entry.at("recorded"))
         self.report("landed", entry, revision=result, target=tip, checks=entry.checks)
         return True
