@@ -52,7 +52,7 @@ def script() -> Script:
 @pytest.fixture
 def agent(tmp_path: Path, script: Script) -> Iterator[Agent]:
     binding = Binding(tmp_path / "b.toml", ORIGIN, "p1", None)
-    settings = Settings(ORIGIN, "p1", binding, tmp_path / "state", "default", "tok", "test")
+    settings = Settings(binding, tmp_path / "state", "default", "tok", "test")
     store = Store(settings.state_dir, "default")
     state = store.load(ORIGIN)
     state.session_id, state.proof = "s1", "proof-" + "x" * 40

@@ -62,8 +62,6 @@ class Options:
 class Settings:
     """Everything a command needs to reach the coordinator, resolved once."""
 
-    origin: str
-    project_id: str
     binding: Binding
     state_dir: Path
     session_name: str
@@ -71,6 +69,14 @@ class Settings:
     token_source: str
     # The candidate push helper's socket (set by the supervisor inside an implementer launch).
     push_socket: Path | None = None
+
+    @property
+    def origin(self) -> str:
+        return self.binding.origin
+
+    @property
+    def project_id(self) -> str:
+        return self.binding.project_id
 
     def require_token(self) -> str:
         if self.token is None:
@@ -247,8 +253,6 @@ def resolve(
             state_dir / CREDENTIALS_FILE, binding.origin, allow_insecure_loopback=insecure
         )
     return Settings(
-        origin=binding.origin,
-        project_id=binding.project_id,
         binding=binding,
         state_dir=state_dir,
         session_name=session,

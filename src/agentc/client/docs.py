@@ -103,9 +103,7 @@ def _help(ctx: click.Context) -> str:
 
 def _tools() -> list[tuple[str, str]]:
     binding = Binding(Path("/nonexistent"), "https://example.invalid", "p", None)
-    settings = Settings(
-        "https://example.invalid", "p", binding, Path("/nonexistent"), "default", None, ""
-    )
+    settings = Settings(binding, Path("/nonexistent"), "default", None, "")
     with Agent(settings) as agent:
         tools = anyio.run(build(agent).list_tools)
     return [(t.name, " ".join((t.description or "").split())) for t in tools]
