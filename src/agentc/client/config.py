@@ -252,14 +252,7 @@ def resolve(
         token = read_credentials(
             state_dir / CREDENTIALS_FILE, binding.origin, allow_insecure_loopback=insecure
         )
-    return Settings(
-        binding=binding,
-        state_dir=state_dir,
-        session_name=session,
-        token=token,
-        token_source=source,
-        push_socket=push_socket(env),
-    )
+    return Settings(binding, state_dir, session, token, source, push_socket(env))
 
 
 def push_socket(env: Mapping[str, str]) -> Path | None:
