@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentc.core.errors import SupervisorError
@@ -258,6 +258,10 @@ def test_cli_check(tmp_path: Path) -> None:
 
 
 @given(st.sampled_from(["GET", "POST", "PUT", "DELETE"]), st.text(max_size=60))
+@example("GET", "..")
+@example("GET", ".")
+@example("GET", "0..")
+@example("GET", "a/..")
 def test_an_allowed_path_reaches_the_provider_as_itself(method: str, tail: str) -> None:
     for api in ("anthropic", "openai"):
         for path in (f"/v1/{tail}", f"/v1/models/{tail}", f"/v1/messages/{tail}"):
@@ -265,8 +269,13 @@ def test_an_allowed_path_reaches_the_provider_as_itself(method: str, tail: str) 
             if route is None:
                 continue
             exact = {f"{m} {p}" for m, p in ALLOWED[api]}
+            # Else one model: a single segment that is not a dot segment ("0.." is a name).
+            model = path.removeprefix("/v1/models/")
             assert f"{method} {path}" in exact or (
-                method == "GET" and path.startswith("/v1/models/") and ".." not in path
+                method == "GET"
+                and path.startswith("/v1/models/")
+                and "/" not in model
+                and model not in ("", ".", "..")
             )
             # No normalization on the way out turns it into another path.
             assert httpx.URL("https://api.example.com" + path).path == path
