@@ -18,7 +18,8 @@ and on PostgreSQL (a throwaway server started here). Measured in the same run:
     uv run python bench/lease_ops.py [--agents 64] [--seconds 20] [--backend sqlite|postgres|both]
         [--workers 1,2,4] [--server-args "..."] [--http-variants asyncio+h11]
 
-Prints ops/s, p50 and p99 latency for each, and ratios against the ceilings. Not a test: it
+Prints ops/s, p50 and p99 latency for each, the CPU time per operation of the service, of
+PostgreSQL and of the load generator (this process), and ratios against the ceilings. Not a test: it
 asserts nothing; docs/benchmarks.md keeps the latest figures.
 """
 
@@ -373,17 +374,27 @@ def serve(
 
 
 def measure(
-    mode: str, ops: int, lat: list[float], cpu_s: float | None = None, db_s: float | None = None
+    mode: str,
+    ops: int,
+    lat: list[float],
+    cpu_s: float | None = None,
+    db_s: float | None = None,
+    gen_s: float | None = None,
 ) -> dict[str, Any]:
+    def per_op(seconds: float | None) -> float | None:
+        return None if seconds is None or not lat else seconds * 1000 / len(lat)
+
     return {
         "mode": mode,
         "ops": ops,
         "p50_ms": percentile(lat, 0.5) * 1000,
         "p99_ms": percentile(lat, 0.99) * 1000,
         # The service's CPU time per operation (all its processes), whatever the load.
-        "cpu_ms": None if cpu_s is None or not lat else cpu_s * 1000 / len(lat),
+        "cpu_ms": per_op(cpu_s),
         # PostgreSQL's CPU time per operation (the postmaster and every backend).
-        "db_ms": None if db_s is None or not lat else db_s * 1000 / len(lat),
+        "db_ms": per_op(db_s),
+        # The load generator's own CPU time per operation (this process: the agents' side).
+        "gen_ms": per_op(gen_s),
     }
 
 
@@ -443,9 +454,10 @@ def run_backend(
     pid, creds = prepare(database, agents)
     rows = []
     if raw_url is not None:
-        db0 = db_cpu_seconds(server)
+        gen0, db0 = own_cpu_seconds(), db_cpu_seconds(server)
         ops, lat = asyncio.run(raw_postgres(raw_url, agents, seconds))
-        rows.append(measure("raw", ops, lat, None, since(db0, server)))
+        gen = own_cpu_seconds() - gen0
+        rows.append(measure("raw", ops, lat, None, since(db0, server), gen))
     cpu0, db0 = own_cpu_seconds(), db_cpu_seconds(server)
     ops, lat = asyncio.run(direct(database, pid, creds, seconds))
     rows.append(measure("direct", ops, lat, own_cpu_seconds() - cpu0, since(db0, server)))
@@ -458,13 +470,14 @@ def run_backend(
         proc, url = serve(database, *extra, variant=variant)
         try:
             time.sleep(1)  # every worker is up
-            cpu0, db0 = cpu_seconds(proc.pid), db_cpu_seconds(server)
+            cpu0, db0, gen0 = cpu_seconds(proc.pid), db_cpu_seconds(server), own_cpu_seconds()
             ops, lat = asyncio.run(over_http(url, pid, creds, seconds))
             cpu, db = cpu_seconds(proc.pid) - cpu0, since(db0, server)
+            gen = own_cpu_seconds() - gen0
         finally:
             proc.terminate()
             proc.wait()
-        rows.append(measure(mode, ops, lat, cpu, db))
+        rows.append(measure(mode, ops, lat, cpu, db, gen))
     return rows
 
 
@@ -531,7 +544,7 @@ def main() -> None:
     )
     print(
         f"{'backend':10} {'mode':15} {'ops/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'cpu ms/op':>10} {'db ms/op':>9} {'ratio':>14}"
+        f"{'cpu ms/op':>10} {'db ms/op':>9} {'gen ms/op':>10} {'ratio':>14}"
     )
     for name, rows in results.items():
         ceiling = next(r for r in rows if r["mode"] == ("raw" if name == "postgres" else "direct"))
@@ -539,11 +552,12 @@ def main() -> None:
             ratio = ""
             if r is not ceiling:
                 ratio = f"{r['ops'] / max(1, ceiling['ops']):.2f} of {ceiling['mode']}"
-            cpu = "" if r["cpu_ms"] is None else f"{r['cpu_ms']:.2f}"
-            db = "" if r["db_ms"] is None else f"{r['db_ms']:.2f}"
+            cpu, db, gen = (
+                "" if r[k] is None else f"{r[k]:.2f}" for k in ("cpu_ms", "db_ms", "gen_ms")
+            )
             print(
                 f"{name:10} {r['mode']:15} {r['ops']:>8} {r['p50_ms']:>8.1f} "
-                f"{r['p99_ms']:>8.1f} {cpu:>10} {db:>9} {ratio:>14}"
+                f"{r['p99_ms']:>8.1f} {cpu:>10} {db:>9} {gen:>10} {ratio:>14}"
             )
 
 
