@@ -108,6 +108,9 @@ class CredentialClass(StrEnum):
     INTERACTIVE = "interactive"
     SUPERVISED = "supervised"
     INTEGRATOR = "integrator"
+    # Minted by the session holding one attempt, for the launch working on it: bound to that
+    # attempt and its session, valid only while the attempt is active (service/work/launch_access).
+    ATTEMPT = "attempt"
 
 
 class Access(StrEnum):

@@ -149,10 +149,17 @@ async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Respo
     creds = presented(request)
     origin = rt.settings.public_origin
     project_id = project_of(request)
+    route = operation_of(request)
 
     def work(tx: Tx) -> bytes:
         actor = authenticate(
-            tx.conn, creds, tx.now, write=False, public_origin=origin, project_id=project_id
+            tx.conn,
+            creds,
+            tx.now,
+            write=False,
+            public_origin=origin,
+            project_id=project_id,
+            route=route,
         )
         return _dumps(envelope(fn(tx, actor), new_id(), tx.now))
 
@@ -325,22 +332,30 @@ def install_error_handlers(app: FastAPI) -> None:
 async def hidden_project(request: Request) -> CoordinatorError | None:
     """A malformed request to a project route is refused as the route's work would be when
     the caller may not reach the project (401, or 404 as if it did not exist), so the shape
-    of a refusal never tells a project's existence."""
+    of a refusal never tells a project's existence. Elsewhere, a bearer token's refusal of the
+    request itself (403: an attempt credential outside its attempt's scope) comes first too."""
     project_id = project_of(request)
-    if project_id is None:
-        return None
     rt = runtime_of(request)
     creds, origin = presented(request), rt.settings.public_origin
+    if project_id is None and creds.bearer is None:
+        return None
+    route = operation_of(request)
 
     def check(tx: Tx) -> None:
         authenticate(
-            tx.conn, creds, tx.now, write=False, public_origin=origin, project_id=project_id
+            tx.conn,
+            creds,
+            tx.now,
+            write=False,
+            public_origin=origin,
+            project_id=project_id,
+            route=route,
         )
 
     try:
         await run_in_threadpool(rt.executor.read, check)
     except CoordinatorError as err:
-        return err
+        return err if project_id is not None or err.status == 403 else None
     return None
 
 

@@ -6,6 +6,7 @@ Authentication is checked again inside every write transaction, after the write 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -17,9 +18,18 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Connection
 
+from agentc.core import lease
 from agentc.core.browser import cookie_name, is_secret
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalRole, ProjectRole
+from agentc.core.model import (
+    Access,
+    AttemptState,
+    CredentialClass,
+    PrincipalKind,
+    PrincipalRole,
+    ProjectRole,
+)
+from agentc.service.attempt_scope import AttemptScope
 from agentc.service.work.refusals import project_not_found
 from agentc.store import grants, throttle
 from agentc.store.accounts import AgentAuth, agent_auth, browser_by_token
@@ -163,6 +173,8 @@ class Actor:
     access: str | None = None
     session_id: str | None = None
     session_closed: bool = False
+    # An attempt credential's attempt: the requests it may make (agentc.service.attempt_scope).
+    scope: AttemptScope | None = None
 
     @property
     def is_human(self) -> bool:
@@ -205,12 +217,16 @@ def authenticate(
     public_origin: str,
     lone_proof: bool = False,
     project_id: str | None = None,
+    route: str | None = None,
 ) -> Actor:
     """Who is calling, checked for what the request is: a write (read-only credentials make
-    none) and, when the route names a project (its `{project_id}`), that project. Every API
-    read and mutation and every console page and form comes through here, so this is the one
-    place project scoping is enforced."""
-    actor, _receipt = _authenticate(conn, p, now, write, public_origin, lone_proof, project_id)
+    none), when the route names a project (its `{project_id}`) that project, and for an attempt
+    credential the request itself (``route``, ``METHOD /path``; None: a flow for people only).
+    Every API read and mutation and every console page and form comes through here, so this is
+    the one place project scoping is enforced."""
+    actor, _receipt = _authenticate(
+        conn, p, now, write, public_origin, lone_proof, project_id, route
+    )
     return actor
 
 
@@ -228,7 +244,7 @@ def authenticate_mutation(
     """`authenticate` for a write, with the caller's receipt for (operation, key) if it has
     one: an agent's is read by the authentication query itself (no round trip of its own)."""
     actor, receipt = _authenticate(
-        conn, p, now, True, public_origin, lone_proof, project_id, (operation, key)
+        conn, p, now, True, public_origin, lone_proof, project_id, operation, (operation, key)
     )
     if isinstance(receipt, _Unread):
         receipt = get_receipt(conn, actor.principal_id, operation, key)
@@ -243,6 +259,7 @@ def _authenticate(
     public_origin: str,
     lone_proof: bool,
     project_id: str | None,
+    route: str | None,
     receipt_of: tuple[str, str] | None = None,
 ) -> tuple[Actor, Receipt | None | _Unread]:
     if p.duplicated or (p.bearer and p.cookie):
@@ -250,12 +267,14 @@ def _authenticate(
     role: str | None | _Unread = UNREAD
     receipt: Receipt | None | _Unread = UNREAD
     if p.bearer:
-        actor, found = _agent(conn, p, lone_proof, project_id, receipt_of)
+        actor, found = _agent(conn, p, now, lone_proof, project_id, receipt_of)
         role, receipt = found.project_role, found.receipt
     elif p.cookie:
         actor = _browser(conn, p, now, write=write, public_origin=public_origin)
     else:
         raise unauthenticated()
+    if actor.scope is not None:
+        actor.scope.check(route)
     if write and actor.access == Access.READ:
         raise denied("this credential has read access only")
     if project_id is not None:
@@ -302,12 +321,13 @@ def visible_projects(conn: Connection, actor: Actor) -> list[Project]:
 def _agent(
     conn: Connection,
     p: Presented,
+    now: int,
     lone_proof: bool,
     project_id: str | None,
     receipt_of: tuple[str, str] | None,
 ) -> tuple[Actor, AgentAuth]:
-    """The agent, read in one query with the session it names, its role in project_id and
-    (receipt_of) its receipt."""
+    """The agent, read in one query with the session it names (an attempt credential's: its
+    attempt's), its role in project_id and (receipt_of) its receipt."""
     assert p.bearer is not None
     _check_secret(p.bearer, "bearer token")
     # The session is looked up only when it comes with its proof, as it is checked.
@@ -326,6 +346,8 @@ def _agent(
         row.credential_class,
         row.access,
     )
+    if found.bound is not None:
+        return _bound(actor, found, p, now), found
     if lone_proof and p.session_id is None and p.proof is not None:
         # Opening a session: the client made the proof and sends it alone, so it knows the
         # proof before the request leaves and a lost answer loses nothing.
@@ -355,6 +377,33 @@ def _agent(
         found.session_id,
         found.session_closed_at is not None,
     ), found
+
+
+def _bound(actor: Actor, found: AgentAuth, p: Presented, now: int) -> Actor:
+    """An attempt credential's actor: alive only while its attempt is active with a live lease
+    and its session open; it acts in that session and within that attempt's scope."""
+    attempt = found.attempt
+    if (
+        attempt is None
+        or attempt.state != AttemptState.ACTIVE
+        or not lease.is_live(now, attempt.expires_at)
+    ):
+        state = "gone" if attempt is None else attempt.state
+        if attempt is not None and state == AttemptState.ACTIVE:
+            state = "lapsed"
+        raise unauthenticated(
+            f"this attempt credential's attempt {found.bound} has ended ({state}); "
+            "it works only while its attempt is active"
+        )
+    if p.session_id is not None or p.proof is not None:
+        raise unauthenticated(
+            "an attempt credential carries its attempt's session: send no "
+            "X-Coordinator-Session or X-Coordinator-Session-Proof"
+        )
+    if found.session_id is None or found.session_closed_at is not None:
+        raise unauthenticated("this attempt credential's session is closed")
+    scope = AttemptScope(attempt.project_id, attempt.task_id, attempt.id, attempt.session_id)
+    return dataclasses.replace(actor, session_id=attempt.session_id, scope=scope)
 
 
 def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_origin: str) -> Actor:

@@ -42,6 +42,7 @@ from agentc.service.schemas import (
 from agentc.service.work import (
     attention,
     integration,
+    launch_access,
     leases,
     projects,
     reviews,
@@ -238,6 +239,23 @@ async def get_attempt(request: Request, project_id: str, attempt_id: str) -> Res
 
 _record_route(
     "POST", AT + "/checkout", "leases", leases.register_checkout, CheckoutIn, status_code=201
+)
+_record_route(
+    "POST",
+    AT + "/credentials",
+    "leases",
+    launch_access.mint,
+    GenerationIn,
+    name="mint_attempt_credential",
+    status_code=201,
+)
+_record_route(
+    "POST",
+    AT + "/credentials/revoke",
+    "leases",
+    launch_access.revoke,
+    GenerationIn,
+    name="revoke_attempt_credentials",
 )
 _record_route(
     "POST", AT + "/submissions", "workflow", workflow.submit, SubmissionIn, status_code=201

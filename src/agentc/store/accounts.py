@@ -33,6 +33,7 @@ class Credential(NamedTuple):
     issued_by: str | None
     created_at: int
     revoked_at: int | None
+    attempt_id: str | None = None  # an attempt credential's attempt (class `attempt`)
 
 
 @table("agent_sessions")
@@ -72,6 +73,17 @@ class CredentialAuth(NamedTuple):
     disabled_at: int | None
 
 
+class BoundAttempt(NamedTuple):
+    """The attempt an attempt credential is bound to, as authentication reads it."""
+
+    id: str
+    project_id: str
+    task_id: str
+    session_id: str
+    state: str
+    expires_at: int
+
+
 class CredentialListing(NamedTuple):
     """A credential as the Access page lists it (never its verifier)."""
 
@@ -90,7 +102,8 @@ class AgentAuth(NamedTuple):
     (None fields when there is none by that id) and the principal's role in the project the
     request names (None when not granted): one query for what every agent request checks.
     A mutation's query also reads the principal's receipt for its operation and key (None:
-    none yet, or not asked for)."""
+    none yet, or not asked for). For an attempt credential, ``attempt`` is the attempt it is
+    bound to (None when that attempt is gone) and the session fields are its session's."""
 
     credential: CredentialAuth
     session_id: str | None
@@ -99,6 +112,8 @@ class AgentAuth(NamedTuple):
     session_closed_at: int | None
     project_role: str | None
     receipt: Receipt | None = None
+    bound: str | None = None  # the credential's attempt_id
+    attempt: BoundAttempt | None = None
 
 
 class BrowserAuth(NamedTuple):
@@ -120,13 +135,16 @@ _CLOSE_SESSIONS_OF = (
     "UPDATE agent_sessions SET closed_at = :now WHERE credential_id = :id AND closed_at IS NULL"
 )
 _CLOSE_SESSION = "UPDATE agent_sessions SET closed_at = :now WHERE id = :id AND closed_at IS NULL"
-# Plain SQL on the driver: these run on every authenticated request.
+# Plain SQL on the driver: these run on every authenticated request. An attempt credential's
+# attempt (a) is joined on, and its session is the attempt's: it presents none of its own.
 _AGENT_AUTH = (
     "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
     "p.name, p.kind, p.role, p.disabled_at, "
-    "s.id, s.credential_id, s.proof_hash, s.closed_at, g.role "
+    "s.id, s.credential_id, s.proof_hash, s.closed_at, g.role, c.attempt_id, "
+    "a.id, a.project_id, a.task_id, a.session_id, a.state, a.expires_at "
     "FROM credentials c JOIN principals p ON p.id = c.principal_id "
-    "LEFT JOIN agent_sessions s ON s.id = :session_id "
+    "LEFT JOIN attempts a ON a.id = c.attempt_id "
+    "LEFT JOIN agent_sessions s ON s.id = COALESCE(a.session_id, :session_id) "
     "LEFT JOIN project_grants g ON g.principal_id = c.principal_id "
     "AND g.project_id = :project_id "
     "WHERE c.token_hash = :token_hash"
@@ -155,14 +173,16 @@ _BROWSER_AUTH = (
 
 
 _CREDENTIAL_WIDTH = len(CredentialAuth._fields)
-_AUTH_WIDTH = _CREDENTIAL_WIDTH + 5
+_SESSION_END = _CREDENTIAL_WIDTH + 5
+_AUTH_WIDTH = _SESSION_END + 1 + len(BoundAttempt._fields)
 
 
 def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH's order
-    n, m = _CREDENTIAL_WIDTH, _AUTH_WIDTH
+    n, b, m = _CREDENTIAL_WIDTH, _SESSION_END, _AUTH_WIDTH
     # The receipt's columns (when asked for) are all null when there is none.
     receipt = Receipt(*row[m:]) if len(row) > m and row[m] is not None else None
-    session_id, session_credential_id, proof_hash, closed_at, role = row[n:m]
+    session_id, session_credential_id, proof_hash, closed_at, role = row[n:b]
+    attempt = BoundAttempt(*row[b + 1 : m]) if row[b + 1] is not None else None
     return AgentAuth(
         CredentialAuth(*row[:n]),
         session_id,
@@ -171,6 +191,8 @@ def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH'
         closed_at,
         role,
         receipt,
+        row[b],
+        attempt,
     )
 
 
@@ -228,11 +250,34 @@ def close_session(conn: Connection, session_id: str, now: int) -> None:
     run(conn, _CLOSE_SESSION, now=now, id=session_id)
 
 
+def revoke_attempt_credentials(conn: Connection, attempt_id: str, now: int) -> int:
+    """Revoke every live credential bound to the attempt; how many there were."""
+    return run(
+        conn,
+        "UPDATE credentials SET revoked_at = :now WHERE attempt_id = :a AND revoked_at IS NULL",
+        now=now,
+        a=attempt_id,
+    )
+
+
+def live_attempt_credentials(conn: Connection, attempt_id: str) -> int:
+    """How many unrevoked credentials are bound to the attempt."""
+    found = fetch_one(
+        conn,
+        "SELECT COUNT(*) FROM credentials WHERE attempt_id = :a AND revoked_at IS NULL",
+        lambda count: int(count),
+        a=attempt_id,
+    )
+    return found or 0
+
+
 _PRINCIPALS = _PRINCIPAL + " ORDER BY kind, name"
+# Attempt credentials live and die with their attempts; the Access page lists the others.
 _CREDENTIALS = (
     "SELECT c.id, c.principal_id, c.name, c.class, c.access, c.created_at, c.revoked_at, "
     "p.name FROM credentials c "
-    "JOIN principals p ON p.id = c.principal_id ORDER BY p.name, c.created_at DESC"
+    "JOIN principals p ON p.id = c.principal_id WHERE c.attempt_id IS NULL "
+    "ORDER BY p.name, c.created_at DESC"
 )
 
 

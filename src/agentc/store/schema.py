@@ -49,6 +49,9 @@ credentials = Table(
     Column("issued_by", Id),
     Column("created_at", Ms, nullable=False),
     Column("revoked_at", Ms),
+    # Set for an attempt credential (class `attempt`): the one attempt it is bound to.
+    Column("attempt_id", Id),
+    Index("ix_credentials_attempt", "attempt_id"),
 )
 
 # The projects a principal may reach, with its role in each (admins need none: they have every
