@@ -125,6 +125,10 @@ def _routes(svc: Service) -> list[tuple[str, str]]:
     return found
 
 
+def _fill(template: str, ids: dict[str, str]) -> str:
+    return re.sub(r"{(\w+)}", lambda m: ids[m.group(1)], template)
+
+
 def test_every_other_route_of_the_app_is_refused(svc: Service) -> None:
     """Every route the app has, with this launch's own ids and with another task's, another
     attempt's and another project's: only the scope's requests pass, nothing else does (403
@@ -157,12 +161,12 @@ def test_every_other_route_of_the_app_is_refused(svc: Service) -> None:
     passed = set()
     for method, template in routes:
         for ids in variants:
-            path = re.sub(r"{(\w+)}", lambda m, ids=ids: ids[m.group(1)], template)
+            path = _fill(template, ids)
             route = f"{method} {path}"
             if route in allowed:
                 passed.add(route)
                 continue
-            body = None if method == "GET" else {}
+            body: dict[str, Any] | None = None if method == "GET" else {}
             resp = run.agent.raw(method, path, body, headers={"Accept": "application/json"})
             where = f"{route} -> {resp.status_code} {resp.text[:200]}"
             anonymous = svc.anonymous().raw(method, path, body).status_code
