@@ -5,13 +5,16 @@ coordinator (SQLite) runs in a subprocess; the project's repository is a local b
 of ``--repo-mb`` MB (incompressible files in one commit). Each round creates a ready task, then
 runs, in this process, the loop's own steps with the loop's own functions
 (:mod:`agentc.supervisor.loop`): ``next``, connect and claim, mirror update, clone, worktree
-(add and register), prompt (render and write), sandbox start (plan, launch preflight,
+(add and register), the launch's attempt credential (minted), prompt (render and write, the
+credential handed over), sandbox start (plan, launch preflight,
 ``launch_execute.start``) and the harness's first instruction: a ``command:`` agent whose first
 act prints ``date +%s%N``. Then it measures the loop's launch of ``/bin/true`` from this warm
 process (start and finish: markers, sealed prompt, syscall filter, limits, reaping) against
 bare ``bwrap --ro-bind / / true``, interleaved round by round.
 
-Prints the median of each step in milliseconds, ready-to-first-instruction, and the ratio of
+Revoking the credential after the launch is timed as well (off the path to the first
+instruction). Prints the median of each step in milliseconds, ready-to-first-instruction, what
+the attempt credential adds, and the ratio of
 the loop's launch to bare bwrap. Targets: ready to first instruction under 1 s; the loop's launch
 at most 30 ms over bare bwrap.
 """
@@ -52,7 +55,17 @@ from agentc.supervisor.rundir import RunLayout, prepare  # noqa: E402
 
 T = TypeVar("T")
 AGENT = "#!/bin/sh\ndate +%s%N\nexec cat > /dev/null\n"
-STEPS = ("next", "claim", "mirror", "clone", "worktree", "prompt", "sandbox start", "first")
+STEPS = (
+    "next",
+    "claim",
+    "mirror",
+    "clone",
+    "worktree",
+    "credential",
+    "prompt",
+    "sandbox start",
+    "first",
+)
 
 
 def make_origin(root: Path, megabytes: int) -> Path:
@@ -120,6 +133,12 @@ def one_round(loop: Loop, admin: Any, project: str, url: str) -> tuple[Round, fl
         checkout = layout.clone / "agentc-checkout"
         r.step("worktree", lambda: client.prepare_worktree(str(layout.clone), str(checkout), head))
         attempt = got["attempt"]
+        token = r.step(
+            "credential",
+            lambda: coordinator.mint_launch_credential(
+                client, attempt["id"], attempt["generation"]
+            ),
+        )
 
         def prompt() -> None:
             text = implementer_prompt(
@@ -135,7 +154,7 @@ def one_round(loop: Loop, admin: Any, project: str, url: str) -> tuple[Round, fl
             shutil.copyfile(loop.binding.repo_config, layout.run / BINDING_COPY)
             prepare(layout)
             coordinator.hand_over(
-                loop.binding, private, layout.run / "state/coordinator", launch_id
+                client, loop.binding, layout.run / "state/coordinator", launch_id, token
             )
 
         r.step("prompt", prompt)
@@ -169,6 +188,12 @@ def one_round(loop: Loop, admin: Any, project: str, url: str) -> tuple[Round, fl
         r.ms["sandbox start"] = (first_ns - spawned_ns) / 1e6  # up to the first instruction
         running.proc.kill()
         launch_execute.finish(running)
+        r.step(
+            "revoke",
+            lambda: coordinator.revoke_launch_credentials(
+                client, attempt["id"], attempt["generation"]
+            ),
+        )
         client.release("bench", attempt_id=attempt["id"], generation=attempt["generation"])
     for path in (layout.run, layout.clone, private):
         shutil.rmtree(path, ignore_errors=True)
@@ -317,6 +342,12 @@ def measure(
         print(f"  {name:<14} {statistics.median(r.ms[name] for r in results):8.1f}")
     total = statistics.median(totals)
     print(f"ready -> first instruction: {total:.1f} ms (target: under 1000 ms)")
+    minted = statistics.median(r.ms["credential"] for r in results)
+    revoked = statistics.median(r.ms["revoke"] for r in results)
+    print(
+        f"  the attempt credential: minting {minted:.1f} ms on the way "
+        f"({minted / total:.1%} of it), revoking {revoked:.1f} ms after the launch"
+    )
     base = statistics.median(times["bare bwrap"])
     for name, values in times.items():
         median = statistics.median(values)

@@ -182,6 +182,12 @@ def state_root(env: Mapping[str, str], explicit: str | None) -> Path:
     return Path(home) / ".local" / "state" / "agent-coordinator"
 
 
+def credential_text(origin: str, token: str) -> bytes:
+    """A credentials file holding one token for ``origin`` (what :func:`read_credentials`
+    reads)."""
+    return f'[[credentials]]\norigin = "{origin}"\ntoken = "{token}"\n'.encode()
+
+
 def read_credentials(path: Path, origin: str, *, allow_insecure_loopback: bool) -> str | None:
     """The token for `origin`, from a file the caller alone owns and can read (None: no file)."""
     try:

@@ -125,7 +125,7 @@ class Journal(Closing):
                     )
                 return self._deliver(st)
             creds = st.session()
-            if session == "required" and creds is None:
+            if session == "required" and not st.has_session():
                 raise no_session()
             st.pending = Pending(
                 op=op,

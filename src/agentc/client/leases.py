@@ -62,7 +62,7 @@ class Leases(Journal):
         """The one task attempt the coordinator lists as held by this session in this project,
         remembered locally; refuses when there is none or more than one."""
         st = self.state()
-        if st.session() is None:
+        if not st.has_session():
             raise ConfigError("no attempt is held by this session: run `claim`, or pass --attempt")
         view = self.get(f"/api/v1/sessions/{st.session_id}")
         found = [
@@ -129,6 +129,24 @@ class Leases(Journal):
                 "(AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET is not set)"
             )
         publish(self.settings.push_socket, "wip", revision, checkout)
+
+    def mint_attempt_credential(self, attempt_id: str, generation: int) -> str:
+        """A credential bound to this session's attempt, for the launch working on it: its
+        token. The coordinator shows a token once, so a replayed answer (a lost answer
+        recovered) holds none and a new one is minted."""
+        path = self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}/credentials")
+        for _ in range(2):
+            data = self.mutate("attempt_credential", "POST", path, {"generation": generation}).data
+            token = data.get("token") if isinstance(data, dict) else None
+            if isinstance(token, str) and token:
+                return token
+        raise ConfigError(f"the coordinator minted no credential for attempt {attempt_id}")
+
+    def revoke_attempt_credentials(self, attempt_id: str, generation: int) -> int:
+        """Revoke every credential bound to the attempt (in any state); how many were live."""
+        path = self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}/credentials/revoke")
+        data = self.mutate("attempt_credential", "POST", path, {"generation": generation}).data
+        return int(data.get("revoked", 0)) if isinstance(data, dict) else 0
 
     def release(
         self,

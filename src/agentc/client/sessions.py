@@ -60,7 +60,7 @@ class Sessions(Journal):
     def session_show(self) -> dict[str, Any]:
         """The coordinator's view of this session, with the attempts it holds."""
         st = self.state()
-        if st.session() is None:
+        if not st.has_session():
             raise no_session()
         view = self.get(f"/api/v1/sessions/{st.session_id}")
         return {**view, "agent": st.agent, "local_attempt": st.attempt}

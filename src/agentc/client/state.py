@@ -1,6 +1,7 @@
 """Session state and the mutation journal: `<state>/sessions/<name>.json` plus `<name>.lock`.
 
-The file holds the agent session (id and proof), the one pending mutation (method, path, body,
+The file holds the agent session (id and proof; no proof when the credential carries its session,
+`bound`: a launch's attempt credential), the one pending mutation (method, path, body,
 Idempotency-Key and, for `connect`, the client-made session id and proof: written and fsynced
 *before* the request leaves), and what the last answers
 taught us (the held attempt, the held review, prepared worktrees). Every write replaces the file
@@ -59,11 +60,19 @@ class State:
     attempt: dict[str, Any] | None = None
     review: dict[str, Any] | None = None
     worktrees: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The credential carries the session (an attempt credential in a launch): requests send no
+    # session headers, and the coordinator acts in the attempt's session.
+    bound: bool = False
 
     def session(self) -> tuple[str, str] | None:
+        """The session id and proof requests send (None: none to send)."""
         if self.session_id and self.proof:
             return (self.session_id, self.proof)
         return None
+
+    def has_session(self) -> bool:
+        """Whether requests act in an agent session: one with its proof, or the credential's."""
+        return self.session() is not None or (self.bound and bool(self.session_id))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -92,7 +92,7 @@ class Submissions(Leases):
         """Add the attempt's checkout as a git worktree (recorded locally first), then register
         it with the coordinator. Running it again for an unregistered worktree registers it."""
         self.settings.require_token()
-        if self.state().session() is None:
+        if not self.state().has_session():
             raise no_session()
         aid, generation = self.held(attempt_id, None)
         target = path or str(self.settings.state_dir / "worktrees" / aid)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.client.config import credential_text
 from agentc.core.errors import ConfigError
 from agentc.files import UnsafeFile, read_private, write_atomic
 
@@ -97,11 +98,6 @@ class Layout:
         except OSError:
             return None
         return pid if b"agentc" in cmdline and b"up" in cmdline else None
-
-
-def credential_text(origin: str, token: str) -> bytes:
-    """A client credentials file (``agentc.client.config.read_credentials``)."""
-    return f'[[credentials]]\norigin = "{origin}"\ntoken = "{token}"\n'.encode()
 
 
 def write_credential(path: Path, origin: str, token: str) -> None:

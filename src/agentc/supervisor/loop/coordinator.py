@@ -4,27 +4,31 @@ Who may renew (service/work/leases.py ``owned_attempt``): only the coordinator s
 claimed the attempt, with the same principal. So, per launch, the loop opens a fresh coordinator
 session named after the launch in a private client state directory
 (``<state>/loop/sessions/<launch>/``, masked in every launch), claims the task and registers the
-worktree there, and only then copies that state (the credential and
-``sessions/<launch>.json``: session id, proof, attempt, worktree) into the run's
-``state/coordinator``, where the agent CLI inside the launch finds it
-(``AGENT_COORDINATOR_STATE_DIR``, ``AGENT_COORDINATOR_SESSION``). The loop renews and releases
-from its private copy and never reads the launch's: whatever the launch writes there changes
-nothing the loop decides. The copies' journals are independent (each mutation has its own
-Idempotency-Key), and the attempt's state is always read back from the coordinator.
+worktree there, and mints a credential bound to the attempt. Only that credential and the
+session's state without its proof (``sessions/<launch>.json``: session id, attempt, worktree,
+``bound``) go into the run's ``state/coordinator``, where the agent CLI inside the launch finds
+them (``AGENT_COORDINATOR_STATE_DIR``, ``AGENT_COORDINATOR_SESSION``): the role's own credential
+never enters a launch. The attempt credential acts in the attempt's session, only for that
+attempt's own requests and only while the attempt is active; the loop revokes it when the
+launch ends. The loop renews and releases from its private copy and never reads the launch's:
+whatever the launch writes there changes nothing the loop decides. The copies' journals are
+independent (each mutation has its own Idempotency-Key), and the attempt's state is always read
+back from the coordinator.
 """
 
 from __future__ import annotations
 
-import shutil
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentc.client.config import CREDENTIALS_FILE, Options, resolve
+from agentc.client.config import CREDENTIALS_FILE, Options, credential_text, resolve
 from agentc.client.errors import TransportFailure
 from agentc.client.ops import Agent
+from agentc.client.state import Store
 from agentc.core.errors import CoordinatorError
 from agentc.files import read_private, write_atomic
 
@@ -93,15 +97,34 @@ def session_client(binding: Binding, root: Path, session: str) -> Iterator[Agent
         client.close()
 
 
-def hand_over(binding: Binding, private_root: Path, run_state: Path, session: str) -> None:
-    """Copy the credential and the session's state into the launch's ``state/coordinator``."""
-    source = _config_dir(private_root, binding)
+def hand_over(client: Agent, binding: Binding, run_state: Path, session: str, token: str) -> None:
+    """The launch's ``state/coordinator``: the attempt credential ``token`` (never the role's)
+    and ``client``'s session state without its proof, marked bound (the credential carries the
+    session), with no pending mutation."""
     target = _config_dir(run_state, binding)
     target.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (target / "sessions").mkdir(mode=0o700, exist_ok=True)
-    for name in (CREDENTIALS_FILE, f"sessions/{session}.json"):
-        shutil.copyfile(source / name, target / name, follow_symlinks=False)
-        (target / name).chmod(0o600)
+    write_atomic(
+        target / CREDENTIALS_FILE, credential_text(client.settings.origin, token), mode=0o600
+    )
+    launch = dataclasses.replace(client.state(), proof=None, bound=True, pending=None)
+    Store(target, session).save(launch)
+
+
+def mint_launch_credential(client: Agent, attempt_id: str, generation: int) -> str:
+    """A credential bound to the attempt, for its launch (the token)."""
+    resolve_pending(client)
+    return client.mint_attempt_credential(attempt_id, generation)
+
+
+def revoke_launch_credentials(client: Agent, attempt_id: str, generation: int) -> None:
+    """The launch's credentials stop working now, whatever the attempt's state (a launch that
+    is gone leaves none usable); an attempt the coordinator no longer has needs nothing."""
+    try:
+        resolve_pending(client)
+        client.revoke_attempt_credentials(attempt_id, generation)
+    except CoordinatorError as exc:
+        if exc.code != "record_not_found":
+            raise
 
 
 def task_attempt_state(client: Agent, attempt_id: str) -> str | None:

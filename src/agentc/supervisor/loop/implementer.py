@@ -9,6 +9,7 @@ attempt with a handoff naming why, unless the agent already submitted it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import time
@@ -59,6 +60,7 @@ class ImplementerLaunch(LeasedLaunch):
 
     role = "implementer"
     push: PushHelper | None = None
+    token_digest = ""  # the SHA-256 of the launch's attempt credential, once minted
 
     # -- claim and prepare -------------------------------------------------------------------
 
@@ -135,8 +137,12 @@ class ImplementerLaunch(LeasedLaunch):
         self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
         rundir.prepare(layout)
+        token = coordinator.mint_launch_credential(
+            client, str(attempt["id"]), int(attempt["generation"])
+        )
+        self.token_digest = hashlib.sha256(token.encode()).hexdigest()
         coordinator.hand_over(
-            self.binding, self.private, layout.run / "state/coordinator", self.launch_id
+            client, self.binding, layout.run / "state/coordinator", self.launch_id, token
         )
         group = None
         if loop.config.mode == "host":  # the run and clone are the implementer account's
@@ -170,7 +176,7 @@ class ImplementerLaunch(LeasedLaunch):
             task=self.task,
             launch=self.launch_id,
             remote=url,
-            digests=token_digests(self.binding.credential_file),
+            digests=[*token_digests(self.binding.credential_file), self.token_digest],
             program=loop.config.push_helper.program,
             ssh_key=loop.config.push_helper.ssh_key,
             known_hosts=loop.config.push_helper.known_hosts,
@@ -235,6 +241,11 @@ class ImplementerLaunch(LeasedLaunch):
         """Release unless the agent submitted or released; then remove what the launch left.
         A harness that exited 0 with the attempt still active counts as an empty exit."""
         assert self.record is not None
+        try:  # first of all, the launch's credential dies with the launch
+            coordinator.revoke_launch_credentials(client, lease.attempt_id, lease.generation)
+        except AgentcError as exc:
+            self._release_failed(exc, f"attempt {lease.attempt_id}")
+            return
         state = coordinator.task_attempt_state(client, lease.attempt_id)
         if state == "submitted":
             self.loop.records.count_empty_exit(None)

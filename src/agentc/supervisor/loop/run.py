@@ -435,6 +435,7 @@ class Loop:
                 attempt, generation = str(held["id"]), int(held["generation"])
             if attempt is None:
                 return "nothing to release (no attempt was claimed)"
+            coordinator.revoke_launch_credentials(client, attempt, generation)
             state = coordinator.task_attempt_state(client, attempt)
             if state != "active":
                 return f"left as it is ({state or 'unknown'})"
