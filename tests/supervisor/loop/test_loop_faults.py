@@ -7,11 +7,12 @@ import json
 import os
 import signal
 import threading
+import tomllib
 from pathlib import Path
 
 import httpx
 
-from tests.client.kit import DroppingProxy
+from tests.client.kit import DroppingProxy, admin_get
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import HANGING_AGENT, SUBMITTING_AGENT, LoopKit, make_loop_kit
 
@@ -27,6 +28,12 @@ def _helpers_of(launch_id: str) -> list[int]:
         if b"agentc.push.cli" in cmdline and f"--launch={launch_id}".encode() in cmdline:
             found.append(int(entry.name))
     return found
+
+
+def read_credentials(path: Path) -> str:
+    """The one token of a client credentials file."""
+    token: str = tomllib.loads(path.read_text())["credentials"][0]["token"]
+    return token
 
 
 def _handoff(loop: LoopKit, attempt_id: str) -> str:
@@ -63,9 +70,16 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
         record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
         events = loop.state / "impl/runs" / record["launch_id"] / "events.jsonl"
         loop.wait_for(lambda: events.exists() and events.read_text())
+        run = loop.state / "impl/runs" / record["launch_id"]
+        [given] = [read_credentials(p) for p in run.glob("state/coordinator/**/credentials.toml")]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
+    # The launch was given its attempt's credential, not the role's.
+    assert given != read_credentials(loop.state / "impl/coordinator/credentials.toml")
+    attempt_url = f"{server.url}/api/v1/projects/{loop.project}/attempts/{record['attempt']}"
+    bearer = {"Authorization": f"Bearer {given}"}
+    assert httpx.get(attempt_url, headers=bearer).status_code == 200
     # The launch died with its loop (bwrap --die-with-parent), and so did its candidate push
     # helper (a parent-death signal): nothing of either may still run.
     loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"))
@@ -84,6 +98,11 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     handoff = _handoff(loop, record["attempt"])
     assert "ended while no supervisor watched it" in handoff
     assert [p for p in (loop.state / "push").iterdir() if not p.name.startswith(".")] == []
+    # The restarted loop revoked the dead launch's credential before it released the attempt.
+    assert httpx.get(attempt_url, headers=bearer).status_code == 401
+    events_seen = admin_get(admin, f"/api/v1/projects/{loop.project}/events?limit=200")
+    kinds = [e["kind"] for e in events_seen["items"] if e["record_id"] == record["attempt"]]
+    assert kinds.index("attempt_credential.revoked") < kinds.index("attempt.released"), kinds
 
 
 def test_kill_9_right_after_the_claim_is_recovered(
