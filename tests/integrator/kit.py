@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from tests.client.kit import (
 
 INTEGRATOR = str(Path(sys.executable).with_name("agentc-integrator"))
 PASS = {"unit": ["/bin/sh", "-c", "echo checking; test -f README"]}
+Shape = Callable[[Path, str], None]
+"""Makes a candidate's history in a work tree at its base (see the shapes below)."""
 
 
 def issue_integrator_token(admin: httpx.Client, project_id: str) -> str:
@@ -86,9 +89,16 @@ class Setup:
             ws.ok("connect", "--harness", "test-harness")
             self.connected.add(ws.root)
 
-    def submit(self, files: dict[str, str], base: str = "HEAD", title: str = "") -> dict[str, Any]:
+    def submit(
+        self,
+        files: dict[str, str],
+        base: str = "HEAD",
+        title: str = "",
+        shape: Shape | None = None,
+    ) -> dict[str, Any]:
         """A code task created, implemented and submitted (its candidate pushed) by a new
-        worker (a session prepares one worktree)."""
+        worker (a session prepares one worktree): ``files`` committed on the base, or the
+        history ``shape`` makes."""
         name = f"w-{uuid.uuid4().hex[:6]}"
         worker = workspace(
             self.root / name,
@@ -110,10 +120,10 @@ class Setup:
         worker.ok("claim", "--task", task["id"])
         prepared = worker.ok("worktree", "prepare", "--source", str(self.clone), "--base", base)
         wt = Path(prepared["path"])
-        for name, text in files.items():
-            (wt / name).write_text(text)
-            git(wt, "add", name)
-        git(wt, "commit", "--quiet", "-m", task["title"])
+        if shape is not None:
+            shape(wt, prepared["base_revision"])
+        else:
+            commit(wt, dict(files), task["title"])
         evidence = [{"criterion": "done", "evidence": "the files"}]
         sub = worker.ok(
             "submissions",
@@ -137,10 +147,18 @@ class Setup:
         )
         assert decided["task"]["work_status"] == "waiting_integration"
 
-    def approved(self, files: dict[str, str], base: str = "HEAD") -> dict[str, Any]:
-        submitted = self.submit(files, base)
+    def approved(
+        self, files: dict[str, str], base: str = "HEAD", shape: Shape | None = None
+    ) -> dict[str, Any]:
+        submitted = self.submit(files, base, shape=shape)
         self.approve(submitted)
         return submitted
+
+    def advance(self, files: dict[str, str], message: str = "advance") -> str:
+        """Move the target and bring the clone (where workers take their base) along."""
+        moved = self.push_to_target(files, message)
+        git(self.clone, "pull", "--quiet", "--ff-only", "origin", "main")
+        return moved
 
     def task(self, task_id: str) -> Any:
         return admin_get(self.admin, f"/api/v1/projects/{self.project_id}/tasks/{task_id}")
@@ -159,6 +177,26 @@ class Setup:
 
     def tip(self) -> str:
         return git(self.origin, "rev-parse", "refs/heads/main")
+
+    def tree(self, revision: str) -> str:
+        return git(self.origin, "rev-parse", f"{revision}^{{tree}}")
+
+    def trailers(self, revision: str) -> dict[str, str]:
+        text = git(self.origin, "log", "-1", "--format=%(trailers:only,unfold)", revision)
+        return dict(line.split(": ", 1) for line in text.splitlines())
+
+    def lands_exactly(self, landed: str, before: str, submission: dict[str, Any]) -> None:
+        """``landed`` is one commit of the integrator's on ``before`` whose change is exactly
+        the submission's reviewed diff, naming it in its trailers."""
+        base, candidate = submission["base_revision"], submission["candidate_revision"]
+        assert git(self.origin, "rev-list", "--parents", "-n1", landed).split()[1:] == [before]
+        assert raw_diff(self.origin, before, landed) == raw_diff(self.origin, base, candidate)
+        assert git(self.origin, "log", "-1", "--format=%an|%cn", landed) == (
+            "agentc-integrator|agentc-integrator"
+        )
+        trailers = self.trailers(landed)
+        assert trailers["Agentc-Submission"] == submission["id"]
+        assert (trailers["Agentc-Candidate"], trailers["Agentc-Base"]) == (candidate, base)
 
     def reports(self) -> list[Any]:
         path = self.work_dir / "reports.jsonl"
@@ -229,3 +267,100 @@ def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setu
         root / "integrator.toml",
         root / "integrator-work",
     )
+
+
+# -- candidate histories, built with real git in a work tree at the base ------------------------
+# Each shape makes the candidate (HEAD) in ``wt``, whose HEAD is ``base`` (a commit with a
+# parent: some shapes fork one commit before it). The reviewed change of every hostile shape is
+# only ``feature.txt``; what a rebase of its history would land is more (or less).
+FEATURE = {"feature.txt": "the intended change\n"}
+
+
+def write(wt: Path, files: Mapping[str, str | None]) -> None:
+    """Write (or, for None, remove) files and stage them."""
+    for name, text in files.items():
+        path = wt / name
+        if text is None:
+            git(wt, "rm", "--quiet", "-r", "--force", "--", name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(wt, "add", "--", name)
+
+
+def commit(wt: Path, files: Mapping[str, str | None], message: str) -> str:
+    write(wt, files)
+    git(wt, "commit", "--quiet", "--allow-empty", "-m", message)
+    return git(wt, "rev-parse", "HEAD")
+
+
+def side_branch_merge(wt: Path, base: str) -> None:
+    """A side branch forked one commit before the base adds evil.sh; the candidate merges it
+    and deletes evil.sh in the merge: the net change is the feature, the history holds evil."""
+    git(wt, "checkout", "--quiet", "-b", "side", f"{base}^")
+    commit(wt, {"evil.sh": "#!/bin/sh\necho pwned\n"}, "tooling")
+    git(wt, "checkout", "--quiet", "-")
+    commit(wt, FEATURE, "the feature")
+    git(wt, "merge", "--quiet", "--no-ff", "--no-commit", "side")
+    write(wt, {"evil.sh": None})
+    git(wt, "commit", "--quiet", "-m", "merge side")
+
+
+def fork_before_base(wt: Path, base: str) -> None:
+    """The attack of issue 24: from one commit before the base, a commit re-applying the base,
+    the feature, and a merge of an evil side branch that deletes evil.sh. The net diff from the
+    base is the feature; the candidate does not descend from the base."""
+    git(wt, "checkout", "--quiet", "--detach", f"{base}^")
+    git(wt, "checkout", base, "--", ".")
+    git(wt, "commit", "--quiet", "-m", "re-apply the base")
+    commit(wt, FEATURE, "the feature")
+    main = git(wt, "rev-parse", "HEAD")
+    git(wt, "checkout", "--quiet", "--detach", f"{base}^")
+    side = commit(wt, {"evil.sh": "#!/bin/sh\necho pwned\n"}, "tooling")
+    git(wt, "checkout", "--quiet", "--detach", main)
+    git(wt, "merge", "--quiet", "--no-ff", "--no-commit", side)
+    write(wt, {"evil.sh": None})
+    git(wt, "commit", "--quiet", "-m", "merge tooling")
+
+
+def revert_and_reapply_base(wt: Path, base: str) -> None:
+    """On the base: a commit reverting the base's own change, one re-applying it (a rebase
+    drops it: its patch is already upstream), the feature. Rebased onto a moved target, the
+    revert would land and the re-application would not."""
+    git(wt, "revert", "--no-edit", base)
+    git(wt, "checkout", base, "--", ".")
+    git(wt, "commit", "--quiet", "-m", "re-apply the base")
+    commit(wt, FEATURE, "the feature")
+
+
+def empty_when_rebased(wt: Path, base: str) -> None:
+    """A commit making README what the target also makes it (a rebase drops it as empty once
+    the target has it), then one putting README back: the net change is the feature, but a
+    rebase onto that target would revert the target's README."""
+    commit(wt, {"README": "hello world\n"}, "readme")
+    commit(wt, {"README": "hello\n"}, "back")
+    commit(wt, FEATURE, "the feature")
+
+
+def amended(wt: Path, base: str) -> None:
+    """A commit with the feature and evil.sh, amended to the feature alone."""
+    commit(wt, {**FEATURE, "evil.sh": "#!/bin/sh\necho pwned\n"}, "first try")
+    write(wt, {"evil.sh": None})
+    git(wt, "commit", "--quiet", "--amend", "-m", "the feature")
+
+
+def holds(repo: Path, revision: str, path: str) -> bool:
+    """Whether ``path`` is in the tree of ``revision`` or of any commit reachable from it."""
+    for sha in git(repo, "rev-list", revision).split():
+        if git(repo, "ls-tree", "-r", "--name-only", sha, "--", path):
+            return True
+    return False
+
+
+def raw_diff(repo: Path, old: str, new: str) -> bytes:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "diff-tree", "-r", "-z", "--no-renames", old, new],
+        capture_output=True,
+        check=True,
+    )
+    return done.stdout

@@ -153,9 +153,10 @@ def test_kill_between_checks_and_push(
     checked_at = log.stat().st_mtime_ns
 
     _recover(s)
-    candidate = sub["submission"]["candidate_revision"]
-    assert s.tip() == candidate
-    assert s.landing(sub["task"]["id"])["landed_revision"] == candidate
+    tip = s.tip()
+    s.lands_exactly(tip, before, sub["submission"])
+    assert tip == journal["result_revision"]  # the checked commit itself
+    assert s.landing(sub["task"]["id"])["landed_revision"] == tip
     assert len(s.landings()) == 1
     # Checked on this very target before the crash: pushed without running the checks again.
     assert log.stat().st_mtime_ns == checked_at
@@ -206,13 +207,15 @@ def test_the_target_moves_during_the_checks(
     assert events == ["target_moved", "landed"]
 
 
-def test_the_remote_alone_recovers_a_fast_forward_landing(
+def test_the_remote_alone_recovers_a_landing_by_its_trailer(
     server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
 ):
     """Killed between push and record, and the whole work directory (journal included) lost:
-    the target already contains the candidate, so the landing is recorded, never pushed again."""
+    the target's first-parent history holds a commit naming the activity (Agentc-Activity), so
+    that landing is checked and recorded, never pushed again."""
     s = make_setup(tmp_path, server.url, admin)
     s.write_config(PASS)
+    before = s.tip()
     sub = s.approved({"a.txt": "a\n"})
     marker = tmp_path / "post-receive-started"
     hook = _hook(s, "post-receive", marker)
@@ -220,13 +223,18 @@ def test_the_remote_alone_recovers_a_fast_forward_landing(
     _wait_for(marker.exists, proc)
     _kill(proc)
     hook.unlink()
-    candidate = sub["submission"]["candidate_revision"]
-    assert s.tip() == candidate and s.landings() == []
+    landed = s.tip()
+    assert landed != before and s.landings() == []
+    activity = s.landing(sub["task"]["id"])
+    assert s.trailers(landed)["Agentc-Activity"] == activity["id"]
     shutil.rmtree(s.work_dir)
+    # Someone else lands on top meanwhile: the landing is found behind the new tip.
+    on_top = s.push_to_target({"later.txt": "later\n"}, "a later change")
 
     _recover(s)
-    assert s.tip() == candidate
-    assert s.landing(sub["task"]["id"])["landed_revision"] == candidate
+    assert s.tip() == on_top
+    assert s.landing(sub["task"]["id"])["landed_revision"] == landed
+    assert s.landing(sub["task"]["id"])["target_revision"] == before
     assert s.task(sub["task"]["id"])["work_status"] == "done"
     assert len(s.landings()) == 1
     assert [r["event"] for r in s.reports()] == ["landed"]
@@ -254,6 +262,6 @@ def test_a_remote_that_refuses_the_push_lands_later_without_new_checks(
     hook.unlink()
 
     _recover(s)
-    assert s.tip() == sub["submission"]["candidate_revision"]
+    s.lands_exactly(s.tip(), before, sub["submission"])
     assert len(s.landings()) == 1
     assert log.stat().st_mtime_ns == checked_at

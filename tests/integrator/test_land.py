@@ -27,24 +27,29 @@ def test_an_approved_task_lands_and_is_done(
     out = s.integrator("run", "--once")
     assert out.returncode == 0, out.stderr
 
-    # A fast-forward: the candidate itself is the new target.
-    assert s.tip() == candidate
-    assert git(s.origin, "rev-parse", f"{candidate}^") == before
+    # The integrator's own commit of the reviewed change, on the target it was built on; the
+    # candidate itself never lands.
+    tip = s.tip()
+    assert tip != candidate and s.tree(tip) == s.tree(candidate)
+    s.lands_exactly(tip, before, sub["submission"])
+    assert s.trailers(tip)["Agentc-Task"] == task_id
+    assert git(s.origin, "log", "-1", "--format=%s", tip) == "change ['greeting.txt']"
     assert s.task(task_id)["work_status"] == "done"
     landing = s.landing(task_id)
-    assert (landing["state"], landing["landed_revision"]) == ("completed", candidate)
+    assert (landing["state"], landing["landed_revision"]) == ("completed", tip)
     assert landing["target_revision"] == before
     assert [(c["outcome"], c["exit_code"]) for c in landing["checks"]] == [("passed", 0)]
     assert len(s.landings()) == 1
     [report] = s.reports()
-    assert report["event"] == "landed" and report["revision"] == candidate
+    assert report["event"] == "landed" and report["revision"] == tip
+    assert report["reviewed_diff"] == s.trailers(tip)["Agentc-Reviewed-Diff"]
     assert [c["outcome"] for c in report["checks"]] == ["passed"]
     assert "checking" in Path(report["checks"][0]["log"]).read_text()
 
     # A second poll finds nothing to do and changes nothing.
     again = s.integrator("run", "--once")
     assert again.returncode == 0, again.stderr
-    assert s.tip() == candidate and len(s.landings()) == 1 and len(s.reports()) == 1
+    assert s.tip() == tip and len(s.landings()) == 1 and len(s.reports()) == 1
 
 
 def test_the_polling_loop_lands_work_as_it_is_approved(

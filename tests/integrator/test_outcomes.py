@@ -35,6 +35,7 @@ def test_a_diverged_candidate_is_rebased_and_lands(
 ):
     s = make_setup(tmp_path, server.url, admin)
     s.write_config(PASS)
+    before = s.tip()
     first = s.approved({"a.txt": "a\n"})
     second = s.approved({"b.txt": "b\n"})  # same base: diverges once the first lands
     _run(s)
@@ -44,16 +45,12 @@ def test_a_diverged_candidate_is_rebased_and_lands(
     assert git(s.origin, "rev-list", "--count", "--merges", tip) == "0"  # linear history
     for sub in (first, second):
         assert s.task(sub["task"]["id"])["work_status"] == "done"
-    # The first was a fast-forward; the second was rebased onto it and landed as the new tip.
-    assert (
-        s.landing(first["task"]["id"])["landed_revision"]
-        == first["submission"]["candidate_revision"]
-    )
+    # The first landed on the target it was built on; the second was put on top of the first.
+    landed_first = s.landing(first["task"]["id"])["landed_revision"]
+    s.lands_exactly(landed_first, before, first["submission"])
     rebased = s.landing(second["task"]["id"])["landed_revision"]
     assert rebased == tip != second["submission"]["candidate_revision"]
-    assert git(s.origin, "rev-parse", f"{tip}^") == first["submission"]["candidate_revision"]
-    # The author is kept; the integrator commits the rebase.
-    assert git(s.origin, "log", "-1", "--format=%an|%cn", tip) == "agent|agentc-integrator"
+    s.lands_exactly(tip, landed_first, second["submission"])
     assert len(s.landings()) == 2
 
 
@@ -66,18 +63,20 @@ def test_a_conflict_sends_the_candidate_back(
     second = s.approved({"same.txt": "two\n"})
     _run(s)
     tip = s.tip()
-    assert tip == first["submission"]["candidate_revision"]
+    assert tip == s.landing(first["task"]["id"])["landed_revision"]
     assert s.task(second["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     sent = [r for r in s.reports() if r["event"] == "sent_back"]
     assert [r["task_id"] for r in sent] == [second["task"]["id"]]
-    assert "does not rebase cleanly" in sent[0]["reason"] and "same.txt" in sent[0]["reason"]
+    assert sent[0]["reason"].startswith("conflict with the target: ")
+    assert "CONFLICT (add/add): Merge conflict in same.txt" in sent[0]["reason"]
+    assert s.landing(second["task"]["id"])["sent_back"]["reason_code"] == "conflict"
     # Nothing changes until the target moves: the same candidate is not tried again.
     _run(s)
     assert s.tip() == tip
     assert [r["event"] for r in s.reports()].count("sent_back") == 1
     assert len(s.landings()) == 1
-    # The integrator's repository is left clean (no rebase in progress).
-    assert not (s.work_dir / "repo/.git/rebase-merge").exists()
+    # The integrator's repository is bare: nothing is ever checked out in it.
+    assert git(s.work_dir / "repo", "rev-parse", "--is-bare-repository") == "true"
 
 
 def test_a_failing_check_sends_the_candidate_back_with_the_log_tail(
@@ -130,7 +129,10 @@ def test_fast_forward_policy_sends_a_diverged_candidate_back(
     first = s.approved({"a.txt": "a\n"})
     second = s.approved({"b.txt": "b\n"})
     _run(s)
-    assert s.tip() == first["submission"]["candidate_revision"]
+    assert s.tip() == s.landing(first["task"]["id"])["landed_revision"]
     assert s.task(second["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     [sent] = [r for r in s.reports() if r["event"] == "sent_back"]
-    assert sent["reason"] == "conflict: the candidate is not a fast-forward of the target"
+    assert sent["reason"] == (
+        "the target moved since the candidate's base; fast-forward lands only changes built on "
+        "the current target"
+    )

@@ -32,8 +32,8 @@ from agentc.files.settings import (
 from agentc.supervisor.limits import Limits
 
 DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
-Policy = Literal["fast-forward", "rebase"]
-POLICIES: tuple[Policy, ...] = ("fast-forward", "rebase")
+Policy = Literal["fast-forward", "rebase", "merge"]
+POLICIES: tuple[Policy, ...] = ("fast-forward", "rebase", "merge")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _BRANCH = re.compile(r"^[A-Za-z0-9._/-]{1,255}$")
 _CHECK_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -100,8 +100,13 @@ class IntegratorConfig(Settings):
     # The integrator's private state: its repository, check trees, journal and reports.
     work_dir: Path = setting(absolute_path)
     poll_seconds: float = setting(number(minimum=1, maximum=3600), default=30.0)
+    # The author and committer of every commit the integrator makes (each landing is one).
     committer_name: str = setting(_non_empty, default="agentc-integrator")
     committer_email: str = setting(_non_empty, default="integrator@agentc.invalid")
+    # The remote's candidate and WIP refs: swept at most this often, candidate refs the
+    # integrator used kept this long after their task ended (0: forever).
+    ref_sweep_minutes: float = setting(number(minimum=1, maximum=10080), default=60.0)
+    candidate_retention_days: float = setting(number(minimum=0, maximum=36500), default=90.0)
     # The required checks (at least one: the empty default is refused) and their sandbox.
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))

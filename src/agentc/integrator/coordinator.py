@@ -32,6 +32,8 @@ class Candidate:
     submission_id: str
     candidate_ref: str
     candidate_revision: str
+    base_revision: str  # the revision it was reviewed against ("" when the submission has none)
+    title: str  # the task's title: the first line of the landing's message
 
 
 def read_token(path: Path) -> str:
@@ -64,7 +66,7 @@ class Coordinator:
                 query += f"&cursor={quote(cursor, safe='')}"
             page = self._get("/tasks" + query)
             for task in page["items"]:
-                candidate = self.candidate(task["id"])
+                candidate = self.candidate(task["id"], str(task.get("title") or ""))
                 if candidate is not None:
                     found.append(candidate)
             cursor = page.get("next_cursor")
@@ -75,7 +77,12 @@ class Coordinator:
         data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}/workflow")
         return data
 
-    def candidate(self, task_id: str) -> Candidate | None:
+    def task(self, task_id: str) -> dict[str, Any]:
+        """The task with its workflow (``GET …/tasks/{id}``)."""
+        data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}")
+        return data
+
+    def candidate(self, task_id: str, title: str) -> Candidate | None:
         flow = self.workflow(task_id)
         sub = flow.get("submission")
         if not sub or sub.get("kind") != "code" or not sub.get("candidate_ref"):
@@ -92,6 +99,8 @@ class Coordinator:
                     sub["id"],
                     sub["candidate_ref"],
                     sub["candidate_revision"],
+                    str(sub.get("base_revision") or ""),
+                    title,
                 )
         return None
 

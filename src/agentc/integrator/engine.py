@@ -1,11 +1,14 @@
 """One poll of the integrator: recover, then land (or send back) each approved candidate.
 
 For each queued integration activity: fetch the target and the candidate into the private
-repository, integrate per the merge policy, run the required checks on exactly the result in
-the sandbox, push the target only if it did not move (compare-and-swap), record the landing.
-The journal (:mod:`agentc.integrator.journal`) is written before every step with outside
-effects, and after a crash the remote decides: a result the target already contains is
-recorded (never pushed again); one it does not contain was never landed and starts over.
+repository, refuse a candidate that does not descend from its base or whose base is not on the
+target, build the landing from trees (:mod:`agentc.integrator.landing`: a commit of the
+integrator's whose change is exactly the reviewed one), run the required checks on exactly that
+commit in the sandbox, push the target only if it did not move (compare-and-swap), record the
+landing. The journal (:mod:`agentc.integrator.journal`) is written before every step with
+outside effects, and after a crash the remote decides: a result the target already contains is
+recorded (never pushed again); one it does not contain was never landed and starts over; with
+the journal lost, the landing is found by its ``Agentc-Activity`` trailer.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,7 +31,9 @@ from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
 from agentc.integrator.journal import Entry, Journal
+from agentc.integrator.landing import build
 from agentc.integrator.repo import GitFailure, Repo
+from agentc.integrator.sweep import Sweeper
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
 
@@ -55,22 +61,23 @@ class Integrator:
         self.reports = JsonLines.open(work / "reports.jsonl")
         self.err = err
         self.red: tuple[str, list[CheckResult]] | None = None  # the last target checked
+        retention = config.candidate_retention_days
+        self.sweeper = Sweeper(self.repo, coordinator, retention, self.write)
+        self.swept_at: float | None = None  # time.monotonic() of the last sweep
 
     def close(self) -> None:
         self.reports.close()
 
     def report(self, event: str, entry: Entry | Candidate, **fields: Any) -> None:
-        record = {
-            "at": rfc3339(time.time_ns() // 1_000_000),
-            "event": event,
-            "task_id": entry.task_id,
-            "activity_id": entry.activity_id,
-            "submission_id": entry.submission_id,
-            **fields,
-        }
-        self.reports.write(record)
-        shown = {k: v for k, v in fields.items() if k != "checks"}
-        print(f"agentc-integrator: {event} task {entry.task_id}: {shown}", file=self.err)
+        """A line of reports.jsonl about one candidate."""
+        ids = {"activity_id": entry.activity_id, "submission_id": entry.submission_id}
+        self.write(event, task_id=entry.task_id, **ids, **fields)
+
+    def write(self, event: str, **fields: Any) -> None:
+        """A line of reports.jsonl (and of standard error, without the checks)."""
+        self.reports.write({"at": rfc3339(time.time_ns() // 1_000_000), "event": event, **fields})
+        shown = {k: v for k, v in fields.items() if k not in ("checks", "task_id")}
+        print(f"agentc-integrator: {event} task {fields.get('task_id')}: {shown}", file=self.err)
 
     # -- one poll ------------------------------------------------------------------------------
 
@@ -83,7 +90,20 @@ class Integrator:
                 landed += self._guarded(entry, functools.partial(self.resolve_push, entry))
         for candidate in self.coordinator.queue():
             landed += self._guarded(candidate, functools.partial(self.handle, candidate))
+        self.sweep_refs()
         return landed
+
+    def sweep_refs(self) -> None:
+        """Remove the remote's WIP and expired candidate refs (:mod:`agentc.integrator.sweep`):
+        at the first poll, then at most every ``ref_sweep_minutes``."""
+        now = time.monotonic()
+        if self.swept_at is not None and now - self.swept_at < self.config.ref_sweep_minutes * 60:
+            return
+        self.swept_at = now
+        try:
+            self.sweeper.sweep(time.time_ns() // 1_000_000)
+        except (CoordinatorError, TransportFailure, GitFailure) as exc:
+            self.write("error", task_id=None, reason=f"sweeping refs: {exc}")
 
     def _guarded(self, item: Entry | Candidate, step: Callable[[], bool]) -> int:
         """One candidate's failure (the coordinator refuses, git fails) never stops the poll."""
@@ -123,14 +143,14 @@ class Integrator:
             if entry.step == "checked" and result and self.repo.has_commit(result):
                 return self.push(entry)  # checked on this very target: push, no second run
         entry = self.integrate(cand, tip)
-        if entry.step == "pushing":  # already on the target: record it, never push again
+        if entry.step == "pushing":  # landed before: record it, never push again
             return "landed" if self.resolve_push(entry) else "waiting"
         if entry.step != "checked":
             return "sent_back" if entry.step == "rejected" else "waiting"
         return self.push(entry)
 
     def integrate(self, cand: Candidate, tip: str) -> Entry:
-        """Build the result on ``tip`` and check it; the journal entry says how it went."""
+        """Build the landing on ``tip`` and check it; the journal entry says how it went."""
         base = Entry(
             cand.activity_id,
             cand.task_id,
@@ -139,37 +159,62 @@ class Integrator:
             tip,
             step="rejected",
         )
-        try:  # the service checked both; the integrator trusts no input it passes to git
-            check_candidate_ref(cand.candidate_ref, CANDIDATE_REF_PREFIX)
-            check_revision_sha("candidate_revision", cand.candidate_revision)
-        except CoordinatorError as exc:
-            return self.send_back(base, exc.message, code="candidate_invalid")
-        fetched = self.repo.fetch_candidate(cand.candidate_ref, cand.submission_id)
-        if fetched is None:
-            return self.send_back(
-                base, f"the remote has no {cand.candidate_ref}", code="candidate_missing"
-            )
-        if fetched != cand.candidate_revision:
-            return self.send_back(
-                base,
-                f"{cand.candidate_ref} holds {fetched}, the submission names "
-                f"{cand.candidate_revision}",
-            )
-        if self.repo.is_ancestor(fetched, tip):
-            return self.already_landed(base, fetched)
-        integrated = self.repo.integrate(self.config.merge_policy, tip, fetched)
-        if integrated.revision is None:
-            return self.send_back(base, f"conflict: {integrated.conflict}", code="conflict")
-        result = integrated.revision
+        refused = self.unfit(cand, tip)
+        if refused is not None:
+            return self.send_back(base, refused[1], code=refused[0])
+        trailers = {"Agentc-Activity": cand.activity_id, "Agentc-Submission": cand.submission_id}
+        landed = self.repo.find_landing(cand.base_revision, tip, trailers)
+        if landed is not None:  # landed before its journal was lost: check it, record it
+            return self.already_landed(base, landed)
+        try:
+            landing = build(self.repo, self.config.merge_policy, cand, tip)
+        except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
+            return self.send_back(base, f"cannot build the landing: {exc}")
+        base = replace(base, reviewed_diff=landing.reviewed_diff)
+        if landing.revision is None:
+            return self.send_back(base, landing.reason, code=landing.code)
+        result = landing.revision
         checks = self.check(result, Path("candidates") / cand.activity_id / result)
         records = [c.record() for c in checks]
         if not all(c.passed for c in checks):
             return self.failed(base.at("rejected", result_revision=result, checks=records), checks)
         return self.journal.save(base.at("checked", result_revision=result, checks=records))
 
+    def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:
+        """Why the candidate cannot be landed at all (a reason code and the reason), or None:
+        its ref, revisions and history are checked before anything is built from them."""
+        try:  # the service checked these; the integrator trusts no input it passes to git
+            check_candidate_ref(cand.candidate_ref, CANDIDATE_REF_PREFIX)
+            check_revision_sha("candidate_revision", cand.candidate_revision)
+            check_revision_sha("base_revision", cand.base_revision or None)
+        except CoordinatorError as exc:
+            return "candidate_invalid", exc.message
+        fetched = self.repo.fetch_candidate(cand.candidate_ref, cand.submission_id)
+        if fetched is None:
+            return "candidate_missing", f"the remote has no {cand.candidate_ref}"
+        if fetched != cand.candidate_revision:
+            return "candidate_invalid", (
+                f"{cand.candidate_ref} holds {fetched}, the submission names "
+                f"{cand.candidate_revision}"
+            )
+        base = cand.base_revision
+        if not self.repo.has_commit(base) or not self.repo.is_ancestor(base, tip):
+            return "candidate_invalid", (
+                f"the base revision {base} is not on the history of the target "
+                f"{self.config.target_branch}"
+            )
+        if not self.repo.is_ancestor(base, fetched):
+            return "candidate_invalid", (
+                f"the candidate {fetched} does not descend from its base revision {base}: what "
+                "was reviewed (the diff from the base) is not what its history holds"
+            )
+        return None
+
     def failed(self, entry: Entry, checks: list[CheckResult]) -> Entry:
         """A check failed on the result: the target's fault if it fails there too."""
         tip = entry.target_before
+        if entry.result_revision == tip:  # an empty change: its checks ran on the target
+            self.red = (tip, checks)
         red = self.target_red(tip)
         if red:
             entry = entry.at("target_red", reason=f"the target {tip} itself fails {red[-1].name}")
@@ -188,14 +233,17 @@ class Integrator:
         return self.send_back(entry, reason, tail=last.tail, code="check_failed")
 
     def already_landed(self, base: Entry, revision: str) -> Entry:
-        """The target already contains the candidate (a fast-forward landing whose journal was
-        lost, or a push by hand): recorded once its checks pass on exactly that revision."""
+        """The target holds a landing of this activity (its journal was lost after the push):
+        recorded once its checks pass on exactly that revision, never pushed again."""
         checks = self.check(revision, Path("candidates") / base.activity_id / revision)
         records = [c.record() for c in checks]
         if all(c.passed for c in checks):
-            entry = base.at("pushing", result_revision=revision, checks=records)
+            built_on = self.repo.rev(f"{revision}^1") or base.target_before
+            entry = base.at(
+                "pushing", result_revision=revision, checks=records, target_before=built_on
+            )
             return self.journal.save(entry)
-        reason = "the candidate is already on the target and fails its checks there"
+        reason = "the landing is already on the target and fails its checks there"
         entry = base.at("target_red", result_revision=revision, checks=records, reason=reason)
         self.journal.save(entry)
         self.report(
@@ -247,7 +295,9 @@ class Integrator:
         result = entry.result_revision
         assert result is not None
         entry = self.journal.save(entry.at("pushing"))
-        refused = self.repo.push_if_unmoved(entry.target_before, result)
+        refused = None
+        if result != entry.target_before:  # an empty change lands nothing: no push
+            refused = self.repo.push_if_unmoved(entry.target_before, result)
         if self.resolve_push(entry):
             return "landed"
         if self.repo.remote_tip() == entry.target_before:
@@ -275,5 +325,12 @@ class Integrator:
         # is success (coordinator.record_landing).
         self.coordinator.record_landing(entry, result)
         entry = self.journal.save(entry.at("recorded"))
-        self.report("landed", entry, revision=result, target=tip, checks=entry.checks)
+        self.report(
+            "landed",
+            entry,
+            revision=result,
+            target=tip,
+            reviewed_diff=entry.reviewed_diff,
+            checks=entry.checks,
+        )
         return True

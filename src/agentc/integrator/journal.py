@@ -42,6 +42,7 @@ class Entry:
     result_revision: str | None = None
     reason: str | None = None
     checks: list[dict[str, Any]] = field(default_factory=list)
+    reviewed_diff: str | None = None  # the Agentc-Reviewed-Diff of the change it lands
 
     def at(self, step: str, **changes: Any) -> Entry:
         assert step in STEPS, step

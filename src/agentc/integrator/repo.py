@@ -1,16 +1,23 @@
 """The integrator's private repository and every git command it runs.
 
-A non-bare repository under the work directory (``repo/``), made with ``git init`` (never a
+A bare repository under the work directory (``repo/``), made with ``git init --bare`` (never a
 clone of the remote, so no hard links into anyone else's objects), with hooks off
 (``core.hooksPath=/dev/null``), no system or global configuration, credential helpers and the
 ``ext::`` transport off, and every fetched object checked (``fetch.fsckObjects``). Its own refs
 live under ``refs/integrator/``. The remote is any git URL.
+
+Nothing is ever checked out in it, and no attributes reach its merges: a bare repository reads
+no ``.gitattributes`` from any tree, ``core.attributesFile`` is ``/dev/null`` and
+``GIT_ATTR_NOSYSTEM`` is set, so neither the candidate nor the target can pick a merge driver
+(``merge=union``) or a filter for the merge that builds a landing (tests/integrator/test_trees.py).
+Every commit it makes is authored and committed by the integrator's identity.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +38,12 @@ _CONFIG = (
     "fetch.fsckObjects=true",
     "-c",
     "gc.auto=0",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "merge.renames=false",
 )
+MAX_COMPARE_BYTES = 8 * 1024 * 1024  # a larger blob changed on both sides is not compared
 
 
 class GitFailure(AgentcError):
@@ -43,12 +55,16 @@ def _last_lines(text: str, count: int = 3) -> str:
     return " | ".join(lines[-count:]) if lines else "no message"
 
 
-@dataclass(frozen=True)
-class Integrated:
-    """The revision to land, or why the candidate cannot land on this target."""
+def _bytes_detail(stderr: bytes) -> str:
+    return _last_lines(stderr.decode("utf-8", errors="replace"))
 
-    revision: str | None
-    conflict: str | None = None
+
+@dataclass(frozen=True)
+class Merged:
+    """The tree of a clean merge, or git's account of the conflict."""
+
+    tree: str | None
+    conflict: str = ""
 
 
 class Repo:
@@ -59,16 +75,20 @@ class Repo:
         path: Path,
         remote: str,
         branch: str,
-        committer: tuple[str, str],
+        identity: tuple[str, str],
         ssh_key: Path | None = None,
     ) -> None:
         self.path = path
         self.remote = remote
         self.branch = branch
+        name, email = identity
         self.env = {
             **git_env(ssh_key),
-            "GIT_COMMITTER_NAME": committer[0],
-            "GIT_COMMITTER_EMAIL": committer[1],
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
         }
 
     def git(
@@ -86,27 +106,41 @@ class Repo:
             text=True,
         )
 
+    def git_bytes(self, *args: str) -> bytes:
+        """A git command's standard output, undecoded (raw diffs, blobs)."""
+        done: subprocess.CompletedProcess[bytes] = run_git(
+            ["git", *_CONFIG, *args], self.path, self.env, GIT_TIMEOUT, GitFailure, _bytes_detail
+        )
+        return done.stdout
+
     def ensure(self) -> None:
-        """Create the repository on first use; leave no half-done rebase behind."""
-        if not (self.path / ".git").exists():
+        """Create the bare repository on first use. A work directory of an earlier version
+        holds a non-bare one (``repo/.git``, checked out for rebases): it only caches what the
+        remote has, so it is replaced."""
+        if (self.path / ".git").exists():
+            shutil.rmtree(self.path)
+        if not (self.path / "HEAD").exists():
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.git("init", "--quiet", "--template=", ".")
+            self.git("init", "--quiet", "--bare", "--template=", ".")
             self.git("config", "core.hooksPath", "/dev/null")
-        git_dir = self.path / ".git"
-        if (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists():
-            self.git("rebase", "--abort", check=False)
+
+    def ls_remote(self, pattern: str) -> dict[str, str]:
+        """The remote's refs matching ``pattern`` (git's tail match; callers check the names
+        they get) and their revisions."""
+        done = self.git(
+            "ls-remote", "--refs", "--end-of-options", self.remote, pattern, check=False
+        )
+        if done.returncode != 0:
+            raise GitFailure(f"cannot read the remote: {_last_lines(done.stderr)}")
+        found = {}
+        for line in done.stdout.splitlines():
+            sha, _, name = line.partition("\t")
+            found[name] = sha
+        return found
 
     def remote_tip(self) -> str | None:
         """The target branch's revision on the remote now (None: the branch does not exist)."""
-        ref = f"refs/heads/{self.branch}"
-        done = self.git("ls-remote", "--refs", "--end-of-options", self.remote, ref, check=False)
-        if done.returncode != 0:
-            raise GitFailure(f"cannot read the remote: {_last_lines(done.stderr)}")
-        for line in done.stdout.splitlines():
-            sha, _, name = line.partition("\t")
-            if name == ref:
-                return sha
-        return None
+        return self.ls_remote(f"refs/heads/{self.branch}").get(f"refs/heads/{self.branch}")
 
     def fetch_target(self) -> str | None:
         """Fetch the target branch; its revision (None when the remote lacks the branch)."""
@@ -150,27 +184,6 @@ class Repo:
             raise GitFailure(f"git merge-base failed: {_last_lines(done.stderr)}")
         return done.returncode == 0
 
-    def integrate(self, policy: str, target: str, candidate: str) -> Integrated:
-        """The revision that puts ``candidate`` on ``target`` under ``policy``, or a conflict."""
-        if self.is_ancestor(target, candidate):
-            return Integrated(candidate)
-        if policy == "fast-forward":
-            return Integrated(None, "the candidate is not a fast-forward of the target")
-        base = self.git("merge-base", target, candidate, check=False).stdout.strip()
-        if not base:
-            return Integrated(None, "the candidate shares no history with the target")
-        self.git("checkout", "--quiet", "--detach", "--force", candidate)
-        done = self.git("rebase", "--quiet", "--onto", target, base, check=False)
-        if done.returncode != 0:
-            self.git("rebase", "--abort", check=False)
-            detail = _last_lines(done.stdout + "\n" + done.stderr, 6)
-            return Integrated(None, f"the candidate does not rebase cleanly: {detail}")
-        head = self.rev("HEAD")
-        assert head is not None
-        if head == target:
-            return Integrated(None, "the candidate changes nothing on the current target")
-        return Integrated(head)
-
     def push_if_unmoved(self, old: str, new: str) -> str | None:
         """Compare-and-swap: move the target from ``old`` to ``new``; None when pushed, else
         git's reason (the target moved, or the remote refused)."""
@@ -190,6 +203,76 @@ class Repo:
         if done.returncode == 0:
             return None
         return _last_lines(done.stdout + "\n" + done.stderr)
+
+    def delete_remote_refs(self, expected: Mapping[str, str]) -> tuple[set[str], str]:
+        """Compare-and-swap deletes: each ref goes only if the remote still holds the expected
+        revision. The refs deleted, and git's account of any it did not delete."""
+        leases = [f"--force-with-lease={ref}:{sha}" for ref, sha in expected.items()]
+        done = self.git(
+            "push",
+            "--no-verify",
+            "--porcelain",
+            *leases,
+            "--end-of-options",
+            self.remote,
+            *(f":{ref}" for ref in expected),
+            check=False,
+            push=True,
+        )
+        deleted = set()
+        for line in done.stdout.splitlines():
+            flag, _, rest = line.partition("\t")
+            spec = rest.partition("\t")[0]
+            if flag == "-" and spec.startswith(":") and spec[1:] in expected:
+                deleted.add(spec[1:])
+        failed = "" if done.returncode == 0 else _last_lines(done.stdout + "\n" + done.stderr)
+        return deleted, failed
+
+    # -- trees: the landing is computed from trees only, never from a working tree ------------
+
+    def tree_of(self, revision: str) -> str:
+        return self.git("rev-parse", "--verify", f"{revision}^{{tree}}").stdout.strip()
+
+    def diff_raw(self, old: str, new: str) -> bytes:
+        """``git diff-tree -r -z --no-renames <old> <new>``: the change between two trees."""
+        return self.git_bytes("diff-tree", "-r", "-z", "--no-renames", old, new)
+
+    def blob(self, oid: str) -> bytes | None:
+        """A blob's content, or None when it is larger than ``MAX_COMPARE_BYTES``."""
+        size = int(self.git("cat-file", "-s", oid).stdout.strip())
+        return None if size > MAX_COMPARE_BYTES else self.git_bytes("cat-file", "blob", oid)
+
+    def commit_tree(self, tree: str, parents: list[str], message: str) -> str:
+        """A new commit of ``tree`` with ``parents``, by the integrator's identity."""
+        args = [arg for parent in parents for arg in ("-p", parent)]
+        return self.git("commit-tree", *args, "-m", message, tree).stdout.strip()
+
+    def merge_trees(self, ours: str, theirs: str) -> Merged:
+        """``git merge-tree --write-tree`` of two commits: in the bare repository, without
+        renames, without any attribute (no merge driver, no filter)."""
+        done = self.git("merge-tree", "--write-tree", "--name-only", ours, theirs, check=False)
+        head, _, rest = done.stdout.partition("\n")
+        if done.returncode == 0:
+            return Merged(head.strip())
+        if done.returncode != 1:
+            raise GitFailure(f"git merge-tree failed: {_last_lines(done.stderr)}")
+        messages = [line for line in rest.split("\n\n", 1)[-1].splitlines() if line.strip()]
+        return Merged(None, _last_lines("\n".join(messages), 6))
+
+    def find_landing(self, base: str, tip: str, trailers: Mapping[str, str]) -> str | None:
+        """The newest commit on the target's first-parent history after ``base`` whose message
+        carries every one of ``trailers`` (each exactly once, with that value)."""
+        keys = list(trailers)
+        fields = "".join(f"%x1f%(trailers:key={key},valueonly,separator=%x2C)" for key in keys)
+        out = self.git_bytes(
+            "log", "-z", "--first-parent", f"--format=%H{fields}", f"{base}..{tip}"
+        )
+        want = [trailers[key] for key in keys]
+        for record in out.decode("utf-8", errors="replace").split("\0"):
+            sha, *values = record.split("\x1f")
+            if values == want:
+                return sha
+        return None
 
     def checkout_tree(self, revision: str, dest: Path) -> None:
         """A fresh, self-contained repository at ``dest`` with exactly ``revision`` checked out
