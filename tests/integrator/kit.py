@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from agentc.push.refs import CANDIDATES
 from tests.client.kit import (
     Workspace,
     admin_get,
@@ -125,27 +126,26 @@ class Setup:
         else:
             commit(wt, dict(files), task["title"])
         evidence = [{"criterion": "done", "evidence": "the files"}]
+        body = {
+            "summary": "done",
+            "acceptance_evidence": evidence,
+            "candidate_ref": f"{CANDIDATES}/{task['id']}/{name}",  # as agentc-push names it
+        }
         sub = worker.ok(
-            "submissions",
-            "code",
-            "--push",
-            "origin",
-            "--input",
-            worker.file("sub.json", {"summary": "done", "acceptance_evidence": evidence}),
+            "submissions", "code", "--push", "origin", "--input", worker.file("sub.json", body)
         )
         return {"task": task, "submission": sub["submission"]}
 
     def approve(self, submitted: dict[str, Any]) -> None:
+        decided = self.decide(submitted, "approved")
+        assert decided["task"]["work_status"] == "waiting_integration"
+
+    def decide(self, submitted: dict[str, Any], decision: str) -> Any:
         self.connect(self.reviewer)
         self.reviewer.ok("reviews", "claim", "--submission", submitted["submission"]["id"])
-        decided = self.reviewer.ok(
-            "reviews",
-            "decide",
-            "--input",
-            "-",
-            stdin=json.dumps({"decision": "approved", "summary": "fine", "findings": []}),
-        )
-        assert decided["task"]["work_status"] == "waiting_integration"
+        findings = [] if decision == "approved" else [{"severity": "required", "remedy": "redo"}]
+        verdict = {"decision": decision, "summary": "read", "findings": findings}
+        return self.reviewer.ok("reviews", "decide", "--input", "-", stdin=json.dumps(verdict))
 
     def approved(
         self, files: dict[str, str], base: str = "HEAD", shape: Shape | None = None

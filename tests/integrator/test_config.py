@@ -51,7 +51,7 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     [
         (
             ("merge_policy", 'merge_policy = "squash"'),
-            "merge_policy: must be 'fast-forward' or 'rebase', got 'squash'",
+            "merge_policy: must be one of 'fast-forward', 'rebase', 'merge', got 'squash'",
         ),
         (("extra", "colour = 1"), "colour: unknown setting"),
         (("target", 'target_branch = "-x"'), "target_branch: not a branch name"),
@@ -61,6 +61,9 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("limits", "[limits]\nmemory_mib = -1"), "limits.memory_mib: must be >= 0"),
         (("poll", "poll_seconds = 0"), "poll_seconds: must be >= 1"),
         (("ssh", 'ssh_key = "id_rsa"'), "ssh_key: must be an absolute path"),
+        (("sweep", "ref_sweep_minutes = 0"), "ref_sweep_minutes: must be >= 1"),
+        (("keep", "candidate_retention_days = -1"), "candidate_retention_days: must be >= 0"),
+        (("keep2", 'candidate_retention_days = "90"'), "candidate_retention_days: expected a"),
     ],
     ids=lambda v: v[0] if isinstance(v, tuple) else "",
 )
