@@ -6,6 +6,7 @@ the target, and a merge driver chosen by the candidate's own attributes."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.integrator.kit import (
     fork_before_base,
     holds,
     make_setup,
+    raw_diff,
     revert_and_reapply_base,
     side_branch_merge,
 )
@@ -194,3 +196,7 @@ def test_a_change_the_target_already_holds_is_sent_back(
     assert s.tip() == moved
     back = s.landing(sub["task"]["id"])["sent_back"]
     assert back["reason"] == "the target already holds the reviewed change"
+    [report] = s.reports()
+    base, candidate = sub["submission"]["base_revision"], sub["submission"]["candidate_revision"]
+    digest = hashlib.sha256(raw_diff(s.origin, base, candidate)).hexdigest()
+    assert report["event"] == "sent_back" and report["reviewed_diff"] == f"sha256:{digest}"

@@ -19,7 +19,7 @@ from agentc.integrator.repo import Repo
 from agentc.integrator.sweep import DAY_MS, Ended, Published, ended, parse, removals
 from agentc.push.refs import CANDIDATES
 from tests.client.kit import git
-from tests.integrator.kit import PASS, Setup, clean_env, make_setup
+from tests.integrator.kit import PASS, Setup, clean_env, commit, make_setup
 from tests.kit.live import LiveServer
 
 SHA = "a" * 40
@@ -134,32 +134,10 @@ def test_the_deletes_are_compare_and_swap(tmp_path: Path):
     git(tmp_path, "init", "--quiet", "--bare", str(remote))
     work = tmp_path / "work"
     git(tmp_path, "init", "--quiet", str(work))
-    git(
-        work,
-        "-c",
-        "user.name=a",
-        "-c",
-        "user.email=a@a",
-        "commit",
-        "--quiet",
-        "--allow-empty",
-        "-m",
-        "1",
-    )
-    one = git(work, "rev-parse", "HEAD")
-    git(
-        work,
-        "-c",
-        "user.name=a",
-        "-c",
-        "user.email=a@a",
-        "commit",
-        "--quiet",
-        "--allow-empty",
-        "-m",
-        "2",
-    )
-    two = git(work, "rev-parse", "HEAD")
+    git(work, "config", "user.name", "a")
+    git(work, "config", "user.email", "a@a.invalid")
+    one = commit(work, {}, "1")
+    two = commit(work, {}, "2")
     refs = {f"{CANDIDATES}/t/a": one, f"{CANDIDATES}/t/b": two}
     for ref, sha in refs.items():
         git(work, "push", "--quiet", str(remote), f"{sha}:{ref}")

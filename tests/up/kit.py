@@ -10,9 +10,12 @@ import pwd
 import signal
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from tests.kit.pg import free_port
 from tests.supervisor.kit import REPO, VENV_SITE
@@ -109,6 +112,27 @@ def processes_of(uid: int) -> list[str]:
     return found
 
 
+def file_task(origin: str, state: Path, project: str, title: str, criteria: list[str]) -> str:
+    """A task filed by ``up``'s admin (its password from the state directory); its id."""
+    password = (state / "admin-password").read_text().strip()
+    with httpx.Client(base_url=origin, timeout=30) as admin:
+        login = admin.post(
+            "/api/v1/auth/login",
+            json={"username": "admin", "password": password},
+            headers={"Origin": origin},
+        )
+        login.raise_for_status()
+        admin.headers.update({"Origin": origin, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
+        made = admin.post(
+            f"/api/v1/projects/{project}/tasks",
+            json={"title": title, "acceptance_criteria": criteria},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert made.status_code == 201, made.text
+        task_id: str = made.json()["data"]["task"]["id"]
+        return task_id
+
+
 def git_log(repo: Path, ref: str = "main") -> list[str]:
     out = subprocess.run(
         ["git", "-c", "safe.directory=*", "-C", str(repo), "log", "--format=%s", ref],
@@ -120,4 +144,4 @@ def git_log(repo: Path, ref: str = "main") -> list[str]:
     return out.splitlines()
 
 
-__all__ = ["free_port", "git_log", "processes_of", "stop", "wait_for", "Runner"]
+__all__ = ["file_task", "free_port", "git_log", "processes_of", "stop", "wait_for", "Runner"]

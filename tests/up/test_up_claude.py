@@ -10,13 +10,12 @@ import os
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
 from tests.supervisor.kit import HARNESS_BIN
-from tests.up.kit import Runner, free_port, stop, wait_for
+from tests.up.kit import Runner, file_task, free_port, stop, wait_for
 
 pytestmark = pytest.mark.root
 
@@ -28,26 +27,6 @@ SUBMIT = (
     '--checkout "$PWD" --input "$TMPDIR/s.json" --json > "$TMPDIR/submitted.json"'
 )
 USAGE = {"input_tokens": 1200, "output_tokens": 40}
-
-
-def _file_task(origin: str, state: Path, project: str) -> str:
-    password = (state / "admin-password").read_text().strip()
-    with httpx.Client(base_url=origin, timeout=30) as admin:
-        login = admin.post(
-            "/api/v1/auth/login",
-            json={"username": "admin", "password": password},
-            headers={"Origin": origin},
-        )
-        login.raise_for_status()
-        admin.headers.update({"Origin": origin, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
-        made = admin.post(
-            f"/api/v1/projects/{project}/tasks",
-            json={"title": "add a greeting", "acceptance_criteria": ["greeting exists"]},
-            headers={"Idempotency-Key": str(uuid.uuid4())},
-        )
-        assert made.status_code == 201, made.text
-        task_id: str = made.json()["data"]["task"]["id"]
-        return task_id
 
 
 def test_claude_through_the_gateway_up_runs(tmp_path: Path) -> None:
@@ -77,7 +56,13 @@ def test_claude_through_the_gateway_up_runs(tmp_path: Path) -> None:
                 120,
                 lambda: proc.poll(),
             )
-            task = _file_task(f"http://127.0.0.1:{port}", state, record["project_id"])
+            task = file_task(
+                f"http://127.0.0.1:{port}",
+                state,
+                record["project_id"],
+                "add a greeting",
+                ["greeting exists"],
+            )
 
             def submitted() -> dict[str, object] | None:
                 assert proc.poll() is None, proc.communicate()[0]

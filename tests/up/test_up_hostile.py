@@ -10,15 +10,13 @@ import json
 import os
 import pwd
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.supervisor.kit import create_user, delete_user
-from tests.up.kit import Runner, free_port, processes_of, stop, wait_for
+from tests.up.kit import Runner, file_task, free_port, processes_of, stop, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
 
@@ -61,26 +59,6 @@ def _project(home: Path, uid: int, gid: int) -> Path:
     return repo
 
 
-def _file_task(origin: str, state: Path, project: str) -> str:
-    password = (state / "admin-password").read_text().strip()
-    with httpx.Client(base_url=origin, timeout=30) as admin:
-        login = admin.post(
-            "/api/v1/auth/login",
-            json={"username": "admin", "password": password},
-            headers={"Origin": origin},
-        )
-        login.raise_for_status()
-        admin.headers.update({"Origin": origin, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
-        made = admin.post(
-            f"/api/v1/projects/{project}/tasks",
-            json={"title": TITLE, "acceptance_criteria": ["feature.txt exists"]},
-            headers={"Idempotency-Key": str(uuid.uuid4())},
-        )
-        assert made.status_code == 201, made.text
-        task_id: str = made.json()["data"]["task"]["id"]
-        return task_id
-
-
 def _holds(remote: Path, revision: str, path: str) -> bool:
     return any(
         _git(remote, "ls-tree", "-r", "--name-only", sha, "--", path)
@@ -108,7 +86,9 @@ def test_a_hidden_file_in_the_candidates_history_never_lands(user: str) -> None:
             120,
             lambda: proc.poll(),
         )
-        task = _file_task(f"http://127.0.0.1:{port}", state, record["project_id"])
+        task = file_task(
+            f"http://127.0.0.1:{port}", state, record["project_id"], TITLE, ["feature.txt exists"]
+        )
 
         def done() -> bool:
             if proc.poll() is not None:

@@ -285,6 +285,7 @@ class Integrator:
             target=entry.target_before,
             reason=reason,
             tail=tail,
+            reviewed_diff=entry.reviewed_diff,
             checks=entry.checks,
         )
         return entry
