@@ -1,40 +1,52 @@
 """The comparison of a landed change with the reviewed change (agentc.integrator.compare), and
-the landing's message: pure functions, examples and properties."""
+the landing's message: examples and properties, the blobs and their diffs from real git."""
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentc.integrator.compare import (
-    Change,
-    RawDiffError,
-    first_difference,
-    hunks,
-    lines,
-    parse_raw,
-)
+from agentc.integrator.compare import Change, RawDiffError, first_difference, hunks, parse_raw
 from agentc.integrator.message import Provenance, message, reviewed_diff, title_line
+from agentc.integrator.repo import Repo
 
 ZERO = "0" * 40
 
 
-def oid(text: bytes) -> str:
-    return hashlib.sha256(text).hexdigest()[:40]
+class Blobs:
+    """Blobs in a real bare repository: ``read`` and ``patch`` for first_difference."""
 
-
-class Blobs(dict[str, bytes]):
-    """Blob contents by id: ``read`` for first_difference."""
+    def __init__(self, path: Path) -> None:
+        self.repo = Repo(path, str(path), "main", ("i", "i@example.invalid"))
+        self.repo.ensure()
+        self.read = self.repo.blob
+        self.patch = self.repo.patch
 
     def add(self, data: bytes) -> str:
-        self[oid(data)] = data
-        return oid(data)
+        done = subprocess.run(
+            ["git", "-C", str(self.repo.path), "hash-object", "-w", "--stdin"],
+            input=data,
+            capture_output=True,
+            check=True,
+        )
+        return done.stdout.decode().strip()
 
-    def read(self, ident: str) -> bytes | None:
-        return self[ident]
+    def differ(self, reviewed: dict[bytes, Change], landed: dict[bytes, Change]) -> str | None:
+        return first_difference(reviewed, landed, self.read, self.patch)
+
+    def hunks(self, old: bytes, new: bytes) -> list[list[bytes]]:
+        return hunks(self.patch(self.add(old), self.add(new)))
+
+
+@pytest.fixture(scope="module")
+def blobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Blobs]:
+    yield Blobs(tmp_path_factory.mktemp("blobs") / "repo")
 
 
 def modified(blobs: Blobs, old: bytes, new: bytes, modes: tuple[str, str] = ("100644",) * 2):
@@ -87,101 +99,101 @@ def test_parse_never_fails_otherwise(data: bytes):
         pass
 
 
-@given(st.binary(max_size=400))
-@example(b"a\nb")
-@example(b"\n\n")
-def test_lines_split_as_git_does(data: bytes):
-    parts = lines(data)
-    assert b"".join(parts) == data
-    assert all(p.endswith(b"\n") for p in parts[:-1])
-    assert all(b"\n" not in p[:-1] for p in parts)
-
-
-def test_an_untouched_path_must_land_identically():
-    blobs = Blobs()
+def test_an_untouched_path_must_land_identically(blobs: Blobs):
     change = {b"a.txt": Change("000000", "100644", ZERO, blobs.add(b"a\n"), "A")}
-    assert first_difference(change, dict(change), blobs.read) is None
+    assert blobs.differ(change, dict(change)) is None
     other = {b"a.txt": Change("000000", "100644", ZERO, blobs.add(b"b\n"), "A")}
-    assert first_difference(change, other, blobs.read) == (
-        "a.txt: the landing changes it differently"
-    )
+    assert blobs.differ(change, other) == "a.txt: the landing changes it differently"
     executable = {b"a.txt": Change("000000", "100755", ZERO, blobs.add(b"a\n"), "A")}
-    assert "differently" in str(first_difference(change, executable, blobs.read))
+    assert "differently" in str(blobs.differ(change, executable))
 
 
-def test_a_path_on_one_side_only_is_a_difference():
-    blobs = Blobs()
+def test_a_path_on_one_side_only_is_a_difference(blobs: Blobs):
     change = {b"a": Change("000000", "100644", ZERO, blobs.add(b"a\n"), "A")}
     evil = {b"evil.sh": Change("000000", "100755", ZERO, blobs.add(b"rm -rf\n"), "A")}
-    assert first_difference(change, {**change, **evil}, blobs.read) == (
+    assert blobs.differ(change, {**change, **evil}) == (
         "evil.sh: the landing changes it, the reviewed change does not"
     )
-    assert first_difference({**change, **evil}, change, blobs.read) == (
+    assert blobs.differ({**change, **evil}, change) == (
         "evil.sh: the reviewed change changes it, the landing does not"
     )
 
 
-def test_both_sides_changed_a_file_the_same_lines_in_the_same_place():
-    blobs = Blobs()
+def test_both_sides_changed_a_file_the_same_lines_in_the_same_place(blobs: Blobs):
     base = TEN
     candidate = base.replace(b"line 5\n", b"line five\n")
     target = b"top\n" + base + b"bottom\n"  # the target moved the lines, far from the change
     landed = target.replace(b"line 5\n", b"line five\n")
     reviewed = {b"f": modified(blobs, base, candidate)}
-    assert first_difference(reviewed, {b"f": modified(blobs, target, landed)}, blobs.read) is None
+    assert blobs.differ(reviewed, {b"f": modified(blobs, target, landed)}) is None
     # The same added line in other surroundings is another change.
     elsewhere = target.replace(b"line 8\n", b"line five\n")
     moved = {b"f": modified(blobs, target, elsewhere)}
-    assert "lines differ" in str(first_difference(reviewed, moved, blobs.read))
+    assert "lines differ" in str(blobs.differ(reviewed, moved))
     # A line more is another change.
     more = landed.replace(b"bottom\n", b"bottom\nextra\n")
-    assert "lines differ" in str(
-        first_difference(reviewed, {b"f": modified(blobs, target, more)}, blobs.read)
-    )
+    assert "lines differ" in str(blobs.differ(reviewed, {b"f": modified(blobs, target, more)}))
+    # So is the landing dropping the last newline.
+    cut = {b"f": modified(blobs, target, landed[:-1])}
+    assert "lines differ" in str(blobs.differ(reviewed, cut))
 
 
-def test_both_sides_changed_other_kinds_are_differences():
-    blobs = Blobs()
+def test_both_sides_changed_other_kinds_are_differences(blobs: Blobs):
     reviewed = {b"f": modified(blobs, b"a\n\0", b"b\n\0")}
     binary = {b"f": modified(blobs, b"c\n\0", b"b\n\0")}
-    assert "binary" in str(first_difference(reviewed, binary, blobs.read))
+    assert "binary" in str(blobs.differ(reviewed, binary))
     link = {b"l": modified(blobs, b"x", b"y", ("120000", "120000"))}
     link2 = {b"l": modified(blobs, b"z", b"y", ("120000", "120000"))}
-    assert "not a regular file" in str(first_difference(link, link2, blobs.read))
+    assert "not a regular file" in str(blobs.differ(link, link2))
     module = {b"m": Change("160000", "160000", "1" * 40, "2" * 40, "M")}
     module2 = {b"m": Change("160000", "160000", "3" * 40, "2" * 40, "M")}
-    assert "not a regular file" in str(first_difference(module, module2, blobs.read))
+    assert "not a regular file" in str(blobs.differ(module, module2))
     added = {b"n": Change("000000", "100644", ZERO, blobs.add(b"n\n"), "A")}
     on_target = {b"n": modified(blobs, b"t\n", b"n\n")}
-    assert "not a modification" in str(first_difference(added, on_target, blobs.read))
+    assert "not a modification" in str(blobs.differ(added, on_target))
 
 
-def test_the_mode_transition_must_match():
-    blobs = Blobs()
+def test_the_mode_transition_must_match(blobs: Blobs):
     made_executable = {b"f": modified(blobs, TEN, TEN + b"x\n", ("100644", "100755"))}
     target = b"t\n" * 8 + TEN
     same = {b"f": modified(blobs, target, target + b"x\n", ("100644", "100755"))}
-    assert first_difference(made_executable, same, blobs.read) is None
+    assert blobs.differ(made_executable, same) is None
     kept = {b"f": modified(blobs, target, target + b"x\n", ("100755", "100755"))}
-    assert "mode" in str(first_difference(made_executable, kept, blobs.read))
+    assert "mode" in str(blobs.differ(made_executable, kept))
 
 
-def test_a_blob_too_large_to_compare_is_a_difference():
-    blobs = Blobs()
+def test_a_blob_too_large_to_compare_is_a_difference(blobs: Blobs):
     reviewed = {b"f": modified(blobs, TEN, TEN + b"x\n")}
     landed = {b"f": modified(blobs, b"t\n" + TEN, b"t\n" + TEN + b"x\n")}
 
     def too_large(ident: str) -> bytes | None:
-        return None if ident == landed[b"f"].old_id else blobs[ident]
+        return None if ident == landed[b"f"].old_id else blobs.read(ident)
 
-    assert "too large" in str(first_difference(reviewed, landed, too_large))
+    assert "too large" in str(first_difference(reviewed, landed, too_large, blobs.patch))
 
 
-def test_a_path_is_shown_printable():
-    blobs = Blobs()
+def test_a_path_is_shown_printable(blobs: Blobs):
     change = {b"a\x1b[31m\nb\xff": Change("000000", "100644", ZERO, blobs.add(b"a\n"), "A")}
-    why = str(first_difference(change, {}, blobs.read))
-    assert why.startswith("a?[31m?b?:")
+    assert str(blobs.differ(change, {})).startswith("a?[31m?b?:")
+
+
+def test_hunks_leave_out_headers_and_line_numbers(blobs: Blobs):
+    assert blobs.hunks(TEN, TEN) == []
+    assert blobs.hunks(b"", b"a\n") == [[b"+a"]]
+    assert blobs.hunks(b"a\n", b"a") == [[b"-a", b"+a", b"\\ No newline at end of file"]]
+    far = blobs.hunks(b"x\n" * 20 + TEN, b"x\n" * 20 + TEN.replace(b"line 9\n", b"nine\n"))
+    assert far == [[b" line 6", b" line 7", b" line 8", b"-line 9", b"+nine"]]
+
+
+def test_a_large_repetitive_file_is_compared(blobs: Blobs):
+    """Git computes the diffs (a pure-Python matcher took minutes on this)."""
+    base = b"x\n" * 50_000 + b"y\n"
+    reviewed = {b"f": modified(blobs, base, b"x\n" * 25_000 + b"z\n" + base[50_000:])}
+    target = b"top\n" * 8 + base
+    landed = {
+        b"f": modified(blobs, target, b"top\n" * 8 + b"x\n" * 25_000 + b"z\n" + base[50_000:])
+    }
+    assert blobs.differ(reviewed, landed) is None
 
 
 # The property: a change lands unchanged after any edit of the target far enough away, and
@@ -192,8 +204,11 @@ unique_lines = st.lists(
 )
 
 
+@settings(deadline=None, max_examples=60)
 @given(unique_lines, st.data())
-def test_a_change_is_the_same_on_a_target_edited_far_away(base_lines: list[bytes], data):
+def test_a_change_is_the_same_on_a_target_edited_far_away(
+    blobs: Blobs, base_lines: list[bytes], data: st.DataObject
+):
     at = data.draw(st.integers(0, len(base_lines) - 1))
     new_line = b"NEW\n"
     candidate = [*base_lines[:at], new_line, *base_lines[at + 1 :]]
@@ -207,16 +222,17 @@ def test_a_change_is_the_same_on_a_target_edited_far_away(base_lines: list[bytes
     shift = len(extra) if where <= at else 0
     landed = [*target[: at + shift], new_line, *target[at + shift + 1 :]]
     join = b"".join
-    assert hunks(join(base_lines), join(candidate)) == hunks(join(target), join(landed))
+    reviewed = blobs.hunks(join(base_lines), join(candidate))
+    assert reviewed == blobs.hunks(join(target), join(landed))
     # Anything else: the change put one line further down.
     if at + shift + 2 < len(target):
         other = [*target[: at + shift + 1], new_line, *target[at + shift + 2 :]]
-        assert hunks(join(base_lines), join(candidate)) != hunks(join(target), join(other))
+        assert reviewed != blobs.hunks(join(target), join(other))
 
 
-def test_hunks_of_equal_texts_are_none():
-    assert hunks(TEN, TEN) == []
-    assert hunks(b"", b"a\n") == [(("+", b"a\n"),)]
+@given(st.binary(max_size=300))
+def test_hunks_never_fail(patch: bytes):
+    assert all(isinstance(h, list) for h in hunks(patch))
 
 
 # -- the message --------------------------------------------------------------------------------
@@ -255,7 +271,6 @@ def test_an_id_that_could_add_a_line_is_refused():
         Provenance("t\nAgentc-Base: x", "s", "a", "c" * 40, "b" * 40, "sha256:0")
 
 
-def test_raw_round_trip():
-    blobs = Blobs()
+def test_raw_round_trip(blobs: Blobs):
     records = {b"p q": modified(blobs, b"1\n", b"2\n"), b"r": modified(blobs, b"3\n", b"4\n")}
     assert parse_raw(raw(records)) == records

@@ -308,3 +308,15 @@ def test_a_hostile_history_lands_only_the_reviewed_change(
     assert lab.git("show", f"{landing.revision}:base.txt") == "the base's change"
     readme = lab.git("show", f"{landing.revision}:README")
     assert readme == ("hello world" if moved else "hello")
+
+
+def test_an_earlier_versions_checked_out_repository_is_replaced(lab: Lab):
+    """A work directory of an earlier version holds a non-bare repository (checked out for its
+    rebases, reading that checkout's attributes): it is replaced by a bare one."""
+    subprocess.run(["git", "init", "--quiet", str(lab.private)], check=True)
+    (lab.private / ".gitattributes").write_text("* merge=union\n")
+    repo = Repo(lab.private, str(lab.work), "main", IDENTITY)
+    repo.ensure()
+    assert not (lab.private / ".git").exists() and not (lab.private / ".gitattributes").exists()
+    assert lab.git("rev-parse", "--is-bare-repository") == "true"
+    assert repo.fetch_target() == lab.base

@@ -8,31 +8,32 @@ Both are parsed into one :class:`Change` per path (modes, object ids, status) an
 - where the target did not touch a path since the base (the same old mode and id on both
   sides), the new mode and id must be identical;
 - where both changed the same path, it must be a regular file on both sides, modified on both,
-  with the same mode transition and the same text hunks: a ``-U3`` diff of each blob pair with
-  the line numbers left out, so the same lines are removed and added in the same surroundings
-  (a different placement of the same lines is a difference). A binary or oversized blob, a
-  symlink, a gitlink, an addition or a deletion changed on both sides is a difference.
+  with the same mode transition and the same text hunks: git's ``-U3`` diff of each blob pair
+  (``Patch``) with the hunk headers (line numbers) left out, so the same lines are removed and
+  added in the same surroundings (a different placement of the same lines is a difference). A
+  binary or oversized blob, a symlink, a gitlink, an addition or a deletion changed on both
+  sides is a difference.
 
-:func:`first_difference` names the first differing path, or returns None.
+:func:`first_difference` names the first differing path, or returns None. Git reads the trees
+and computes the diffs (xdiff, fast on any input); everything here is pure.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 REGULAR = ("100644", "100755")
 BINARY_PROBE = 8000  # git's own test: a NUL byte in the first 8000 bytes is binary
-CONTEXT = 3
 _MODE = re.compile(rb"[0-7]{6}")
 _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
-Hunk = tuple[tuple[str, bytes], ...]
 Read = Callable[[str], bytes | None]
 """A blob's content by id, or None when it is too large to compare."""
+Patch = Callable[[str, str], bytes]
+"""Git's ``-U3`` diff of two blobs by id (``git diff -U3 <old> <new>``)."""
 
 
 class RawDiffError(ValueError):
@@ -96,17 +97,19 @@ def shown(path: bytes) -> str:
 
 
 def first_difference(
-    reviewed: dict[bytes, Change], landed: dict[bytes, Change], read: Read
+    reviewed: dict[bytes, Change], landed: dict[bytes, Change], read: Read, patch: Patch
 ) -> str | None:
     """Why the landed change is not the reviewed one (the first differing path), or None."""
     for path in sorted(reviewed.keys() | landed.keys()):
-        why = _path_difference(reviewed.get(path), landed.get(path), read)
+        why = _path_difference(reviewed.get(path), landed.get(path), read, patch)
         if why:
             return f"{shown(path)}: {why}"
     return None
 
 
-def _path_difference(reviewed: Change | None, landed: Change | None, read: Read) -> str | None:
+def _path_difference(
+    reviewed: Change | None, landed: Change | None, read: Read, patch: Patch
+) -> str | None:
     if reviewed is None:
         return "the landing changes it, the reviewed change does not"
     if landed is None:
@@ -120,10 +123,10 @@ def _path_difference(reviewed: Change | None, landed: Change | None, read: Read)
         return "changed by the target too, and not a regular file on both sides"
     if reviewed.mode_change != landed.mode_change:
         return "the landing changes its mode differently"
-    return _text_difference(reviewed, landed, read)
+    return _text_difference(reviewed, landed, read, patch)
 
 
-def _text_difference(reviewed: Change, landed: Change, read: Read) -> str | None:
+def _text_difference(reviewed: Change, landed: Change, read: Read, patch: Patch) -> str | None:
     ids = (reviewed.old_id, reviewed.new_id, landed.old_id, landed.new_id)
     blobs = [read(oid) for oid in ids]
     texts = [blob for blob in blobs if blob is not None]
@@ -131,7 +134,8 @@ def _text_difference(reviewed: Change, landed: Change, read: Read) -> str | None
         return "changed by the target too, and too large to compare"
     if any(is_binary(text) for text in texts):
         return "changed by the target too, and binary"
-    if hunks(texts[0], texts[1]) != hunks(texts[2], texts[3]):
+    mine, theirs = patch(reviewed.old_id, reviewed.new_id), patch(landed.old_id, landed.new_id)
+    if hunks(mine) != hunks(theirs):
         return "changed by the target too, and the landing's lines differ from the reviewed ones"
     return None
 
@@ -140,28 +144,14 @@ def is_binary(data: bytes) -> bool:
     return b"\0" in data[:BINARY_PROBE]
 
 
-def lines(data: bytes) -> list[bytes]:
-    """``data`` split after each newline, as git splits it (a last line may lack one)."""
-    parts = data.split(b"\n")
-    found = [p + b"\n" for p in parts[:-1]]
-    return [*found, parts[-1]] if parts[-1] else found
-
-
-def hunks(old: bytes, new: bytes) -> list[Hunk]:
-    """The hunks of a unified diff of ``old`` to ``new`` with three lines of context, each the
-    sequence of its context (`` ``), removed (``-``) and added (``+``) lines, without line
-    numbers (none when they are equal)."""
-    return [] if old == new else list(_hunks(lines(old), lines(new)))
-
-
-def _hunks(a: list[bytes], b: list[bytes]) -> Iterator[Hunk]:
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for group in matcher.get_grouped_opcodes(CONTEXT):
-        body: list[tuple[str, bytes]] = []
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                body += [(" ", line) for line in a[i1:i2]]
-                continue
-            body += [("-", line) for line in a[i1:i2]]
-            body += [("+", line) for line in b[j1:j2]]
-        yield tuple(body)
+def hunks(patch: bytes) -> list[list[bytes]]:
+    """The hunks of a unified diff: each the lines of its body (context, removed and added,
+    with their prefixes, and git's "no newline" marks), without the header before the first
+    hunk and without the hunk headers (line numbers, function context)."""
+    found: list[list[bytes]] = []
+    for line in patch.split(b"\n"):
+        if line.startswith(b"@@"):
+            found.append([])
+        elif found and line:  # a body line is never empty: it starts with its prefix
+            found[-1].append(line)
+    return found

@@ -87,7 +87,7 @@ def build(repo: Repo, policy: str, cand: Candidate, tip: str) -> Landing:
     landed = parse_raw(repo.diff_raw(tip, tree))
     if not landed:
         return Landing(digest, reason="the target already holds the reviewed change")
-    difference = first_difference(reviewed, landed, repo.blob)
+    difference = first_difference(reviewed, landed, repo.blob, repo.patch)
     if difference:
         why = "on the current target the landed change would differ from the reviewed one: "
         return Landing(digest, reason=why + difference)

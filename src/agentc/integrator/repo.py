@@ -242,6 +242,20 @@ class Repo:
         size = int(self.git("cat-file", "-s", oid).stdout.strip())
         return None if size > MAX_COMPARE_BYTES else self.git_bytes("cat-file", "blob", oid)
 
+    def patch(self, old: str, new: str) -> bytes:
+        """Git's three-line-context diff of two blobs (no path: no attributes, no textconv)."""
+        return self.git_bytes(
+            "diff",
+            "-U3",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--diff-algorithm=myers",
+            "--end-of-options",
+            old,
+            new,
+        )
+
     def commit_tree(self, tree: str, parents: list[str], message: str) -> str:
         """A new commit of ``tree`` with ``parents``, by the integrator's identity."""
         args = [arg for parent in parents for arg in ("-p", parent)]
