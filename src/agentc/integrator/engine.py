@@ -77,7 +77,8 @@ class Integrator:
         """A line of reports.jsonl (and of standard error, without the checks)."""
         self.reports.write({"at": rfc3339(time.time_ns() // 1_000_000), "event": event, **fields})
         shown = {k: v for k, v in fields.items() if k not in ("checks", "task_id")}
-        print(f"agentc-integrator: {event} task {fields.get('task_id')}: {shown}", file=self.err)
+        about = f" task {fields['task_id']}" if fields.get("task_id") else ""
+        print(f"agentc-integrator: {event}{about}: {shown}", file=self.err)
 
     # -- one poll ------------------------------------------------------------------------------
 
