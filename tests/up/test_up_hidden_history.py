@@ -1,8 +1,9 @@
-"""``agentc up`` with a hostile ``command:`` agent (tests/up/hostile_agent.py), as a throwaway
-user: as the implementer it publishes a candidate whose reviewed diff is one harmless file but
-whose history hides ``evil.sh`` (a side branch forked before the base, merged, and deleted in
-the merge); as the reviewer it approves. The integrator lands the reviewed change alone: the
-target's main never holds evil.sh, not in its tip and not in any commit reachable from it."""
+"""``agentc up`` with a hostile ``command:`` agent (tests/up/hidden_history_agent.py), as a
+throwaway user: as the implementer it publishes a candidate whose reviewed diff is one harmless
+file but whose history hides ``evil.sh`` (a side branch forked before the base, merged, and
+deleted in the merge); as the reviewer it approves. The integrator lands the reviewed change
+alone: the target's main never holds evil.sh, not in its tip and not in any commit reachable
+from it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.up.kit import Runner, file_task, free_port, processes_of, stop, wait_
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
 
-AGENT = Path(__file__).with_name("hostile_agent.py")
+AGENT = Path(__file__).with_name("hidden_history_agent.py")
 TITLE = "Add the feature file"
 
 

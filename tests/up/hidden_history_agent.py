@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A hostile ``command:`` agent for tests/up/test_up_hostile.py (standard library only).
+"""A hostile ``command:`` agent for tests/up/test_up_hidden_history.py (standard library only).
 
 As the **implementer** it publishes a candidate whose net change from its base is one harmless
 file, ``feature.txt``, but whose history carries ``evil.sh``: a side branch forked one commit
