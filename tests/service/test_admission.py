@@ -8,7 +8,8 @@ from tests.service.kit import ApiError, Caller, Clock, Service
 
 
 def test_agent_tasks_beyond_the_weekly_budget_are_held(svc: Service, clock: Clock) -> None:
-    pid, other = svc.project(), svc.project()
+    # Projects that admit agent-filed tasks by themselves, within the weekly budget.
+    pid, other = svc.project(admit_agent_tasks=True), svc.project(admit_agent_tasks=True)
     agent = svc.agent(pid, other)
     held = []
     for i in range(7):
@@ -18,6 +19,8 @@ def test_agent_tasks_beyond_the_weekly_budget_are_held(svc: Service, clock: Cloc
         held.append(out["admission"]["held"])
     assert held == [False] * 5 + [True] * 2
     assert out["task"]["lifecycle"] == "planned" and out["task"]["budget_held"]
+    assert out["task"]["work_status"] == "proposed" and out["task"]["held_for"] == "weekly_budget"
+    assert out["admission"]["hold"] == "weekly_budget"
     # The budget is per project; humans are not budgeted.
     assert not agent.post(
         f"/api/v1/projects/{other}/tasks", {"title": "x", "acceptance_criteria": ["c"]}
@@ -40,7 +43,7 @@ def test_agent_tasks_beyond_the_weekly_budget_are_held(svc: Service, clock: Cloc
 
 
 def test_canary_class_only_for_listed_principals(svc: Service) -> None:
-    pid = svc.project()
+    pid = svc.project(admit_agent_tasks=True)
     stranger = svc.agent(pid)
     with pytest.raises(ApiError) as err:
         stranger.post(

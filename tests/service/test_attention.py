@@ -74,8 +74,8 @@ def _send_back(svc: Service, pid: str, worker: Caller) -> dict[str, Any]:
 
 
 def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None:
-    pid = svc.project(review_mode="none")
-    reviewed = svc.project(review_mode="human")
+    pid = svc.project(review_mode="none", admit_agent_tasks=True)
+    reviewed = svc.project(review_mode="human", admit_agent_tasks=True)
     worker = svc.agent(pid, reviewed, name="worker")
     assert _digest(svc.admin, pid)["needs_attention"] == 0
 
@@ -116,7 +116,10 @@ def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None
     )
 
     got = _digest(admin, pid)
-    assert [t["title"] for t in got["held_tasks"]] == ["second agent task"]
+    assert [(t["title"], t["held_for"]) for t in got["proposed_tasks"]] == [
+        ("second agent task", "weekly_budget")
+    ]
+    assert got["parked_tasks"] == []
     assert [(t["title"], t["reason"]) for t in got["blocked_tasks"]] == [
         ("needs a key", "no API key on this host")
     ]
@@ -141,7 +144,7 @@ def test_the_digest_lists_what_needs_a_human(svc: Service, clock: Clock) -> None
     later = _digest(admin, pid)
     assert later["send_backs"] == [] and later["ended_attempts"] == []
     assert [h["host"] for h in later["stale_hosts"]] == ["busy-host", "quiet-host"]
-    assert later["blocked_tasks"] and later["held_tasks"] and later["canary_failures"]
+    assert later["blocked_tasks"] and later["proposed_tasks"] and later["canary_failures"]
     clock.advance(5 * DAY)  # quiet-host: silent for 15 days, forgotten
     admin = svc.login("admin", ADMIN_PASSWORD)
     assert [h["host"] for h in _digest(admin, pid)["stale_hosts"]] == ["busy-host"]

@@ -138,6 +138,49 @@ def test_queue_claims_at_once_each_get_a_different_task(live: LiveServer) -> Non
     assert sorted(c["task"]["id"] for c in claims) == sorted(task_ids)
 
 
+def test_claims_at_once_pass_over_the_tasks_that_back_off(live: LiveServer) -> None:
+    """Half of 24 tasks just had an attempt released without a submission (they back off for
+    a minute). 12 agents ask for the next task while 12 others claim a backing-off task by id,
+    all at once: the 12 queue claims get the 12 other tasks, once each (on PostgreSQL past the
+    candidates the others hold locked), and every claim by id is refused."""
+    pid, task_ids, clients = _race_set_up(live, 24, 24)
+    backing, fresh = task_ids[::2], task_ids[1::2]
+    claims = f"/api/v1/projects/{pid}/claims"
+    for n, tid in enumerate(backing):
+        body = {"task_id": tid, "expected_task_revision": 1}
+        got = clients[0].post(claims, json=body, headers={"Idempotency-Key": f"b{n}"})
+        attempt = got.json()["data"]["claim"]["attempt"]
+        released = clients[0].post(
+            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/release",
+            json={"generation": attempt["generation"], "handoff": "nothing done"},
+            headers={"Idempotency-Key": f"r{n}"},
+        )
+        assert released.status_code == 200, released.text
+    queued: list[httpx.Response] = []
+    named: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def ask(index: int) -> None:
+        if index % 2:
+            tid = backing[index // 2]
+            body: dict[str, object] = {"task_id": tid, "expected_task_revision": 1}
+        else:
+            body = {}
+        resp = clients[index].post(claims, json=body, headers={"Idempotency-Key": f"q{index}"})
+        with lock:
+            (named if body else queued).append(resp)
+
+    _at_once(len(clients), ask)
+    for c in clients:
+        c.close()
+    assert [r.status_code for r in queued] == [201] * 12, [r.text for r in queued]
+    got_ids = [r.json()["data"]["claim"]["task"]["id"] for r in queued]
+    assert sorted(got_ids) == sorted(fresh)
+    assert [r.status_code for r in named] == [409] * 12, [r.text for r in named]
+    assert {r.json()["error"]["code"] for r in named} == {"claim_conflict"}
+    assert all("backing off" in r.json()["error"]["message"] for r in named)
+
+
 CREATES = 32
 
 
@@ -148,7 +191,7 @@ def test_the_weekly_budget_holds_under_concurrent_creates(live: LiveServer) -> N
     try:
         pid = admin.post(
             "/api/v1/projects",
-            json={"name": "budget", "repository_url": "https://x/y"},
+            json={"name": "budget", "repository_url": "https://x/y", "admit_agent_tasks": True},
             headers={"Idempotency-Key": "p"},
         ).json()["data"]["id"]
         tokens = [

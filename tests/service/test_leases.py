@@ -30,6 +30,15 @@ def test_expiry_at_equality_and_recovery_claim(svc: Service, clock: Clock) -> No
     assert err.value.code == "lease_expired"
     view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
     assert view["work_status"] == "recovery_required"
+    # The lapse was a fruitless attempt: the task is offered again a minute after it lapsed.
+    assert view["fruitless_attempts"] == 1 and view["offered_from"] is not None
+    assert second.get(f"/api/v1/projects/{pid}/next")["action"] is None
+    with pytest.raises(ApiError) as err:
+        claim(second, pid, view)
+    assert (
+        err.value.code == "claim_conflict" and "backing off" in err.value.body["error"]["message"]
+    )
+    clock.advance(60)
     nxt = second.get(f"/api/v1/projects/{pid}/next")["action"]
     assert nxt["kind"] == "recover_task"
     rec = claim(second, pid, view)
@@ -102,6 +111,7 @@ def test_release_makes_the_task_ready_and_blocked_release_blocks(
     view = svc.admin.get(f"/api/v1/projects/{pid}/tasks/{task['id']}")
     assert view["work_status"] == "ready"
     assert view["attempts"][0]["handoff"] == "tried X, it fails on Y"
+    clock.advance(60)  # past the backoff of one fruitless attempt
     attempt = claim(agent, pid, view)["claim"]["attempt"]
     agent.post(
         _attempt_path(pid, attempt, "release"),
@@ -185,7 +195,7 @@ def test_recovery_comes_first_even_behind_a_page_of_more_urgent_ready_work(
     for i in range(6):
         clock.advance(1)
         urgent.append(svc.task(pid, title=f"urgent {i}", priority=0))
-    clock.advance(60)
+    clock.advance(120)  # the lease lapsed, and the minute of backoff after it passed
     nxt = second.get(f"/api/v1/projects/{pid}/next")
     assert nxt["action"]["kind"] == "recover_task"
     assert nxt["action"]["task_id"] == lapsed["id"]

@@ -155,8 +155,10 @@ def test_issue_credential_grants_projects_by_id_or_name(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         for pid, name in (("p-1", "alpha"), ("p-2", "beta")):
             conn.execute(
-                "INSERT INTO projects VALUES (?, ?, 'https://x/y', 'main', 'agent', 600, 0, '[]', "
-                "1, 0, 0)",
+                "INSERT INTO projects (id, name, repository_url, target_branch, review_mode, "
+                "lease_seconds, max_attempt_seconds, required_checks_json, policy_revision, "
+                "created_at, updated_at) "
+                "VALUES (?, ?, 'https://x/y', 'main', 'agent', 600, 0, '[]', 1, 0, 0)",
                 (pid, name),
             )
     out = run(

@@ -115,7 +115,7 @@ def test_two_workers_claim_each_task_once_and_survive_a_killed_worker(
     try:
         pid = admin.post(
             "/api/v1/projects",
-            json={"name": "workers", "repository_url": "https://x/y"},
+            json={"name": "workers", "repository_url": "https://x/y", "admit_agent_tasks": True},
             headers={"Idempotency-Key": "p"},
         ).json()["data"]["id"]
         for i in range(TASKS):

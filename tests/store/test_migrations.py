@@ -112,3 +112,48 @@ def test_0004_grants_existing_principals_every_existing_project(database: str) -
         assert receipt_columns == []
     finally:
         engine.dispose()
+
+
+def test_0006_existing_projects_hold_agent_tasks_and_tasks_start_with_no_try(
+    database: str,
+) -> None:
+    """An upgrade makes every existing project the safe default: agent-filed tasks wait for a
+    person, a task parks after 3 fruitless attempts; existing tasks have no try counted."""
+    from alembic import command
+
+    from agentc.store.engine import _alembic_config
+
+    engine = open_engine(Database.parse(database))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(_alembic_config(conn), "0005")
+            conn.execute(
+                text(
+                    "INSERT INTO principals (id, name, kind, role, created_at) "
+                    "VALUES ('a1', 'root', 'human', 'admin', 0)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO projects VALUES ('p1', 'p1', 'https://x/y', 'main', 'agent', "
+                    "600, 0, '[]', 1, 0, 0)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO tasks (id, project_id, title, description, acceptance_json, "
+                    "kind, priority, lifecycle, revision, generation, ready_since, origin, "
+                    "created_by, created_at, updated_at) VALUES ('t1', 'p1', 't', '', '[\"c\"]', "
+                    "'code', 2, 'open', 1, 0, 0, 'human', 'a1', 0, 0)"
+                )
+            )
+        assert migrate(engine) == head_revision()
+        with engine.connect() as conn:
+            project = conn.execute(
+                text("SELECT admit_agent_tasks, park_after_attempts FROM projects")
+            ).one()
+            task = conn.execute(text("SELECT proposed_at, tries FROM tasks")).one()
+        assert (bool(project[0]), project[1]) == (False, 3)
+        assert tuple(task) == (None, 0)
+    finally:
+        engine.dispose()

@@ -29,6 +29,7 @@ class WorkStatus(StrEnum):
     """Derived on read from the stored facts; never stored."""
 
     PLANNED = "planned"
+    PROPOSED = "proposed"  # planned, filed by an agent, waiting for a person's approval
     READY = "ready"
     IN_PROGRESS = "in_progress"
     BLOCKED = "blocked"
@@ -125,6 +126,11 @@ CRITERIA_MIN, CRITERIA_MAX = 1, 100
 PRIORITY_URGENT, PRIORITY_LOW, PRIORITY_DEFAULT = 0, 3, 2
 DEPENDENCIES_MAX = 100
 AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
+# Fruitless attempts (ended without a submission): the delay before the task is offered again
+# after the n-th in a row (BACKOFF_BASE_MS doubling, at most BACKOFF_CAP_MS), and the project
+# setting that parks the task after that many in a row.
+BACKOFF_BASE_MS, BACKOFF_CAP_MS = 60_000, 3_600_000
+PARK_AFTER_MIN, PARK_AFTER_MAX, PARK_AFTER_DEFAULT = 1, 100, 3
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
 # Every number a request may carry has a range (docs/api.md lists them all).
@@ -164,6 +170,13 @@ class ProjectRole(StrEnum):
 
 class AdmissionClass(StrEnum):
     CANARY = "canary"
+
+
+class Hold(StrEnum):
+    """Why an agent's task waits, planned, for a person to approve it."""
+
+    APPROVAL = "approval"  # the project does not admit agent-filed tasks by itself
+    WEEKLY_BUDGET = "weekly_budget"  # the project's agents filed their week's budget already
 
 
 class TelemetryStream(StrEnum):

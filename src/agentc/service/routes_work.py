@@ -22,6 +22,7 @@ from agentc.service.request import ApiRoute
 from agentc.service.schemas import (
     ActivityClaimIn,
     ActivityReleaseIn,
+    ApproveIn,
     CancelIn,
     CheckoutIn,
     CheckpointIn,
@@ -210,6 +211,7 @@ async def get_task(request: Request, project_id: str, task_id: str) -> Response:
 _record_route("PATCH", T, "tasks", tasks.edit_task, TaskEditIn)
 _record_route("POST", T + "/cancel", "tasks", tasks.cancel_task, CancelIn)
 _record_route("POST", T + "/unblock", "tasks", tasks.unblock_task, UnblockIn)
+_record_route("POST", T + "/approve", "tasks", tasks.approve_task, ApproveIn)
 
 
 @router.get(T + "/workflow", tags=["workflow"])

@@ -40,6 +40,7 @@ TargetBranch = Annotated[
 ]
 LeaseSeconds = Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)]
 MaxAttemptSeconds = Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)]
+ParkAfterAttempts = Annotated[int, Field(ge=m.PARK_AFTER_MIN, le=m.PARK_AFTER_MAX)]
 Priority = Annotated[int, Field(ge=m.PRIORITY_URGENT, le=m.PRIORITY_LOW)]
 DependsOn = Annotated[list[Id], Field(max_length=m.DEPENDENCIES_MAX)]
 
@@ -97,6 +98,8 @@ class ProjectIn(Body):
     lease_seconds: LeaseSeconds = m.LEASE_SECONDS_DEFAULT
     max_attempt_seconds: MaxAttemptSeconds = 0
     required_checks: RequiredChecks = []
+    admit_agent_tasks: bool = False
+    park_after_attempts: ParkAfterAttempts = m.PARK_AFTER_DEFAULT
 
 
 class PolicyIn(Body):
@@ -107,6 +110,8 @@ class PolicyIn(Body):
     lease_seconds: LeaseSeconds | None = None
     max_attempt_seconds: MaxAttemptSeconds | None = None
     required_checks: RequiredChecks | None = None
+    admit_agent_tasks: bool | None = None
+    park_after_attempts: ParkAfterAttempts | None = None
 
 
 class TaskIn(Body):
@@ -221,6 +226,10 @@ class TelemetryIn(Body):
 class UnblockIn(Body):
     expected_revision: Counter
     reason: Reason
+
+
+class ApproveIn(Body):
+    expected_revision: Counter
 
 
 class CheckoutIn(Body):

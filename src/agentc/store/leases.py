@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.core.model import AttemptState, Lifecycle, Phase
+from agentc.core.status import backoff_steps
 from agentc.store.sql import columns, defer, fetch_all, fetch_exists, fetch_one, run, table
 from agentc.store.tasks import Task
 from agentc.store.tx import Tx
@@ -65,7 +66,7 @@ class Offer(NamedTuple):
     task: Task
     attempt_state: str | None
     attempt_expires_at: int | None
-    owner_authorized: bool
+    owner_lost_at: int | None  # see `agentc.core.status.AttemptFacts`
 
 
 class HeldAttempt(NamedTuple):
@@ -98,7 +99,7 @@ _END_IF_ACTIVE = (
     f"WHERE id = :id AND state = '{AttemptState.ACTIVE}'"
 )
 _OWNER = (
-    "SELECT p.disabled_at, c.revoked_at, s.closed_at FROM attempts a "
+    "SELECT s.closed_at, c.revoked_at, p.disabled_at FROM attempts a "
     "JOIN principals p ON p.id = a.owner_id JOIN credentials c ON c.id = a.credential_id "
     "JOIN agent_sessions s ON s.id = a.session_id WHERE a.id = :id"
 )
@@ -115,9 +116,25 @@ _INDEPENDENT = (
     "(principal_id = :principal_id OR session_id = :session_id) LIMIT 1"
 )
 
+# `agentc.core.status.backoff_ms` of a task's tries, spelled out from its table.
+_BACKOFF = (
+    "(CASE "
+    + " ".join(f"WHEN t.tries <= {n} THEN {ms}" for n, ms in backoff_steps()[:-1])
+    + f" ELSE {backoff_steps()[-1][1]} END)"
+)
+# When the task's last attempt stopped (`agentc.core.status.offered_from`): a lapsed one when
+# its owner lost it (the first set of session closed, credential revoked, principal disabled,
+# as `owner_lost_at` reads them) or else when it expired; otherwise when the task became ready.
+_STOPPED = (
+    f"(CASE WHEN a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' THEN t.ready_since "
+    "ELSE COALESCE(s.closed_at, c.revoked_at, p.disabled_at, a.expires_at) END)"
+)
+
 # One query for `next` and queue claims. The window: the first `scan` open tasks outside
 # review and integration, in offer order (priority, ready_since, id), with no unfinished
-# prerequisite and no current attempt that still holds its lease. Of the window, the first
+# prerequisite, no current attempt that still holds its lease, fewer than `park_after` tries
+# (not parked) and past the backoff of those tries (a task backing off or parked is not in the
+# window, so it never crowds out the tasks on offer behind it). Of the window, the first
 # `limit` rows come back, recovery first (a current attempt that is still active no longer
 # holds: the status rule in `agentc.core.status` says so too, and the caller checks), each
 # with its current attempt's facts and the window's size. The window is scanned on narrow
@@ -141,6 +158,7 @@ _WINDOW = (
     f"ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> '{Lifecycle.DONE}') "
     f"AND (a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' OR a.expires_at <= :now "
     "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
+    f"AND t.tries < :park_after AND {_STOPPED} + {_BACKOFF} <= :now "
     "ORDER BY t.priority, t.ready_since, t.id LIMIT :scan) "
 )
 _OFFER = (
@@ -160,15 +178,33 @@ class Offered(NamedTuple):
     offers: list[Offer]
 
 
+def _lost_at(closed_at: int | None, revoked_at: int | None, disabled_at: int | None) -> int | None:
+    """When an attempt's owner lost its lease: the first of these that is set, in this order
+    (as _STOPPED's COALESCE takes them)."""
+    return next((t for t in (closed_at, revoked_at, disabled_at) if t is not None), None)
+
+
 def _offer(*row: Any) -> tuple[Offer, int]:  # the driver's values, in _OFFER's column order
     state, expires_at, disabled_at, revoked_at, closed_at, inspected = row[_TASK_WIDTH:]
-    authorized = disabled_at is None and revoked_at is None and closed_at is None
-    return Offer(Task(*row[:_TASK_WIDTH]), state, expires_at, authorized), inspected
+    lost_at = _lost_at(closed_at, revoked_at, disabled_at)
+    return Offer(Task(*row[:_TASK_WIDTH]), state, expires_at, lost_at), inspected
 
 
-def offers(conn: Connection, project_id: str, now: int, limit: int, scan: int) -> Offered:
-    """The first ``limit`` tasks on offer among the first ``scan`` (see _OFFER)."""
-    rows = fetch_all(conn, _OFFER, _offer, project_id=project_id, now=now, scan=scan, limit=limit)
+def offers(
+    conn: Connection, project_id: str, now: int, park_after: int, limit: int, scan: int
+) -> Offered:
+    """The first ``limit`` tasks on offer among the first ``scan`` (see _OFFER); a task with
+    ``park_after`` tries or more is parked."""
+    rows = fetch_all(
+        conn,
+        _OFFER,
+        _offer,
+        project_id=project_id,
+        now=now,
+        park_after=park_after,
+        scan=scan,
+        limit=limit,
+    )
     return Offered(rows[0][1] if rows else 0, [offer for offer, _ in rows])
 
 
@@ -182,7 +218,7 @@ _FIRST_UNLOCKED = (
 
 
 def lock_first_offered(
-    tx: Tx, project_id: str, now: int, scan: int, tried: list[str]
+    tx: Tx, project_id: str, now: int, park_after: int, scan: int, tried: list[str]
 ) -> Task | None:
     """PostgreSQL: the first task on offer among the first ``scan`` (see _OFFER's window),
     recovery first, that another transaction does not hold locked and is not in tried,
@@ -195,6 +231,7 @@ def lock_first_offered(
         skip_locked=True,
         project_id=project_id,
         now=now,
+        park_after=park_after,
         scan=scan,
         tried=tried,
     )
@@ -264,11 +301,10 @@ def end_if_active(conn: Connection, attempt_id: str, now: int, state: AttemptSta
     run(conn, _END_IF_ACTIVE, state=state.value, now=now, id=attempt_id)
 
 
-def owner_authorized(conn: Connection, attempt_id: str) -> bool:
+def owner_lost_at(conn: Connection, attempt_id: str) -> int | None:
     """The owner of a lease still holds it only while its principal, credential and session
-    are live."""
-    ends = fetch_one(conn, _OWNER, lambda *ended_at: ended_at, id=attempt_id)
-    return ends is not None and all(ended_at is None for ended_at in ends)
+    are live: when it lost it (None: it has not)."""
+    return fetch_one(conn, _OWNER, _lost_at, id=attempt_id)
 
 
 def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:

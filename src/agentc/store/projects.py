@@ -19,6 +19,8 @@ class Project(NamedTuple):
     lease_seconds: int
     max_attempt_seconds: int
     required_checks_json: str
+    admit_agent_tasks: bool  # (SQLite answers 0 or 1)
+    park_after_attempts: int
     policy_revision: int
     created_at: int
     updated_at: int
@@ -31,6 +33,7 @@ _SAVE_POLICY = (
     "UPDATE projects SET repository_url = :repository_url, target_branch = :target_branch, "
     "review_mode = :review_mode, lease_seconds = :lease_seconds, "
     "max_attempt_seconds = :max_attempt_seconds, required_checks_json = :required_checks_json, "
+    "admit_agent_tasks = :admit_agent_tasks, park_after_attempts = :park_after_attempts, "
     "policy_revision = :policy_revision, updated_at = :updated_at WHERE id = :id"
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     ForeignKey,
     Index,
@@ -103,6 +104,11 @@ projects = Table(
     Column("lease_seconds", Integer, nullable=False),
     Column("max_attempt_seconds", Integer, nullable=False),
     Column("required_checks_json", Text, nullable=False),
+    # Agent-filed tasks go to the queue by themselves (within the weekly budget); otherwise
+    # they are proposed and wait for a person's approval.
+    Column("admit_agent_tasks", Boolean, nullable=False, server_default=text("false")),
+    # A task whose attempts end without a submission this many times in a row is parked.
+    Column("park_after_attempts", Integer, nullable=False, server_default=text("3")),
     Column("policy_revision", Integer, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("updated_at", Ms, nullable=False),
@@ -128,6 +134,9 @@ tasks = Table(
     Column("admission_class", String(32)),  # canary | None
     Column("budget_admitted_at", Ms),
     Column("budget_held_at", Ms),
+    Column("proposed_at", Ms),  # held for a person's approval (the project admits no agent tasks)
+    # Implementer attempts claimed since the last submission or a person's put-back.
+    Column("tries", Integer, nullable=False, server_default=text("0")),
     Column("phase", String(24)),  # None | review | integration | revision_needed | done
     Column("current_submission_id", Id),
     Column("created_by", Id, nullable=False),

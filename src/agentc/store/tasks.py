@@ -38,6 +38,8 @@ class Task(NamedTuple):
     admission_class: str | None
     budget_admitted_at: int | None
     budget_held_at: int | None
+    proposed_at: int | None
+    tries: int
     phase: str | None
     current_submission_id: str | None
     created_by: str
@@ -61,6 +63,9 @@ class TaskChanges(TypedDict, total=False):
     current_submission_id: str | None
     blocked_reason: str | None
     ready_since: int
+    budget_held_at: int | None
+    proposed_at: int | None
+    tries: int
     phase: str | None
     updated_at: int
 
@@ -70,7 +75,7 @@ _BY_ID = _SELECT + " WHERE id = :id"
 _IN_PROJECT = _BY_ID + " AND project_id = :project_id"
 _ASSIGN = (
     "UPDATE tasks SET generation = :generation, current_attempt_id = :attempt_id, "
-    "updated_at = :now WHERE id = :id"
+    "tries = :tries, updated_at = :now WHERE id = :id"
 )
 _RELEASE = (
     "UPDATE tasks SET current_attempt_id = NULL, ready_since = :now, updated_at = :now, "
@@ -117,10 +122,22 @@ def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
 def assign_attempt(
     conn: Connection, task: Task, attempt_id: str, generation: int, now: int
 ) -> Task:
-    """The claim's write: the task's current attempt and its fencing generation (deferred:
-    `agentc.store.sql.defer`; the claim has locked the task). Returns the row as written."""
-    defer(conn, _ASSIGN, generation=generation, attempt_id=attempt_id, now=now, id=task.id)
-    return task._replace(generation=generation, current_attempt_id=attempt_id, updated_at=now)
+    """The claim's write: the task's current attempt, its fencing generation and one more try
+    (deferred: `agentc.store.sql.defer`; the claim has locked the task). Returns the row as
+    written."""
+    tries = task.tries + 1
+    defer(
+        conn,
+        _ASSIGN,
+        generation=generation,
+        attempt_id=attempt_id,
+        tries=tries,
+        now=now,
+        id=task.id,
+    )
+    return task._replace(
+        generation=generation, current_attempt_id=attempt_id, tries=tries, updated_at=now
+    )
 
 
 def release_task(
@@ -196,13 +213,19 @@ def restart_dependents(conn: Connection, task_id: str, now: int) -> None:
 _MAY_NEED_A_HUMAN = _SELECT + (
     " WHERE project_id = :project_id AND ("
     f"(lifecycle = '{Lifecycle.OPEN}' AND (blocked_reason IS NOT NULL "
-    "OR current_attempt_id IS NOT NULL)) "
-    f"OR (lifecycle = '{Lifecycle.PLANNED}' AND budget_held_at IS NOT NULL)) "
+    "OR current_attempt_id IS NOT NULL OR tries >= :park_after)) "
+    f"OR (lifecycle = '{Lifecycle.PLANNED}' AND (budget_held_at IS NOT NULL "
+    "OR proposed_at IS NOT NULL))) "
     "ORDER BY priority, updated_at, id LIMIT :limit"
 )
 
 
-def tasks_that_may_need_a_human(conn: Connection, project_id: str, limit: int) -> list[Task]:
-    """Open tasks blocked with a reason or with a current attempt (it may have lapsed), and
-    planned tasks the weekly budget holds; by priority."""
-    return fetch_all(conn, _MAY_NEED_A_HUMAN, Task, project_id=project_id, limit=limit)
+def tasks_that_may_need_a_human(
+    conn: Connection, project_id: str, park_after: int, limit: int
+) -> list[Task]:
+    """Open tasks blocked with a reason, with a current attempt (it may have lapsed) or with
+    park_after tries or more (they may be parked), and planned tasks waiting for a person's
+    approval; by priority."""
+    return fetch_all(
+        conn, _MAY_NEED_A_HUMAN, Task, project_id=project_id, park_after=park_after, limit=limit
+    )

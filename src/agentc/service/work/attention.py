@@ -9,21 +9,24 @@ the project).
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.model import ActivityKind, PrincipalKind, WorkStatus
+from agentc.core.model import ActivityKind, AttemptState, Hold, PrincipalKind, WorkStatus
 from agentc.core.rules import iso_week_start_ms, rfc3339
-from agentc.core.status import work_status
+from agentc.core.status import fruitless_attempts, parked, work_status
 from agentc.service.auth import Actor, denied
 from agentc.service.ops import JsonObject
 from agentc.service.work import spend
 from agentc.service.work.refusals import missing
-from agentc.service.work.views import project_row, task_facts
+from agentc.service.work.views import hold_of, project_row, task_facts
 from agentc.store import accounts, audit, grants, leases, projects, tasks, workflow
 from agentc.store.accounts import Principal
 from agentc.store.audit import write_event
+from agentc.store.projects import Project
 from agentc.store.sql import fetch_row
+from agentc.store.tasks import Task
 from agentc.store.workflow import Activity
 
 RECENT_MS = 7 * spend.DAY_MS  # send-backs, landings and ended attempts this recent are listed
@@ -31,6 +34,7 @@ STALE_HOST_MS = 24 * 3600 * 1000  # a host silent this long is stale ...
 FORGOTTEN_HOST_MS = 14 * spend.DAY_MS  # ... until it has been silent this long
 LISTED = 50
 HANDOFF_SHOWN = 600
+PARKED_ATTEMPTS = 10  # a parked task's last attempts shown with it
 
 
 def may_read(conn: Connection, actor: Actor, project_id: str) -> None:
@@ -57,12 +61,13 @@ def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> J
     project = project_row(conn, project_id)
     titles = _Titles(conn, project_id)
     since = now - RECENT_MS
-    held, blocked, lapsed = _tasks(conn, project_id, now)
+    found = _tasks(conn, project, now)
     required = [c["identity"] for c in json.loads(project.required_checks_json)]
     sections: JsonObject = {
-        "held_tasks": held,
-        "blocked_tasks": blocked,
-        "recovery_required": lapsed,
+        "proposed_tasks": found.proposed,
+        "parked_tasks": found.parked,
+        "blocked_tasks": found.blocked,
+        "recovery_required": found.lapsed,
         "human_reviews": _reviews(conn, project_id),
         "send_backs": _send_backs(conn, project_id, since, titles),
         "unchecked_landings": _unchecked(conn, project_id, since, titles, required),
@@ -87,7 +92,7 @@ def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> J
                 "weekly_budget": weekly_budget,
                 "admitted_this_week": tasks.agent_tasks_admitted_since(conn, project_id, week),
                 "week_start": rfc3339(week),
-                "held": len(held),
+                "held": sum(t["held_for"] == Hold.WEEKLY_BUDGET for t in found.proposed),
             },
         },
     }
@@ -107,20 +112,48 @@ class _Titles:
         return self.known[task_id]
 
 
-def _tasks(
-    conn: Connection, project_id: str, now: int
-) -> tuple[list[JsonObject], list[JsonObject], list[JsonObject]]:
-    held, blocked, lapsed = [], [], []
-    for task in tasks.tasks_that_may_need_a_human(conn, project_id, 3 * LISTED):
-        status = work_status(task_facts(conn, task), now)
+class _Found(NamedTuple):
+    proposed: list[JsonObject]
+    parked: list[JsonObject]
+    blocked: list[JsonObject]
+    lapsed: list[JsonObject]
+
+
+def _tasks(conn: Connection, project: Project, now: int) -> _Found:
+    found = _Found([], [], [], [])
+    limit = project.park_after_attempts
+    for task in tasks.tasks_that_may_need_a_human(conn, project.id, limit, 4 * LISTED):
+        facts = task_facts(conn, task, limit=limit)
+        status = work_status(facts, now)
         item = {"task_id": task.id, "title": task.title, "priority": task.priority}
-        if status == WorkStatus.PLANNED and task.budget_held_at is not None:
-            held.append({**item, "since": rfc3339(task.budget_held_at)})
+        if status == WorkStatus.PROPOSED:
+            since = task.proposed_at or task.budget_held_at
+            found.proposed.append({**item, "held_for": hold_of(task), "since": rfc3339(since)})
+        elif parked(facts, now):
+            count = fruitless_attempts(facts, now)
+            found.parked.append(
+                {**item, "fruitless_attempts": count, "attempts": _last_attempts(conn, task, count)}
+            )
         elif status == WorkStatus.BLOCKED and task.blocked_reason:
-            blocked.append({**item, "reason": task.blocked_reason})
+            found.blocked.append({**item, "reason": task.blocked_reason})
         elif status == WorkStatus.RECOVERY_REQUIRED:
-            lapsed.append({**item, "attempt_id": task.current_attempt_id})
-    return held[:LISTED], blocked[:LISTED], lapsed[:LISTED]
+            found.lapsed.append({**item, "attempt_id": task.current_attempt_id})
+    return _Found(*(items[:LISTED] for items in found))
+
+
+def _last_attempts(conn: Connection, task: Task, count: int) -> list[JsonObject]:
+    """How the task's last ``count`` attempts ended (at most PARKED_ATTEMPTS), newest first;
+    one still active has lapsed (a parked task holds no attempt)."""
+    return [
+        {
+            "attempt_id": a.id,
+            "state": "lapsed" if a.state == AttemptState.ACTIVE else a.state,
+            "outcome": a.outcome,
+            "handoff": (a.handoff or "")[:HANDOFF_SHOWN] or None,
+            "ended_at": rfc3339(a.expires_at if a.state == AttemptState.ACTIVE else a.ended_at),
+        }
+        for a in leases.attempts_of_task(conn, task.id, min(count, PARKED_ATTEMPTS))
+    ]
 
 
 def _reviews(conn: Connection, project_id: str) -> list[JsonObject]:

@@ -6,6 +6,8 @@ an attempt that is no longer the task's current one is refused.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -13,7 +15,16 @@ from agentc.core import lease
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import AttemptMode, AttemptState, Role, WorkStatus
 from agentc.core.rules import rfc3339
-from agentc.core.status import AttemptFacts, TaskFacts, offer_key, work_status
+from agentc.core.status import (
+    OFFERABLE,
+    AttemptFacts,
+    TaskFacts,
+    is_offered,
+    offer_key,
+    offered_from,
+    parked,
+    work_status,
+)
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
@@ -34,32 +45,28 @@ from agentc.store.tasks import Task
 
 NEXT_SCAN = 50  # the offer window: how many tasks on offer `next` and a queue claim look at
 CLAIM_PAGE = 4  # the candidates a queue claim reads first
-CLAIMABLE = (WorkStatus.READY, WorkStatus.RECOVERY_REQUIRED)
 
 
-def _offer_status(offer: Offer, now: int) -> WorkStatus:
+def _offer_status(offer: Offer, now: int, limit: int) -> WorkStatus:
     task = offer.task
     attempt = None
     if task.current_attempt_id is not None and offer.attempt_state is not None:
         assert offer.attempt_expires_at is not None
-        attempt = AttemptFacts(
-            offer.attempt_state, offer.attempt_expires_at, offer.owner_authorized
-        )
-    return work_status(
-        TaskFacts(task.lifecycle, task.phase, task.blocked_reason, attempt, True), now
-    )
+        attempt = AttemptFacts(offer.attempt_state, offer.attempt_expires_at, offer.owner_lost_at)
+    return work_status(facts_of(task, attempt, True, limit), now)
 
 
 def _offered(
-    conn: Connection, project_id: str, now: int, limit: int
+    conn: Connection, project: Project, now: int, limit: int
 ) -> tuple[int, list[tuple[Task, WorkStatus]]]:
     """How many tasks the offer window held (the first NEXT_SCAN on offer), and the first
     ``limit`` claimable ones in it: recovery first, then ready, each in the core's offer
     order, with its derived status. The SQL orders the same way, so its LIMIT keeps the
     best; the order and the statuses are the core's."""
-    inspected, found = leases.offers(conn, project_id, now, limit, NEXT_SCAN)
-    statuses = [(o.task, _offer_status(o, now)) for o in found]
-    claimable = [o for o in statuses if o[1] in CLAIMABLE]
+    park_after = project.park_after_attempts
+    inspected, found = leases.offers(conn, project.id, now, park_after, limit, NEXT_SCAN)
+    statuses = [(o.task, _offer_status(o, now, park_after)) for o in found]
+    claimable = [o for o in statuses if o[1] in OFFERABLE]
     claimable.sort(
         key=lambda o: (
             o[1] != WorkStatus.RECOVERY_REQUIRED,
@@ -71,8 +78,8 @@ def _offered(
 
 def next_action(conn: Connection, project_id: str, now: int, actor: Actor) -> JsonObject:
     """At most one suggested claim: recoverable work first, then ready work. Read only."""
-    project_row(conn, project_id)
-    inspected, offered = _offered(conn, project_id, now, 1)
+    project = project_row(conn, project_id)
+    inspected, offered = _offered(conn, project, now, 1)
     if not offered:
         return suggestion(Role.IMPLEMENTER, None, inspected)
     task, status = offered[0]
@@ -105,66 +112,90 @@ def suggestion(role: Role, action: JsonObject | None, inspected: int) -> JsonObj
     }
 
 
-Claimable = tuple[Task, WorkStatus, tasks.Prerequisites]
+class Claimable(NamedTuple):
+    """A task judged by the core's rules as it now is (locked), with its prerequisites."""
+
+    task: Task
+    facts: TaskFacts
+    status: WorkStatus
+    prerequisites: tasks.Prerequisites
 
 
-def _next_claimable(op: Op, project_id: str) -> Claimable | None:
+def _next_claimable(op: Op, project: Project) -> Claimable | None:
     """The first task on offer that this transaction can take: recovery first, then ready.
     On PostgreSQL one statement reads the offer window and locks its first candidate no
     other claim holds (SKIP LOCKED), so concurrent queue claims spread over the tasks instead
     of colliding on the first. On SQLite's single writer nothing else holds a candidate: the
     first CLAIM_PAGE are read, then (if none of them can be taken) the whole window."""
     if op.tx.is_postgres:
-        return _first_claimable_locked(op, project_id)
+        return _first_claimable_locked(op, project)
     tried: set[str] = set()
     for limit in (CLAIM_PAGE, NEXT_SCAN):
-        inspected, offered = _offered(op.conn, project_id, op.now, limit)
+        inspected, offered = _offered(op.conn, project, op.now, limit)
         for candidate, _status in offered:
             if candidate.id in tried:
                 continue
             tried.add(candidate.id)
             # Read in this transaction, under the one writer's lock: nothing changed it since.
-            judged = _judged(op, candidate)
-            if judged[1] in CLAIMABLE:
+            judged = _judged(op, project, candidate)
+            if is_offered(judged.facts, op.now):
                 return judged
         if inspected <= limit:
             break
     return None
 
 
-def _first_claimable_locked(op: Op, project_id: str) -> Claimable | None:
+def _first_claimable_locked(op: Op, project: Project) -> Claimable | None:
     """PostgreSQL: lock the window's first candidate that no other transaction holds (SKIP
     LOCKED, in the offer query itself), then judge it by the core's rules as it now is; one
     that is not claimable any more is left out and the next one locked."""
     tried: list[str] = []
     while len(tried) < NEXT_SCAN:
-        task = leases.lock_first_offered(op.tx, project_id, op.now, NEXT_SCAN, tried)
+        task = leases.lock_first_offered(
+            op.tx, project.id, op.now, project.park_after_attempts, NEXT_SCAN, tried
+        )
         if task is None:
             return None
         tried.append(task.id)
-        judged = _judged(op, task)
-        if judged[1] in CLAIMABLE:
+        judged = _judged(op, project, task)
+        if is_offered(judged.facts, op.now):
             return judged
     return None
 
 
-def _judged(op: Op, task: Task) -> Claimable:
-    """The task (locked) with its status by the core's rules as it now is, and its
-    prerequisites."""
+def _judged(op: Op, project: Project, task: Task) -> Claimable:
+    """The task (locked) judged by the core's rules as it now is, with its prerequisites."""
     prerequisites = tasks.prerequisites(op.conn, task.id)
-    return task, work_status(task_facts(op.conn, task, prerequisites), op.now), prerequisites
+    facts = task_facts(op.conn, task, prerequisites, limit=project.park_after_attempts)
+    return Claimable(task, facts, work_status(facts, op.now), prerequisites)
 
 
-def _named_task(op: Op, project_id: str, body: ClaimIn) -> Claimable:
-    """The task the claim names, at the revision it expects, if it can be claimed."""
+def _named_task(op: Op, project: Project, body: ClaimIn) -> Claimable:
+    """The task the claim names, at the revision it expects, if it is on offer."""
     assert body.task_id is not None and body.expected_task_revision is not None
-    judged = _judged(op, locked_task(op, project_id, body.task_id, body.expected_task_revision))
-    task, status, _prerequisites = judged
-    if status not in CLAIMABLE:
+    task = locked_task(op, project.id, body.task_id, body.expected_task_revision)
+    judged = _judged(op, project, task)
+    status = judged.status
+    if parked(judged.facts, op.now):
+        raise conflict(
+            "claim_conflict",
+            f"the task is parked: {task.tries} attempts in a row ended without a submission; "
+            "a person puts it back",
+            task={"id": task.id, "work_status": status.value, "parked": True},
+        )
+    if status not in OFFERABLE:
         raise conflict(
             "claim_conflict",
             f"the task is {status.value}, not ready",
             task={"id": task.id, "work_status": status.value},
+        )
+    if not is_offered(judged.facts, op.now):
+        offered = rfc3339(offered_from(judged.facts))
+        raise conflict(
+            "claim_conflict",
+            f"the task is backing off: {task.tries} attempt(s) in a row ended without a "
+            f"submission, so it is offered again from {offered}",
+            task={"id": task.id, "work_status": status.value, "offered_from": offered},
         )
     return judged
 
@@ -227,15 +258,15 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
             details={"field": "task_id"},
         )
     if body.task_id is None:
-        found = _next_claimable(op, project_id)
+        found = _next_claimable(op, project)
         if found is None:
             op.event("claim.empty", project_id, None)
             return Result({"claim": None, "reasons": ["no ready task"], "retry_after_seconds": 30})
     else:
-        found = _named_task(op, project_id, body)
-    task, status, prerequisites = found
+        found = _named_task(op, project, body)
+    task, prerequisites = found.task, found.prerequisites
     previous = None
-    if status == WorkStatus.RECOVERY_REQUIRED:
+    if found.status == WorkStatus.RECOVERY_REQUIRED:
         previous = _take_over(op, task)
     mode = AttemptMode.RECOVERY if previous is not None else AttemptMode.WORK
     generation = task.generation + 1
@@ -252,7 +283,8 @@ def claim(op: Op, project_id: str, body: ClaimIn) -> Result:
         generation=generation,
         mode=mode.value,
     )
-    return Result(_claimed(op, task, prerequisites, attempt, previous), status=201)
+    answer = _claimed(op, project, task, prerequisites, attempt, previous)
+    return Result(answer, status=201)
 
 
 def _take_over(op: Op, task: Task) -> Attempt | None:
@@ -272,6 +304,7 @@ def _take_over(op: Op, task: Task) -> Attempt | None:
 
 def _claimed(
     op: Op,
+    project: Project,
     task: Task,
     prerequisites: tasks.Prerequisites,
     attempt: Attempt,
@@ -280,12 +313,12 @@ def _claimed(
     """The claim's answer, from what the claim read and wrote (nothing is read back): the
     task is held by the new attempt, whose owner is the caller, authenticated live in this
     transaction."""
-    held = AttemptFacts(attempt.state, attempt.expires_at, owner_authorized=True)
-    status = work_status(facts_of(task, held, prerequisites.done), op.now)
+    held = AttemptFacts(attempt.state, attempt.expires_at)
+    facts = facts_of(task, held, prerequisites.done, project.park_after_attempts)
     remaining = attempt.expires_at - op.now
     return {
         "claim": {
-            "task": task_view_of(task, status, prerequisites.ids),
+            "task": task_view_of(task, facts, prerequisites.ids, op.now),
             "attempt": attempt_view(attempt, op.now),
             "lease_remaining_ms": remaining,
             "previous_attempt": attempt_view(previous, op.now) if previous else None,

@@ -36,6 +36,8 @@ def create_project(op: Op, body: ProjectIn) -> Result:
         new_id(),
         *given,
         required_checks_json=json.dumps([c.model_dump() for c in body.required_checks]),
+        admit_agent_tasks=body.admit_agent_tasks,
+        park_after_attempts=body.park_after_attempts,
         policy_revision=1,
         created_at=op.now,
         updated_at=op.now,
@@ -69,7 +71,11 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
     _check_max_attempt(body.max_attempt_seconds)
     given = body.model_dump(exclude_none=True, exclude={"expected_revision"})
     checks = given.get("required_checks")
-    current = {**row._asdict(), "required_checks": json.loads(row.required_checks_json)}
+    current = {
+        **row._asdict(),
+        "required_checks": json.loads(row.required_checks_json),
+        "admit_agent_tasks": bool(row.admit_agent_tasks),
+    }
     changes = {name: value for name, value in given.items() if current[name] != value}
     updated = row._replace(
         repository_url=_given(body.repository_url, row.repository_url),
@@ -78,6 +84,8 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
         lease_seconds=_given(body.lease_seconds, row.lease_seconds),
         max_attempt_seconds=_given(body.max_attempt_seconds, row.max_attempt_seconds),
         required_checks_json=row.required_checks_json if checks is None else json.dumps(checks),
+        admit_agent_tasks=_given(body.admit_agent_tasks, bool(row.admit_agent_tasks)),
+        park_after_attempts=_given(body.park_after_attempts, row.park_after_attempts),
         policy_revision=row.policy_revision + 1,
         updated_at=op.now,
     )

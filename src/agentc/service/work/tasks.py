@@ -7,7 +7,7 @@ import json
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import AdmissionClass, Lifecycle, Phase, PrincipalKind
+from agentc.core.model import AdmissionClass, Hold, Lifecycle, Phase, PrincipalKind
 from agentc.core.rules import (
     find_cycle,
     iso_week_start_ms,
@@ -15,11 +15,12 @@ from agentc.core.rules import (
     rfc3339,
     task_cursor,
 )
+from agentc.core.status import fruitless_attempts, parked, work_status
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.ops import JsonObject, Op, Result, new_id
-from agentc.service.schemas import CancelIn, TaskEditIn, TaskIn, UnblockIn
+from agentc.service.schemas import ApproveIn, CancelIn, TaskEditIn, TaskIn, UnblockIn
 from agentc.service.work.refusals import conflict, invalid, missing, project_not_found
-from agentc.service.work.views import project_row, task_row, task_view
+from agentc.service.work.views import hold_of, project_row, task_facts, task_row, task_view
 from agentc.store import tasks
 from agentc.store.projects import Project
 from agentc.store.sql import insert
@@ -53,16 +54,18 @@ def _check_dependencies(
         )
 
 
-def _admission(op: Op, project_id: str, body: TaskIn) -> JsonObject:
-    """Agents get a weekly budget per project; canaries from listed principals are exempt."""
+def _admission(op: Op, project: Project, body: TaskIn) -> JsonObject:
+    """Agents' tasks wait for a person's approval unless the project admits them, and then
+    within a weekly budget per project; canaries from listed principals are exempt."""
     settings = op.runtime.settings
     week = iso_week_start_ms(op.now)
     limit = settings.agent_task_weekly_budget
-    admitted = tasks.agent_tasks_admitted_since(op.conn, project_id, week)
+    admitted = tasks.agent_tasks_admitted_since(op.conn, project.id, week)
     info: JsonObject = {
         "origin": (PrincipalKind.HUMAN if op.actor.is_human else PrincipalKind.AGENT).value,
         "admission_class": body.admission_class,
         "held": False,
+        "hold": None,
         "weekly_budget": {
             "limit": limit,
             "admitted_this_week": admitted,
@@ -77,33 +80,47 @@ def _admission(op: Op, project_id: str, body: TaskIn) -> JsonObject:
             )
         info["budget_exempt"] = AdmissionClass.CANARY.value
         return info
-    if op.actor.is_human or body.planned:
+    if op.actor.is_human:
+        return info
+    if not project.admit_agent_tasks:
+        return _held(
+            info,
+            Hold.APPROVAL,
+            f"project {project.name} does not admit agent-filed tasks by itself: the task is "
+            "proposed until a person approves it",
+        )
+    if body.planned:
         return info
     if admitted >= limit:
-        info["held"] = True
-        info["reason"] = (
+        return _held(
+            info,
+            Hold.WEEKLY_BUDGET,
             f"this project admitted {admitted} agent tasks this week (the budget is {limit}); "
-            "the task is held as planned until a human opens it"
+            "the task is proposed until a person approves it",
         )
-    else:
-        info["weekly_budget"]["admitted_this_week"] = admitted + 1
+    info["weekly_budget"]["admitted_this_week"] = admitted + 1
     return info
+
+
+def _held(info: JsonObject, hold: Hold, reason: str) -> JsonObject:
+    return {**info, "held": True, "hold": hold.value, "reason": reason}
 
 
 def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
     require_write(op.actor)
     # The project row is locked before the weekly budget is counted, so concurrent creates in
     # one project count one after another (PostgreSQL; SQLite has a single writer).
-    if op.tx.lock(Project, project_id) is None:
+    project = op.tx.lock(Project, project_id)
+    if project is None:
         raise project_not_found(project_id)
     task_id = new_id()
     _check_dependencies(op.conn, project_id, task_id, body.depends_on)
-    admission = _admission(op, project_id, body)
-    held: bool = admission["held"]
+    admission = _admission(op, project, body)
+    hold: str | None = admission["hold"]
     agent_admitted = (
-        not op.actor.is_human and not body.planned and not held and body.admission_class is None
+        not op.actor.is_human and not body.planned and hold is None and body.admission_class is None
     )
-    lifecycle = Lifecycle.PLANNED if body.planned or held else Lifecycle.OPEN
+    lifecycle = Lifecycle.PLANNED if body.planned or hold else Lifecycle.OPEN
     insert(
         op.conn,
         Task(
@@ -123,7 +140,9 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
             origin=admission["origin"],
             admission_class=body.admission_class,
             budget_admitted_at=op.now if agent_admitted else None,
-            budget_held_at=op.now if held else None,
+            budget_held_at=op.now if hold == Hold.WEEKLY_BUDGET else None,
+            proposed_at=op.now if hold == Hold.APPROVAL else None,
+            tries=0,
             phase=None,
             current_submission_id=None,
             created_by=op.actor.principal_id,
@@ -141,7 +160,8 @@ def create_task(op: Op, project_id: str, body: TaskIn) -> Result:
         lifecycle=lifecycle,
         admission=admission,
     )
-    view = task_view(op.conn, task_row(op.conn, project_id, task_id), op.now)
+    row = task_row(op.conn, project_id, task_id)
+    view = task_view(op.conn, row, op.now, limit=project.park_after_attempts)
     return Result({"task": view, "admission": admission}, status=201)
 
 
@@ -166,18 +186,33 @@ def _revise(op: Op, row: Task, changes: TaskChanges) -> None:
     tasks.update_task(op.conn, row.id, changes)
 
 
-def _task_result(op: Op, project_id: str, task_id: str) -> Result:
-    return Result(task_view(op.conn, task_row(op.conn, project_id, task_id), op.now))
+def _task_result(op: Op, project: Project, task_id: str) -> Result:
+    row = task_row(op.conn, project.id, task_id)
+    return Result(task_view(op.conn, row, op.now, limit=project.park_after_attempts))
 
 
-def _human_edit(op: Op, project_id: str, task_id: str, expected_revision: int, what: str) -> Task:
+def _human_edit(
+    op: Op, project_id: str, task_id: str, expected_revision: int, what: str
+) -> tuple[Project, Task]:
+    """The project and its task (locked, at the expected revision) a person changes."""
     require_human(op.actor, what)
-    project_row(op.conn, project_id)
-    return locked_task(op, project_id, task_id, expected_revision)
+    project = project_row(op.conn, project_id)
+    return project, locked_task(op, project_id, task_id, expected_revision)
+
+
+def _opened(op: Op, row: Task) -> TaskChanges:
+    """A person opens a planned task: it is ready from now, and no longer waits for approval
+    (an agent's proposed task is approved: the `task.approved` event says by whom)."""
+    hold = hold_of(row)
+    if hold is not None:
+        op.event("task.approved", row.project_id, row.id, held_for=hold)
+    return TaskChanges(
+        lifecycle=Lifecycle.OPEN, ready_since=op.now, proposed_at=None, budget_held_at=None
+    )
 
 
 def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result:
-    row = _human_edit(op, project_id, task_id, body.expected_revision, "edit tasks")
+    project, row = _human_edit(op, project_id, task_id, body.expected_revision, "edit tasks")
     if (
         row.lifecycle not in (Lifecycle.OPEN, Lifecycle.PLANNED)
         or row.current_attempt_id
@@ -196,10 +231,10 @@ def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result
         changes["acceptance_json"] = json.dumps(body.acceptance_criteria)
     if body.priority is not None:
         changes["priority"] = body.priority
-    if body.planned is not None:
-        changes["lifecycle"] = Lifecycle.PLANNED if body.planned else Lifecycle.OPEN
-        if not body.planned and row.lifecycle == Lifecycle.PLANNED:
-            changes["ready_since"] = op.now
+    if body.planned:
+        changes["lifecycle"] = Lifecycle.PLANNED
+    elif body.planned is not None and row.lifecycle == Lifecycle.PLANNED:
+        changes.update(_opened(op, row))
     if body.depends_on is not None:
         _check_dependencies(op.conn, project_id, task_id, body.depends_on)
         tasks.set_dependencies(op.conn, task_id, body.depends_on)
@@ -210,11 +245,26 @@ def edit_task(op: Op, project_id: str, task_id: str, body: TaskEditIn) -> Result
         task_id,
         fields=sorted(body.model_dump(exclude_none=True, exclude={"expected_revision"})),
     )
-    return _task_result(op, project_id, task_id)
+    return _task_result(op, project, task_id)
+
+
+def approve_task(op: Op, project_id: str, task_id: str, body: ApproveIn) -> Result:
+    """A person approves a task an agent proposed: it goes to the queue."""
+    project, row = _human_edit(op, project_id, task_id, body.expected_revision, "approve tasks")
+    if hold_of(row) is None:
+        status = work_status(task_facts(op.conn, row, limit=project.park_after_attempts), op.now)
+        raise conflict(
+            "task_not_proposed",
+            f"the task is {status.value}: only a proposed task (an agent filed it and it waits "
+            "for a person's approval) is approved",
+            work_status=status.value,
+        )
+    _revise(op, row, _opened(op, row))
+    return _task_result(op, project, task_id)
 
 
 def cancel_task(op: Op, project_id: str, task_id: str, body: CancelIn) -> Result:
-    row = _human_edit(op, project_id, task_id, body.expected_revision, "cancel tasks")
+    project, row = _human_edit(op, project_id, task_id, body.expected_revision, "cancel tasks")
     if row.lifecycle not in (Lifecycle.OPEN, Lifecycle.PLANNED):
         raise conflict("task_lifecycle_invalid", f"the task is {row.lifecycle}")
     if row.current_attempt_id is not None or row.phase in _IN_WORKFLOW:
@@ -224,25 +274,38 @@ def cancel_task(op: Op, project_id: str, task_id: str, body: CancelIn) -> Result
         )
     _revise(op, row, TaskChanges(lifecycle=Lifecycle.CANCELED, blocked_reason=body.reason))
     op.event("task.canceled", project_id, task_id, reason=body.reason)
-    return _task_result(op, project_id, task_id)
+    return _task_result(op, project, task_id)
 
 
 def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Result:
-    row = _human_edit(op, project_id, task_id, body.expected_revision, "unblock tasks")
-    if row.blocked_reason is None or row.lifecycle != Lifecycle.OPEN:
-        raise conflict("task_not_blocked", "the task is not blocked")
-    _revise(op, row, TaskChanges(blocked_reason=None, ready_since=op.now))
-    op.event("task.unblocked", project_id, task_id, reason=body.reason)
-    return _task_result(op, project_id, task_id)
+    """A person puts the task back: blocked (by an agent or parked) or backing off, it is on
+    offer again at once, its count of fruitless attempts reset."""
+    project, row = _human_edit(op, project_id, task_id, body.expected_revision, "unblock tasks")
+    facts = task_facts(op.conn, row, limit=project.park_after_attempts)
+    fruitless = fruitless_attempts(facts, op.now)
+    if row.lifecycle != Lifecycle.OPEN or (row.blocked_reason is None and not fruitless):
+        raise conflict("task_not_blocked", "the task is not blocked, parked or backing off")
+    # An attempt that still holds the task keeps its own try.
+    changes = TaskChanges(blocked_reason=None, tries=row.tries - fruitless, ready_since=op.now)
+    _revise(op, row, changes)
+    op.event(
+        "task.unblocked",
+        project_id,
+        task_id,
+        reason=body.reason,
+        fruitless_attempts=fruitless,
+        parked=parked(facts, op.now),
+    )
+    return _task_result(op, project, task_id)
 
 
 def list_tasks(
     conn: Connection, project_id: str, now: int, limit: int, cursor: str | None, status: str | None
 ) -> JsonObject:
-    project_row(conn, project_id)
+    park_after = project_row(conn, project_id).park_after_attempts
     after = parse_task_cursor(cursor) if cursor else None
     rows = tasks.task_page(conn, project_id, after, limit + 1)
-    items = [task_view(conn, r, now) for r in rows[:limit]]
+    items = [task_view(conn, r, now, limit=park_after) for r in rows[:limit]]
     if status:
         items = [t for t in items if t["work_status"] == status]
     last = rows[limit - 1] if len(rows) > limit else None

@@ -7,9 +7,17 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.model import ActivityKind, AttemptState, Lifecycle, WorkStatus
+from agentc.core.model import ActivityKind, AttemptState, Hold, Lifecycle
 from agentc.core.rules import rfc3339
-from agentc.core.status import AttemptFacts, TaskFacts, work_status
+from agentc.core.status import (
+    OFFERABLE,
+    AttemptFacts,
+    TaskFacts,
+    fruitless_attempts,
+    offered_from,
+    parked,
+    work_status,
+)
 from agentc.service.ops import JsonObject
 from agentc.service.work.refusals import not_found, project_not_found
 from agentc.store import leases, tasks, workflow
@@ -47,16 +55,28 @@ def project_view(row: Project) -> JsonObject:
             "revision": row.policy_revision,
             **_pick(row, "review_mode lease_seconds max_attempt_seconds"),
             "required_checks": json.loads(row.required_checks_json),
+            "admit_agent_tasks": bool(row.admit_agent_tasks),
+            "park_after_attempts": row.park_after_attempts,
         },
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
     }
 
 
+def park_after(conn: Connection, project_id: str) -> int:
+    """The project's limit of fruitless attempts in a row."""
+    return project_row(conn, project_id).park_after_attempts
+
+
 def task_facts(
-    conn: Connection, task: Task, prerequisites: tasks.Prerequisites | None = None
+    conn: Connection,
+    task: Task,
+    prerequisites: tasks.Prerequisites | None = None,
+    *,
+    limit: int | None = None,
 ) -> TaskFacts:
-    """What the task's work status is judged from (its prerequisites read unless given)."""
+    """What the task's work status is judged from (its prerequisites read unless given; the
+    project's limit of fruitless attempts, ``limit``, read unless given or unneeded)."""
     current = (
         None
         if task.current_attempt_id is None
@@ -64,29 +84,50 @@ def task_facts(
     )
     facts = None
     if current is not None:
-        authorized = leases.owner_authorized(conn, current.id)
-        facts = AttemptFacts(current.state, current.expires_at, authorized)
-    return facts_of(task, facts, (prerequisites or tasks.prerequisites(conn, task.id)).done)
+        lost_at = leases.owner_lost_at(conn, current.id)
+        facts = AttemptFacts(current.state, current.expires_at, lost_at)
+    if limit is None:  # a task without a try is never parked, whatever the limit
+        limit = park_after(conn, task.project_id) if task.tries else 1
+    done = (prerequisites or tasks.prerequisites(conn, task.id)).done
+    return facts_of(task, facts, done, limit)
 
 
-def facts_of(task: Task, current: AttemptFacts | None, prerequisites_done: bool) -> TaskFacts:
+def facts_of(
+    task: Task, current: AttemptFacts | None, prerequisites_done: bool, limit: int
+) -> TaskFacts:
     return TaskFacts(
         lifecycle=task.lifecycle,
         phase=task.phase,
         blocked_reason=task.blocked_reason,
         current_attempt=current,
         prerequisites_done=prerequisites_done,
+        held=hold_of(task) is not None,
+        tries=task.tries,
+        park_after=limit,
+        ready_since=task.ready_since,
     )
 
 
-def task_view(conn: Connection, task: Task, now: int) -> JsonObject:
+def hold_of(task: Task) -> Hold | None:
+    """Why the task waits for a person's approval, if it does (planned, filed by an agent)."""
+    if task.lifecycle != Lifecycle.PLANNED:
+        return None
+    if task.proposed_at is not None:
+        return Hold.APPROVAL
+    return Hold.WEEKLY_BUDGET if task.budget_held_at is not None else None
+
+
+def task_view(conn: Connection, task: Task, now: int, *, limit: int | None = None) -> JsonObject:
     prerequisites = tasks.prerequisites(conn, task.id)
-    status = work_status(task_facts(conn, task, prerequisites), now)
-    return task_view_of(task, status, prerequisites.ids)
+    facts = task_facts(conn, task, prerequisites, limit=limit)
+    return task_view_of(task, facts, prerequisites.ids, now)
 
 
-def task_view_of(task: Task, status: WorkStatus, depends_on: list[str]) -> JsonObject:
+def task_view_of(task: Task, facts: TaskFacts, depends_on: list[str], now: int) -> JsonObject:
     """The task as the API shows it, from what is already known of it."""
+    status = work_status(facts, now)
+    offered = offered_from(facts)
+    hold = hold_of(task)
     return {
         **_pick(task, "id project_id title description"),
         "acceptance_criteria": json.loads(task.acceptance_json),
@@ -96,7 +137,11 @@ def task_view_of(task: Task, status: WorkStatus, depends_on: list[str]) -> JsonO
         "blocked_reason": task.blocked_reason,
         "depends_on": depends_on,
         **_pick(task, "origin admission_class"),
-        "budget_held": task.budget_held_at is not None and task.lifecycle == Lifecycle.PLANNED,
+        "held_for": hold,
+        "budget_held": hold == Hold.WEEKLY_BUDGET,
+        "fruitless_attempts": fruitless_attempts(facts, now),
+        "parked": parked(facts, now),
+        "offered_from": rfc3339(offered) if status in OFFERABLE and offered > now else None,
         "ready_since": rfc3339(task.ready_since),
         "created_at": rfc3339(task.created_at),
         "updated_at": rfc3339(task.updated_at),

@@ -50,7 +50,10 @@ def submit(op: Op, project_id: str, attempt_id: str, body: SubmissionIn) -> Resu
     end_attempt(op, row, AttemptState.SUBMITTED, body.handoff or None)
     contribute(op, task.id, row.session_id)
     in_review = _open_activities(op, project, task, sub_id)
-    changes = TaskChanges(current_attempt_id=None, current_submission_id=sub_id, updated_at=op.now)
+    # A submission is progress: the count of fruitless attempts starts again.
+    changes = TaskChanges(
+        current_attempt_id=None, current_submission_id=sub_id, tries=0, updated_at=op.now
+    )
     if in_review:
         changes["phase"] = Phase.REVIEW
     elif task.kind == TaskKind.CODE:

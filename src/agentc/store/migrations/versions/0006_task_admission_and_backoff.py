@@ -1,0 +1,46 @@
+"""agent-filed tasks wait for a person; fruitless attempts back off
+
+Projects get two policy settings: whether agent-filed tasks go to the queue by themselves
+(`admit_agent_tasks`, off: they are proposed) and after how many fruitless attempts in a row a
+task is parked (`park_after_attempts`). Tasks record when they were proposed and how many
+implementer attempts were claimed since the last submission or a person's put-back (`tries`).
+
+Revision ID: 0006
+Revises: 0005
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    # Plain ADD COLUMN (a constant default fills the existing rows): a batch copy of projects
+    # or tasks would have to drop a table other rows refer to.
+    op.add_column(
+        "projects",
+        sa.Column(
+            "admit_agent_tasks", sa.Boolean(), nullable=False, server_default=sa.text("false")
+        ),
+    )
+    op.add_column(
+        "projects",
+        sa.Column("park_after_attempts", sa.Integer(), nullable=False, server_default=sa.text("3")),
+    )
+    op.add_column("tasks", sa.Column("proposed_at", sa.BigInteger(), nullable=True))
+    op.add_column(
+        "tasks", sa.Column("tries", sa.Integer(), nullable=False, server_default=sa.text("0"))
+    )
+
+
+def downgrade() -> None:
+    op.drop_column("tasks", "tries")
+    op.drop_column("tasks", "proposed_at")
+    op.drop_column("projects", "park_after_attempts")
+    op.drop_column("projects", "admit_agent_tasks")
