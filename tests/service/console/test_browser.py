@@ -193,3 +193,62 @@ def test_settings_charts_attention_and_ending_a_session(page: Page, server: Live
     assert admin.get("/api/v1/me").status_code == 401  # the ended session is refused at once
     admin.close()
     expect(page.get_by_role("heading", name="Access")).to_be_visible()  # this one lives on
+
+
+def test_a_proposal_is_approved_and_a_parked_task_put_back(page: Page, server: LiveServer) -> None:
+    admin = server.admin_client()
+    pid = admin.post(
+        "/api/v1/projects",
+        json={
+            "name": "garden",
+            "repository_url": "https://git.example/g.git",
+            "park_after_attempts": 1,
+        },
+        headers={"Idempotency-Key": "garden"},
+    ).json()["data"]["id"]
+    hedge = admin.post(
+        f"/api/v1/projects/{pid}/tasks",
+        json={"title": "Prune the hedge", "acceptance_criteria": ["shorter"], "kind": "general"},
+        headers={"Idempotency-Key": "hedge"},
+    ).json()["data"]["task"]
+    admin.close()
+    sign_in(page, server)
+    with Agent(server, pid) as agent:
+        roses = agent.post(
+            f"/api/v1/projects/{pid}/tasks",
+            {"title": "Plant roses", "acceptance_criteria": ["red"]},
+        )["task"]
+        claimed = agent.post(
+            f"/api/v1/projects/{pid}/claims", {"task_id": hedge["id"], "expected_task_revision": 1}
+        )
+        attempt = claimed["claim"]["attempt"]
+        agent.post(
+            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/release",
+            {"generation": attempt["generation"], "handoff": "the shears are blunt"},
+        )
+
+        # The agent's task waits on the board as a proposal until a person approves it.
+        page.get_by_role("link", name="garden").click()
+        proposed = page.locator('section[aria-labelledby="col-proposed"]')
+        expect(proposed).to_contain_text("Plant roses")
+        expect(page.locator('section[aria-labelledby="col-blocked"]')).to_contain_text("parked")
+        proposed.get_by_role("link", name="Plant roses").click()
+        expect(page.locator("#proposal")).to_contain_text("waits for a person's approval")
+        page.get_by_role("button", name="Approve the task").click()
+        _status(page, "ready")
+        offer = agent.client.get(f"/api/v1/projects/{pid}/next").json()["data"]["action"]
+        assert offer["task_id"] == roses["id"]  # the parked hedge is not offered
+
+        # The parked task is on the attention page with its attempt's handoff.
+        page.get_by_role("link", name="garden").click()
+        page.get_by_role("link", name="Attention", exact=True).first.click()
+        parked = page.locator(f'[data-project="{pid}"] .parked')
+        expect(parked).to_contain_text("the shears are blunt")
+        parked.get_by_role("link", name="Prune the hedge").click()
+        expect(page.locator("#parked")).to_be_visible()
+        page.get_by_label("Why it can go back (what you changed)").fill("sharpened the shears")
+        page.get_by_role("button", name="Put the task back").click()
+        _status(page, "ready")
+        expect(page.locator("#parked")).to_have_count(0)
+        view = agent.client.get(f"/api/v1/projects/{pid}/tasks/{hedge['id']}").json()["data"]
+        assert (view["parked"], view["fruitless_attempts"]) == (False, 0)

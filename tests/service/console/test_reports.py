@@ -32,6 +32,7 @@ def _policy_form(svc: Service, path: str, revision: int, **changes: str) -> dict
         "lease_seconds": "900",
         "max_attempt_seconds": "0",
         "required_checks": "unit\nlint, 2, ci\n",
+        "park_after_attempts": "3",
         **changes,
     }
 

@@ -42,12 +42,15 @@ from agentc.service.routes_access import (
 )
 from agentc.service.schemas import (
     AgentIn,
+    ApproveIn,
+    CancelIn,
     GrantIn,
     PolicyIn,
     ProjectIn,
     ReviewIn,
     TaskEditIn,
     TaskIn,
+    UnblockIn,
 )
 from agentc.service.work import accounts, grants, projects, reviews, tasks
 
@@ -211,9 +214,46 @@ async def edit_form(request: Request, form: FormData, project_id: str, task_id: 
             depends_on=_field(form, "depends_on").replace(",", " ").split(),
         )
     )
-    path = f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
     return await _write_then_go(
-        request, form, path, lambda op, b: tasks.edit_task(op, project_id, task_id, b), body
+        request,
+        form,
+        _task_page(project_id, task_id),
+        lambda op, b: tasks.edit_task(op, project_id, task_id, b),
+        body,
+    )
+
+
+def _task_page(project_id: str, task_id: str) -> str:
+    return f"/console/projects/{quote(project_id, safe='')}/tasks/{quote(task_id, safe='')}"
+
+
+# The task page's other forms: a person approves a proposed task, cancels a task, or puts a
+# blocked, parked or backing-off task back (each the API's operation of the same name).
+TaskOperation = Callable[[Op, str, str, Any], Result]
+_TASK_ACTIONS: dict[str, tuple[type[BaseModel], TaskOperation]] = {
+    "approve": (ApproveIn, tasks.approve_task),
+    "cancel": (CancelIn, tasks.cancel_task),
+    "unblock": (UnblockIn, tasks.unblock_task),
+}
+
+
+@_form("/console/projects/{project_id}/tasks/{task_id}/{action}")
+async def task_action_form(
+    request: Request, form: FormData, project_id: str, task_id: str, action: str
+) -> Response:
+    if action not in _TASK_ACTIONS:
+        raise CoordinatorError("record_not_found", "no such action", status=404)
+    model, operation = _TASK_ACTIONS[action]
+    fields: dict[str, Any] = {"expected_revision": _number(_field(form, "expected_revision"))}
+    if "reason" in model.model_fields:
+        fields["reason"] = _field(form, "reason")
+    body = _model(lambda: model.model_validate(fields))
+    return await _write_then_go(
+        request,
+        form,
+        _task_page(project_id, task_id),
+        lambda op, b: operation(op, project_id, task_id, b),
+        body,
     )
 
 
@@ -354,6 +394,8 @@ async def settings_form(request: Request, form: FormData, project_id: str) -> Re
         "lease_seconds": _number(_field(form, "lease_seconds")),
         "max_attempt_seconds": _number(_field(form, "max_attempt_seconds")),
         "required_checks": _checks(_field(form, "required_checks")),
+        "admit_agent_tasks": _field(form, "admit_agent_tasks") == "on",
+        "park_after_attempts": _number(_field(form, "park_after_attempts")),
     }
     body = _model(lambda: PolicyIn.model_validate(fields))
     path = f"/console/projects/{quote(project_id, safe='')}/settings?saved=1"

@@ -112,6 +112,12 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             "editable": not task["current_attempt_id"]
             and task["lifecycle"] in ("open", "planned")
             and not flow["submission"],
+            # blocked (by an agent, or parked) or backing off: a person may put it back
+            "puttable": task["lifecycle"] == "open"
+            and bool(task["blocked_reason"] or task["fruitless_attempts"]),
+            "cancelable": task["lifecycle"] in ("open", "planned")
+            and not task["current_attempt_id"]
+            and task["phase"] not in ("review", "integration"),
             "events": _task_events(tx, project_id, task),
         }
 

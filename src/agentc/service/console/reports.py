@@ -43,6 +43,7 @@ async def settings_page(request: Request, project_id: str, saved: str = "") -> R
             "review_modes": [r.value for r in m.ReviewMode],
             "lease_range": (m.LEASE_SECONDS_MIN, m.LEASE_SECONDS_MAX),
             "attempt_range": (m.MAX_ATTEMPT_SECONDS_MIN, m.MAX_ATTEMPT_SECONDS_MAX),
+            "park_range": (m.PARK_AFTER_MIN, m.PARK_AFTER_MAX),
             "message": "The policy was saved." if saved == "1" else None,
         }
 
