@@ -94,7 +94,11 @@ def prepare(database: str, agents: int) -> tuple[str, list[Presented]]:
         project = as_op(
             human,
             create_project,
-            ProjectIn(name="bench", repository_url="https://example.invalid/r"),
+            # Each cycle ends with a release and the next claims the task again: the project
+            # turns the fruitless-attempt backoff off, so the tasks stay on offer.
+            ProjectIn(
+                name="bench", repository_url="https://example.invalid/r", park_after_attempts=0
+            ),
         )["id"]
         for i in range(agents * 2):
             as_op(

@@ -4,6 +4,7 @@ from agentc.core.model import BACKOFF_CAP_MS, WorkStatus
 from agentc.core.status import (
     AttemptFacts,
     TaskFacts,
+    backing_off,
     backoff_ms,
     backoff_steps,
     fruitless_attempts,
@@ -96,3 +97,10 @@ def test_the_backoff_table_is_the_function() -> None:
     assert all(backoff_ms(n) == ms for n, ms in steps)
     assert all(backoff_ms(n) == BACKOFF_CAP_MS for n in range(steps[-1][0], 200))
     assert all(a[1] < b[1] for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_a_limit_of_0_neither_delays_nor_parks() -> None:
+    off = facts(tries=50, park_after=0, ready_since=NOW)
+    assert not parked(off, NOW) and work_status(off, NOW) == WorkStatus.READY
+    assert offered_from(off) == NOW and is_offered(off, NOW) and not backing_off(off, NOW)
+    assert backing_off(facts(tries=1, ready_since=NOW), NOW)

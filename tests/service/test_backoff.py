@@ -248,3 +248,23 @@ def test_backed_off_and_parked_tasks_do_not_crowd_the_offer_window(
     clock.advance(MINUTE)
     nxt = agent.get(f"/api/v1/projects/{pid}/next")
     assert nxt["action"]["task_id"] in {t["id"] for t in urgent} and nxt["inspected"] == 50
+
+
+def test_a_limit_of_0_turns_the_rule_off(svc: Service, clock: Clock) -> None:
+    """The project's choice (the lease benchmark's, whose cycle is claim then release): no
+    delay and no parking, however many attempts end without a submission."""
+    pid = svc.project(park_after_attempts=0)
+    task = svc.task(pid)
+    agent = svc.agent(pid)
+    for n in range(5):
+        _release_at_once(svc, agent, pid, task, n)
+        view = _view(svc, pid, task)
+        assert (view["work_status"], view["offered_from"], view["parked"]) == ("ready", None, False)
+        assert view["fruitless_attempts"] == n + 1
+        _offered(agent, pid, task)
+    with pytest.raises(ApiError) as err:  # nothing to put back
+        svc.admin.post(
+            f"/api/v1/projects/{pid}/tasks/{task['id']}/unblock",
+            {"expected_revision": view["revision"], "reason": "?"},
+        )
+    assert err.value.code == "task_not_blocked"

@@ -170,7 +170,7 @@ def test_the_settings_are_validated_and_audited(svc: Service) -> None:
     defaults = svc.admin.get(f"/api/v1/projects/{pid}")["policy"]
     assert (defaults["admit_agent_tasks"], defaults["park_after_attempts"]) == (False, 3)
     for bad in (
-        {"park_after_attempts": 0},
+        {"park_after_attempts": -1},
         {"park_after_attempts": 101},
         {"park_after_attempts": "3"},
         {"park_after_attempts": 2.5},

@@ -115,7 +115,7 @@ def test_two_workers_claim_each_task_once_and_survive_a_killed_worker(
     try:
         pid = admin.post(
             "/api/v1/projects",
-            json={"name": "workers", "repository_url": "https://x/y", "admit_agent_tasks": True},
+            json={"name": "workers", "repository_url": "https://x/y"},
             headers={"Idempotency-Key": "p"},
         ).json()["data"]["id"]
         for i in range(TASKS):
@@ -252,7 +252,7 @@ def test_admission_idempotency_and_fencing_hold_across_two_workers(
     try:
         pid = admin.post(
             "/api/v1/projects",
-            json={"name": "rules", "repository_url": "https://x/y"},
+            json={"name": "rules", "repository_url": "https://x/y", "admit_agent_tasks": True},
             headers={"Idempotency-Key": "p"},
         ).json()["data"]["id"]
         tokens = [

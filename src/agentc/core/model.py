@@ -128,9 +128,9 @@ DEPENDENCIES_MAX = 100
 AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
 # Fruitless attempts (ended without a submission): the delay before the task is offered again
 # after the n-th in a row (BACKOFF_BASE_MS doubling, at most BACKOFF_CAP_MS), and the project
-# setting that parks the task after that many in a row.
+# setting that parks the task after that many in a row (0: neither backoff nor parking).
 BACKOFF_BASE_MS, BACKOFF_CAP_MS = 60_000, 3_600_000
-PARK_AFTER_MIN, PARK_AFTER_MAX, PARK_AFTER_DEFAULT = 1, 100, 3
+PARK_AFTER_MIN, PARK_AFTER_MAX, PARK_AFTER_DEFAULT = 0, 100, 3
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
 # Every number a request may carry has a range (docs/api.md lists them all).

@@ -41,7 +41,8 @@ class TaskFacts:
     prerequisites_done: bool
     held: bool = False  # planned and waiting for a person to approve it (an agent filed it)
     # Implementer attempts claimed since the last submission or a person's put-back (the
-    # current one included), and the project's limit of fruitless ones in a row.
+    # current one included), and the project's limit of fruitless ones in a row (0: the rule
+    # is off, nothing backs off or parks).
     tries: int = 0
     park_after: int = PARK_AFTER_DEFAULT
     ready_since: int = 0
@@ -69,8 +70,10 @@ def fruitless_attempts(task: TaskFacts, now_ms: int) -> int:
 def parked(task: TaskFacts, now_ms: int) -> bool:
     """Whether the task's fruitless attempts reached the project's limit: it is offered no
     more until a person puts it back."""
-    return task.lifecycle == Lifecycle.OPEN and fruitless_attempts(task, now_ms) >= max(
-        1, task.park_after
+    return (
+        task.lifecycle == Lifecycle.OPEN
+        and task.park_after > 0
+        and fruitless_attempts(task, now_ms) >= task.park_after
     )
 
 
@@ -115,13 +118,19 @@ def backoff_steps() -> list[tuple[int, int]]:
 def offered_from(task: TaskFacts) -> int:
     """When a task that holds no attempt may be offered again: the moment its last attempt
     stopped (a lapsed one: when its owner lost it, else when it expired; a released one: when
-    the task became ready) plus the backoff of its fruitless attempts."""
+    the task became ready) plus the backoff of its fruitless attempts (none when the project
+    turned the rule off)."""
     attempt = task.current_attempt
     if attempt is not None and attempt.state == AttemptState.ACTIVE:
         stopped = attempt.owner_lost_at if attempt.owner_lost_at is not None else attempt.expires_at
     else:
         stopped = task.ready_since
-    return stopped + backoff_ms(task.tries)
+    return stopped + (backoff_ms(task.tries) if task.park_after > 0 else 0)
+
+
+def backing_off(task: TaskFacts, now_ms: int) -> bool:
+    """Whether the task would be on offer but for the backoff of its fruitless attempts."""
+    return work_status(task, now_ms) in OFFERABLE and offered_from(task) > now_ms
 
 
 def is_offered(task: TaskFacts, now_ms: int) -> bool:

@@ -133,8 +133,9 @@ _STOPPED = (
 # One query for `next` and queue claims. The window: the first `scan` open tasks outside
 # review and integration, in offer order (priority, ready_since, id), with no unfinished
 # prerequisite, no current attempt that still holds its lease, fewer than `park_after` tries
-# (not parked) and past the backoff of those tries (a task backing off or parked is not in the
-# window, so it never crowds out the tasks on offer behind it). Of the window, the first
+# (not parked) and past the backoff of those tries, unless `park_after` is 0 (the rule is off;
+# a task backing off or parked is not in the window, so it never crowds out the tasks on
+# offer behind it). Of the window, the first
 # `limit` rows come back, recovery first (a current attempt that is still active no longer
 # holds: the status rule in `agentc.core.status` says so too, and the caller checks), each
 # with its current attempt's facts and the window's size. The window is scanned on narrow
@@ -158,7 +159,7 @@ _WINDOW = (
     f"ON pr.id = d.prerequisite_id WHERE d.task_id = t.id AND pr.lifecycle <> '{Lifecycle.DONE}') "
     f"AND (a.id IS NULL OR a.state <> '{AttemptState.ACTIVE}' OR a.expires_at <= :now "
     "OR p.disabled_at IS NOT NULL OR c.revoked_at IS NOT NULL OR s.closed_at IS NOT NULL) "
-    f"AND t.tries < :park_after AND {_STOPPED} + {_BACKOFF} <= :now "
+    f"AND (:park_after = 0 OR (t.tries < :park_after AND {_STOPPED} + {_BACKOFF} <= :now)) "
     "ORDER BY t.priority, t.ready_since, t.id LIMIT :scan) "
 )
 _OFFER = (

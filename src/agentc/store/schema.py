@@ -107,7 +107,8 @@ projects = Table(
     # Agent-filed tasks go to the queue by themselves (within the weekly budget); otherwise
     # they are proposed and wait for a person's approval.
     Column("admit_agent_tasks", Boolean, nullable=False, server_default=text("false")),
-    # A task whose attempts end without a submission this many times in a row is parked.
+    # A task whose attempts end without a submission this many times in a row is parked (and
+    # until then backs off after each); 0: neither.
     Column("park_after_attempts", Integer, nullable=False, server_default=text("3")),
     Column("policy_revision", Integer, nullable=False),
     Column("created_at", Ms, nullable=False),

@@ -213,7 +213,7 @@ def restart_dependents(conn: Connection, task_id: str, now: int) -> None:
 _MAY_NEED_A_HUMAN = _SELECT + (
     " WHERE project_id = :project_id AND ("
     f"(lifecycle = '{Lifecycle.OPEN}' AND (blocked_reason IS NOT NULL "
-    "OR current_attempt_id IS NOT NULL OR tries >= :park_after)) "
+    "OR current_attempt_id IS NOT NULL OR (:park_after > 0 AND tries >= :park_after))) "
     f"OR (lifecycle = '{Lifecycle.PLANNED}' AND (budget_held_at IS NOT NULL "
     "OR proposed_at IS NOT NULL))) "
     "ORDER BY priority, updated_at, id LIMIT :limit"

@@ -113,7 +113,7 @@ def test_the_settings_form_sets_admission_and_parking(svc: Service) -> None:
     path = f"/console/projects/{pid}/settings"
     page = _page(svc, svc.admin, path)
     assert "wait, proposed, for a person's approval" in page
-    assert 'name="park_after_attempts" type="number" required min="1" max="100" value="3"' in page
+    assert 'name="park_after_attempts" type="number" required min="0" max="100" value="3"' in page
     fields = {
         "expected_revision": "1",
         "repository_url": "https://git.example/app.git",
@@ -123,7 +123,7 @@ def test_the_settings_form_sets_admission_and_parking(svc: Service) -> None:
         "max_attempt_seconds": "0",
         "required_checks": "",
     }
-    for park in ("0", "101", "soon"):
+    for park in ("-1", "101", "soon"):
         resp = post_form(svc, path, _form(svc, svc.admin, path, **fields, park_after_attempts=park))
         assert resp.status_code == 422 and "park_after_attempts" in resp.text, park
     form = _form(svc, svc.admin, path, **fields, park_after_attempts="5", admit_agent_tasks="on")

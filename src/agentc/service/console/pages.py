@@ -114,7 +114,7 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             and not flow["submission"],
             # blocked (by an agent, or parked) or backing off: a person may put it back
             "puttable": task["lifecycle"] == "open"
-            and bool(task["blocked_reason"] or task["fruitless_attempts"]),
+            and bool(task["blocked_reason"] or task["parked"] or task["offered_from"]),
             "cancelable": task["lifecycle"] in ("open", "planned")
             and not task["current_attempt_id"]
             and task["phase"] not in ("review", "integration"),

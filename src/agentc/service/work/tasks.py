@@ -15,7 +15,7 @@ from agentc.core.rules import (
     rfc3339,
     task_cursor,
 )
-from agentc.core.status import fruitless_attempts, parked, work_status
+from agentc.core.status import backing_off, fruitless_attempts, parked, work_status
 from agentc.service.auth import denied, require_human, require_write
 from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import ApproveIn, CancelIn, TaskEditIn, TaskIn, UnblockIn
@@ -283,7 +283,9 @@ def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Resu
     project, row = _human_edit(op, project_id, task_id, body.expected_revision, "unblock tasks")
     facts = task_facts(op.conn, row, limit=project.park_after_attempts)
     fruitless = fruitless_attempts(facts, op.now)
-    if row.lifecycle != Lifecycle.OPEN or (row.blocked_reason is None and not fruitless):
+    was_parked = parked(facts, op.now)
+    held = row.blocked_reason or was_parked or backing_off(facts, op.now)
+    if row.lifecycle != Lifecycle.OPEN or not held:
         raise conflict("task_not_blocked", "the task is not blocked, parked or backing off")
     # An attempt that still holds the task keeps its own try.
     changes = TaskChanges(blocked_reason=None, tries=row.tries - fruitless, ready_since=op.now)
@@ -294,7 +296,7 @@ def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Resu
         task_id,
         reason=body.reason,
         fruitless_attempts=fruitless,
-        parked=parked(facts, op.now),
+        parked=was_parked,
     )
     return _task_result(op, project, task_id)
 

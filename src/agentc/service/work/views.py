@@ -10,9 +10,9 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import ActivityKind, AttemptState, Hold, Lifecycle
 from agentc.core.rules import rfc3339
 from agentc.core.status import (
-    OFFERABLE,
     AttemptFacts,
     TaskFacts,
+    backing_off,
     fruitless_attempts,
     offered_from,
     parked,
@@ -86,8 +86,8 @@ def task_facts(
     if current is not None:
         lost_at = leases.owner_lost_at(conn, current.id)
         facts = AttemptFacts(current.state, current.expires_at, lost_at)
-    if limit is None:  # a task without a try is never parked, whatever the limit
-        limit = park_after(conn, task.project_id) if task.tries else 1
+    if limit is None:  # a task without a try neither backs off nor parks, whatever the limit
+        limit = park_after(conn, task.project_id) if task.tries else 0
     done = (prerequisites or tasks.prerequisites(conn, task.id)).done
     return facts_of(task, facts, done, limit)
 
@@ -126,7 +126,6 @@ def task_view(conn: Connection, task: Task, now: int, *, limit: int | None = Non
 def task_view_of(task: Task, facts: TaskFacts, depends_on: list[str], now: int) -> JsonObject:
     """The task as the API shows it, from what is already known of it."""
     status = work_status(facts, now)
-    offered = offered_from(facts)
     hold = hold_of(task)
     return {
         **_pick(task, "id project_id title description"),
@@ -141,7 +140,7 @@ def task_view_of(task: Task, facts: TaskFacts, depends_on: list[str], now: int) 
         "budget_held": hold == Hold.WEEKLY_BUDGET,
         "fruitless_attempts": fruitless_attempts(facts, now),
         "parked": parked(facts, now),
-        "offered_from": rfc3339(offered) if status in OFFERABLE and offered > now else None,
+        "offered_from": rfc3339(offered_from(facts)) if backing_off(facts, now) else None,
         "ready_since": rfc3339(task.ready_since),
         "created_at": rfc3339(task.created_at),
         "updated_at": rfc3339(task.updated_at),
