@@ -52,7 +52,7 @@ def _task(w: Workspace, title: str = "t") -> dict[str, object]:
 def test_lost_claim_answer_is_recovered_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin)
+    pid = admin_project(admin, admit_agent_tasks=True)
     w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "faulty", pid))
     w.ok("connect")
     task = _task(w)
@@ -99,7 +99,7 @@ def test_lost_claim_answer_is_recovered_by_retry(
 def test_request_that_never_arrived_is_sent_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin)
+    pid = admin_project(admin, admit_agent_tasks=True)
     w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "patient", pid))
     w.ok("connect")
     task = _task(w)
@@ -136,7 +136,7 @@ def test_lost_connect_answer_is_recovered_by_retry(
 ) -> None:
     """The client makes the session id and proof and journals them first, so a lost connect
     answer loses nothing: retry replays it and the same (only) session is stored."""
-    pid = admin_project(admin)
+    pid = admin_project(admin, admit_agent_tasks=True)
     w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "unlucky", pid))
     proxy.drop = True
     lost = w.run("connect", "--workstation", "ws-1")
@@ -168,7 +168,7 @@ def test_lost_connect_answer_is_recovered_by_retry(
 def test_lost_checkout_registration_is_recovered_by_retry(
     server: LiveServer, admin: httpx.Client, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin, review_mode="none")
+    pid = admin_project(admin, review_mode="none", admit_agent_tasks=True)
     _origin, clone = make_clone(tmp_path)
     w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "checker", pid), repo=clone)
     w.ok("connect", "--workstation", "ws-9")
@@ -217,11 +217,11 @@ def test_held_attempts_come_from_the_coordinator(
 ) -> None:
     """A claim the local state does not know about (a raw request here) is found through the
     session's held_attempts: `session show` lists it and renew/checkpoint/release use it."""
-    pid = admin_project(admin)
+    pid = admin_project(admin, admit_agent_tasks=True)
     w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "forgetful", pid))
     sid = w.ok("connect")["session_id"]
     assert w.ok("session", "show")["held_attempts"] == []
-    first, second = _task(w, "one"), _task(w, "two")
+    first, second, third = _task(w, "one"), _task(w, "two"), _task(w, "three")
     claims = f"/api/v1/projects/{pid}/claims"
     body = w.file("c.json", {"task_id": first["id"], "expected_task_revision": 1})
     attempt = w.ok("request", "--method", "POST", "--path", claims, "--input", body)
@@ -242,8 +242,9 @@ def test_held_attempts_come_from_the_coordinator(
     assert w.ok("session", "show")["held_attempts"] == []
     assert w.ok("status")["attempt"] is None
 
-    # Two held attempts and no local one: the client asks which.
-    for task in (first, second):
+    # Two held attempts and no local one: the client asks which. (The first task backs off
+    # after its release without a submission: the other two are claimed.)
+    for task in (second, third):
         revision = admin_get(admin, f"/api/v1/projects/{pid}/tasks/{task['id']}")["revision"]
         body = w.file("c.json", {"task_id": task["id"], "expected_task_revision": revision})
         w.ok("request", "--method", "POST", "--path", claims, "--input", body)

@@ -21,7 +21,7 @@ def test_agent_loop_through_the_cli(live: LiveServer, tmp_path: Path) -> None:
 
 
 def _loop(live: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
-    pid = admin_project(admin, review_mode="agent")
+    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True)
     origin, clone = make_clone(tmp_path)
     worker = workspace(
         tmp_path / "worker", live.url, pid, issue_token(admin, "worker", pid), repo=clone

@@ -52,7 +52,7 @@ def _session(w: Workspace, errlog: Any) -> Client:
 
 
 def test_mcp_claim_to_submit_loop(server: LiveServer, admin: httpx.Client, tmp_path: Path) -> None:
-    pid = admin_project(admin, review_mode="agent")
+    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True)
     w = workspace(tmp_path / "w", server.url, pid, issue_token(admin, "mcp-agent", pid))
     task = w.ok(
         "tasks",
@@ -174,7 +174,7 @@ def test_mcp_claim_to_submit_loop(server: LiveServer, admin: httpx.Client, tmp_p
 def test_mcp_review_through_the_adapter(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ) -> None:
-    pid = admin_project(admin, review_mode="agent")
+    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True)
     worker = workspace(tmp_path / "a", server.url, pid, issue_token(admin, "mcp-worker", pid))
     worker.ok("connect")
     worker.ok(
@@ -231,7 +231,7 @@ def test_mcp_lost_session_answer_is_recovered(
     coordinator_transport_retry stores the session the coordinator opened."""
     proxy = DroppingProxy(int(server.url.rsplit(":", 1)[1]))
     try:
-        pid = admin_project(admin)
+        pid = admin_project(admin, admit_agent_tasks=True)
         w = workspace(tmp_path / "w", proxy.url, pid, issue_token(admin, "mcp-unlucky", pid))
 
         async def go() -> None:

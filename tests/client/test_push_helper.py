@@ -26,7 +26,7 @@ def claimed(
     server: LiveServer, admin: httpx.Client, tmp_path: Path, name: str, title: str
 ) -> tuple[Workspace, Path, Path]:
     """A worker that connected, created a task and claimed it: (worker, origin, clone)."""
-    pid = admin_project(admin, review_mode="agent")
+    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True)
     origin, clone = make_clone(tmp_path)
     worker = workspace(tmp_path / "w", server.url, pid, issue_token(admin, name, pid), repo=clone)
     worker.ok("connect")

@@ -245,7 +245,8 @@ def clean_env() -> dict[str, str]:
 
 def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setup:
     root.mkdir(parents=True, exist_ok=True)
-    pid = admin_project(admin, review_mode="agent", **policy)
+    # Its workers file their own tasks (through the agent CLI): the project admits them.
+    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True, **policy)
     origin, clone = make_clone(root)
     reviewer = workspace(
         root / "reviewer",

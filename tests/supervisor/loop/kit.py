@@ -152,6 +152,19 @@ class LoopKit:
         task: dict[str, Any] = data.get("task", data)
         return task
 
+    def put_back(self, task_id: str, reason: str = "try again now") -> dict[str, Any]:
+        """A person puts the task back (the coordinator backs a task off after an attempt
+        without a submission; this offers it again at once, its count reset)."""
+        revision = self.show(task_id)["revision"]
+        resp = self.admin.post(
+            f"/api/v1/projects/{self.project}/tasks/{task_id}/unblock",
+            json={"expected_revision": revision, "reason": reason},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        assert resp.status_code == 200, resp.text
+        task: dict[str, Any] = resp.json()["data"]
+        return task
+
     def submission(self, task_id: str) -> dict[str, Any]:
         """The task's current submission (from its workflow view)."""
         data: dict[str, Any] = admin_get(

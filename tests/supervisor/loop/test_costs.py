@@ -167,6 +167,7 @@ def test_a_direct_run_that_hits_a_rate_limit_exhausts_its_vendor(
     assert "claude hit a rate limit; exhausted until " in first.stderr, first.stderr
     vendors = json.loads((loop.state / "vendors.json").read_text())
     assert vendors["exhausted_until"]["claude"] == reset * 1000
+    loop.put_back(task["id"])  # the coordinator backs it off after an attempt without a submission
     second = loop.once()
     assert "implementer vendor skipped: claude" in second.stderr, second.stderr
     assert loop.show(task["id"])["work_status"] == "waiting_review", loop.tails()

@@ -173,6 +173,7 @@ def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
     vendors = json.loads((loop.state.parent.parent / "gw/vendors.json").read_text())
     assert vendors["exhausted_until"]["claude"] >= reset * 1000 - 1000
     assert loop.show(task["id"])["work_status"] == "ready"
+    loop.put_back(task["id"])  # the coordinator backs it off after an attempt without a submission
     second = loop.once(timeout=300)
     assert second.returncode == 0, second.stderr
     assert loop.show(task["id"])["work_status"] == "waiting_review"

@@ -183,9 +183,15 @@ def test_empty_exits_hold_the_task_then_the_host(
 ) -> None:
     loop = make_loop_kit(short_tmp, server, admin, GIVING_UP_AGENT)
     task = loop.task()
-    for _ in range(2):
+    for n in range(2):
         result = loop.once()
         assert result.returncode == 0 and "exit_code: 0" in result.stderr, result.stderr
+        # The coordinator backs the task off after an attempt without a submission: the next
+        # poll is idle until the delay passes (or a person puts the task back).
+        assert loop.show(task["id"])["fruitless_attempts"] == 1
+        idle = loop.once()
+        assert ": Idle" in idle.stderr, idle.stderr
+        loop.put_back(task["id"], f"again ({n})")
     finals = loop.records("finished")
     assert [f["outcome"] for f in finals] == ["released", "released"]
     handoff = _handoff(loop, finals[0]["attempt"])
