@@ -132,9 +132,9 @@ def test_a_task_released_at_once_backs_off_then_is_parked_until_put_back(
 
 
 def test_a_submission_resets_the_count(svc: Service, clock: Clock) -> None:
-    pid = svc.project(review_mode="agent", park_after_attempts=3)
+    pid = svc.project(review_mode="human", park_after_attempts=3)
     task = svc.task(pid, kind="general")
-    worker, reviewer = svc.agent(pid), svc.agent(pid)
+    worker = svc.agent(pid)
     for n, delay in ((1, MINUTE), (2, 2 * MINUTE)):
         _release_at_once(svc, worker, pid, task, n)
         clock.advance(delay)
@@ -142,22 +142,17 @@ def test_a_submission_resets_the_count(svc: Service, clock: Clock) -> None:
     assert _view(svc, pid, task)["fruitless_attempts"] == 2  # the one that holds is not counted
     sub = submit_general(worker, pid, attempt)
     assert _view(svc, pid, task)["fruitless_attempts"] == 0
-    review = sub["activities"][0]
-    rc = reviewer.post(
-        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/claim",
-        {"expected_submission_id": sub["submission"]["id"]},
-    )
-    reviewer.post(
-        f"/api/v1/projects/{pid}/workflow-activities/{review['id']}/review",
+    # A person's review sends it back: it is offered at once, with no backoff.
+    svc.admin.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{sub['activities'][0]['id']}/review",
         {
-            "generation": rc["attempt"]["generation"],
             "submission_id": sub["submission"]["id"],
             "decision": "changes_requested",
             "summary": "not yet",
             "findings": [{"severity": "required", "remedy": "add a test"}],
         },
     )
-    _offered(worker, pid, task)  # back at once after a review: no backoff
+    _offered(worker, pid, task)
     _release_at_once(svc, worker, pid, task, 3)
     view = _view(svc, pid, task)
     assert (view["fruitless_attempts"], view["parked"], view["work_status"]) == (1, False, "ready")
