@@ -114,7 +114,7 @@ def test_0004_grants_existing_principals_every_existing_project(database: str) -
         engine.dispose()
 
 
-def test_0006_existing_projects_hold_agent_tasks_and_tasks_start_with_no_try(
+def test_0007_existing_projects_hold_agent_tasks_and_tasks_start_with_no_try(
     database: str,
 ) -> None:
     """An upgrade makes every existing project the safe default: agent-filed tasks wait for a
@@ -126,7 +126,7 @@ def test_0006_existing_projects_hold_agent_tasks_and_tasks_start_with_no_try(
     engine = open_engine(Database.parse(database))
     try:
         with engine.begin() as conn:
-            command.upgrade(_alembic_config(conn), "0005")
+            command.upgrade(_alembic_config(conn), "0006")
             conn.execute(
                 text(
                     "INSERT INTO principals (id, name, kind, role, created_at) "

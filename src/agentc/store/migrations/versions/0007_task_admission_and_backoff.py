@@ -5,8 +5,8 @@ Projects get two policy settings: whether agent-filed tasks go to the queue by t
 task is parked (`park_after_attempts`). Tasks record when they were proposed and how many
 implementer attempts were claimed since the last submission or a person's put-back (`tries`).
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
