@@ -57,15 +57,13 @@ def check_refused(tries: dict[str, dict[str, Any]], probes: list[str]) -> None:
         "release the victim's attempt",
         "file a task",
         "ask for the next task",
+        "charge the victim's attempt",
+        "charge no attempt",
     ):
         assert (tries[name]["status"], tries[name]["code"]) == (403, "operation_not_permitted"), (
             name,
             tries[name],
         )
-    for name in ("charge the victim's attempt", "charge no attempt"):
-        data = tries[name]["data"]
-        assert tries[name]["status"] == 200 and data["accepted"] == 0, (name, tries[name])
-        assert "its own attempt's cost" in data["rejected"][0]["problem"], tries[name]
     assert tries["push plain token"]["status"] == "refused", tries
 
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from agentc.core.model import CredentialClass
+from agentc.core.model import CHECKPOINTS_PER_ATTEMPT_MAX, CredentialClass
 from agentc.service.attempt_scope import AttemptScope
+from agentc.service.auth import verifier
 from agentc.store.accounts import Credential
-from agentc.store.sql import fetch_row
+from agentc.store.sql import fetch_row, insert
 from tests.service.kit import ApiError, Caller, Service, claim, submit_general
 
 MADE_UP = "00000000-0000-4000-8000-00000000beef"
@@ -85,10 +86,6 @@ def test_the_credential_does_its_attempts_work_in_the_attempts_session(svc: Serv
     checkpoint(run.agent, run)
     detail = run.loop.get(run.at)
     assert detail["last_checkpoint"]["summary"] == "working"
-    # ...reports its attempt's cost...
-    row = {"session_id": "launch", "attempt_id": run.attempt["id"], "generation": 1, "usd": 0.5}
-    out = run.agent.post(f"{run.base}/telemetry/cost-rows", {"host": "h", "rows": [row]})
-    assert (out["accepted"], out["rejected"]) == (1, [])
     # ...and submits. The audit trail names the attempt credential's class.
     submit_general(run.agent, run.pid, run.attempt)
     assert run.loop.get(run.at)["attempt"]["state"] == "submitted"
@@ -199,6 +196,7 @@ def test_every_other_route_of_the_app_is_refused(svc: Service) -> None:
         ("ask for the next task", "GET", "{base}/next", None),
         ("read another task", "GET", "{base}/tasks/{other_task}", None),
         ("read who it is and its grants", "GET", "/api/v1/me", None),
+        ("report a cost row", "POST", "{base}/telemetry/cost-rows", {"host": "h", "rows": []}),
         ("close the loop's session", "POST", "/api/v1/sessions/{session}/close", {}),
     ],
 )
@@ -223,20 +221,34 @@ def test_what_a_launch_cannot_do(
     assert run.loop.get(run.at)["attempt"]["state"] == "active"
 
 
-def test_cost_rows_only_for_its_own_attempt(svc: Service) -> None:
+def test_an_attempt_credential_is_never_issued_rotated_or_unbound(svc: Service) -> None:
     run = launch(svc)
-    other = launch(svc, run.pid)
-    path = f"{run.base}/telemetry/cost-rows"
-    own = {"session_id": "s", "attempt_id": run.attempt["id"], "generation": 1, "usd": 1}
-    rows = [
-        {**own, "attempt_id": other.attempt["id"], "usd": 5000},  # charging another attempt
-        {"session_id": "s", "usd": 5000},  # a row naming no attempt
-        own,
-    ]
-    out = run.agent.post(path, {"host": "h", "rows": rows})
-    assert out["accepted"] == 1
-    assert [r["index"] for r in out["rejected"]] == [0, 1]
-    assert all("its own attempt's cost" in r["problem"] for r in out["rejected"])
+    with pytest.raises(ApiError) as err:
+        svc.admin.post("/api/v1/admin/agents", {"name": "x", "credential_class": "attempt"})
+    assert (err.value.status, err.value.code) == (422, "invalid_input")
+    with pytest.raises(ApiError) as err:
+        svc.admin.post(f"/api/v1/admin/credentials/{run.minted['credential_id']}/rotate")
+    assert (err.value.status, err.value.code) == (409, "attempt_credential")
+    # A row of class attempt bound to nothing (none is made so) authenticates nothing.
+    token = "f" * 64
+    row = Credential(
+        "unbound", run.loop.issued["agent_id"], verifier(token), "unbound", "attempt", "write",
+        None, 0, None,
+    )  # fmt: skip
+    svc.executor.write(lambda tx: insert(tx.conn, row))
+    unbound = Caller(svc.client, {"Authorization": f"Bearer {token}"})
+    assert refused(unbound, "GET", f"{run.base}/tasks") == (401, "authentication_required")
+
+
+def test_an_attempt_records_a_bounded_number_of_checkpoints(svc: Service) -> None:
+    run = launch(svc)
+    for n in range(CHECKPOINTS_PER_ATTEMPT_MAX):
+        checkpoint(run.agent, run, f"step {n}")
+    with pytest.raises(ApiError) as err:
+        checkpoint(run.agent, run, "one too many")
+    assert (err.value.status, err.value.code) == (409, "checkpoint_limit")
+    # The attempt goes on: it can still submit.
+    submit_general(run.agent, run.pid, run.attempt)
 
 
 def _dead(run: Launch) -> None:

@@ -121,6 +121,9 @@ class Access(StrEnum):
 
 # Limits (inclusive), shared by validation and the API schema.
 LEASE_SECONDS_MIN, LEASE_SECONDS_MAX, LEASE_SECONDS_DEFAULT = 30, 3600, 600
+# Checkpoints one attempt may record: far more than any agent's milestones, and a bound on what
+# one attempt (a launch's credential among others) can write.
+CHECKPOINTS_PER_ATTEMPT_MAX = 1000
 MAX_ATTEMPT_SECONDS_MIN, MAX_ATTEMPT_SECONDS_MAX = 600, 604800
 CRITERIA_MIN, CRITERIA_MAX = 1, 100
 PRIORITY_URGENT, PRIORITY_LOW, PRIORITY_DEFAULT = 0, 3, 2

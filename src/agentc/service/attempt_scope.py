@@ -5,10 +5,11 @@ A launch holds only a credential minted for its attempt (class ``attempt``,
 credential through only while its attempt is active, its lease live and its session open, and
 only for the requests named here, matched exactly by method and path: reading its own task, the
 task's workflow, its attempt and its session; checkpointing, submitting and releasing its
-attempt; reporting its attempt's cost. Everything else is refused before any route's work runs,
-whatever the route (a new one is refused until it is added here), so the list is the whole of a
-launch's authority over the coordinator. docs/security.md states it in words;
-tests/service/test_attempt_credentials.py walks every route of the app against it.
+attempt. Its cost is the loop's to report (from the model gateway's meter, D28), so a launch
+cannot write telemetry that fakes spend or a host's liveness. Everything else is refused before
+any route's work runs, whatever the route (a new one is refused until it is added here), so the
+list is the whole of a launch's authority over the coordinator. docs/security.md states it in
+words; tests/service/test_attempt_credentials.py walks every route of the app against it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class AttemptScope:
                 f"POST {attempt}/checkpoints",
                 f"POST {attempt}/submissions",
                 f"POST {attempt}/release",
-                f"POST {project}/telemetry/cost-rows",
             }
         )
 
@@ -52,8 +52,8 @@ class AttemptScope:
             raise CoordinatorError(
                 "operation_not_permitted",
                 f"this credential is bound to attempt {self.attempt_id} of task {self.task_id}: "
-                "it may read that task and attempt, checkpoint, submit or release the attempt "
-                "and report its cost, and nothing else",
+                "it may read that task and attempt, and checkpoint, submit or release the "
+                "attempt, nothing else",
                 status=403,
                 details={"attempt_id": self.attempt_id},
             )

@@ -348,6 +348,8 @@ def _agent(
     )
     if found.bound is not None:
         return _bound(actor, found, p, now), found
+    if row.credential_class == CredentialClass.ATTEMPT:  # never issued unbound; refused if it is
+        raise unauthenticated("an attempt credential without its attempt")
     if lone_proof and p.session_id is None and p.proof is not None:
         # Opening a session: the client made the proof and sends it alone, so it knows the
         # proof before the request leaves and a lost answer loses nothing.

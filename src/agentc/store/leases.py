@@ -308,6 +308,17 @@ def owner_lost_at(conn: Connection, attempt_id: str) -> int | None:
     return fetch_one(conn, _OWNER, _lost_at, id=attempt_id)
 
 
+def checkpoint_count(conn: Connection, attempt_id: str) -> int:
+    """How many checkpoints the attempt recorded."""
+    found = fetch_one(
+        conn,
+        "SELECT COUNT(*) FROM checkpoints WHERE attempt_id = :attempt_id",
+        lambda count: int(count),
+        attempt_id=attempt_id,
+    )
+    return found or 0
+
+
 def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:
     return fetch_one(conn, _LAST_CHECKPOINT, Checkpoint, attempt_id=attempt_id)
 

@@ -36,6 +36,17 @@ def read_credentials(path: Path) -> str:
     return token
 
 
+def _attempt_events(loop: LoopKit, admin: httpx.Client, attempt_id: str) -> list[str]:
+    """The kinds of the attempt's audit events, oldest first, without its renewals."""
+    seen = admin_get(admin, f"/api/v1/projects/{loop.project}/events?limit=200")["items"]
+    return [
+        e["kind"]
+        for e in seen
+        if e["record_id"] == attempt_id
+        and e["kind"] not in ("attempt.renewed", "checkout.registered")
+    ]
+
+
 def _handoff(loop: LoopKit, attempt_id: str) -> str:
     detail = loop.attempt(attempt_id)
     handoff: str = detail["attempt"]["handoff"] or ""
@@ -58,6 +69,13 @@ def test_a_hanging_agent_without_events_is_drained_and_released(
     assert "Read the last checkpoint before resuming." in handoff
     assert loop.show(task["id"])["work_status"] == "ready"
     assert loop.leftovers() == []
+    # The launch's credential was revoked before its attempt was released.
+    assert _attempt_events(loop, admin, final["attempt"]) == [
+        "attempt.claimed",
+        "attempt_credential.minted",
+        "attempt_credential.revoked",
+        "attempt.released",
+    ]
 
 
 def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
@@ -100,8 +118,7 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     assert [p for p in (loop.state / "push").iterdir() if not p.name.startswith(".")] == []
     # The restarted loop revoked the dead launch's credential before it released the attempt.
     assert httpx.get(attempt_url, headers=bearer).status_code == 401
-    events_seen = admin_get(admin, f"/api/v1/projects/{loop.project}/events?limit=200")
-    kinds = [e["kind"] for e in events_seen["items"] if e["record_id"] == record["attempt"]]
+    kinds = _attempt_events(loop, admin, record["attempt"])
     assert kinds.index("attempt_credential.revoked") < kinds.index("attempt.released"), kinds
 
 

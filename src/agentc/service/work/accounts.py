@@ -20,7 +20,7 @@ from agentc.service.auth import (
 from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import AgentIn, SessionIn
 from agentc.service.work import grants
-from agentc.service.work.refusals import conflict, missing, not_found
+from agentc.service.work.refusals import conflict, invalid, missing, not_found
 from agentc.store import accounts, leases
 from agentc.store import grants as grant_rows
 from agentc.store.accounts import AgentSession, BrowserSession, Credential, Principal
@@ -67,6 +67,11 @@ def issue_agent_credential(
     """An agent principal (created on first use) and a new credential; the token is returned
     once and only its verifier is stored. The agent is granted the given projects (ids) in
     the same transaction; the answer lists every project it is granted."""
+    if credential_class == CredentialClass.ATTEMPT:
+        raise invalid(
+            "credential_class",
+            "attempt credentials are minted by the session holding an attempt, never issued",
+        )
     agent = accounts.principal_by_name(conn, name)
     if agent is not None and agent.kind != PrincipalKind.AGENT:
         raise conflict("record_conflict", f"{name} is a human account, not an agent")
@@ -228,6 +233,12 @@ def rotate_credential(op: Op, credential_id: str) -> Result:
         raise missing(f"no credential {credential_id}")
     if row.revoked_at is not None:
         raise conflict("credential_revoked", f"credential {credential_id} is already revoked")
+    if row.attempt_id is not None:
+        raise conflict(
+            "attempt_credential",
+            f"credential {credential_id} is bound to attempt {row.attempt_id}: revoke it "
+            "(POST /api/v1/admin/credentials/{id}/revoke), it is never rotated",
+        )
     agent = fetch_row(op.conn, Principal, row.principal_id)
     assert agent is not None  # credentials reference their principal
     names = (agent.name, row.name)  # the replacement keeps the credential's name

@@ -13,7 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 from agentc.core import lease
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import AttemptMode, AttemptState, Role, WorkStatus
+from agentc.core.model import (
+    CHECKPOINTS_PER_ATTEMPT_MAX,
+    AttemptMode,
+    AttemptState,
+    Role,
+    WorkStatus,
+)
 from agentc.core.rules import rfc3339
 from agentc.core.status import (
     OFFERABLE,
@@ -394,6 +400,12 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
 
 def checkpoint(op: Op, project_id: str, attempt_id: str, body: CheckpointIn) -> Result:
     row = owned_attempt(op, project_id, attempt_id, body.generation)
+    if leases.checkpoint_count(op.conn, attempt_id) >= CHECKPOINTS_PER_ATTEMPT_MAX:
+        raise conflict(
+            "checkpoint_limit",
+            f"attempt {attempt_id} has recorded {CHECKPOINTS_PER_ATTEMPT_MAX} checkpoints, the "
+            "most one attempt may; release it with a handoff instead",
+        )
     cid = new_id()
     said = (body.summary, body.handoff, body.current_action, body.next_step, body.revision)
     insert(op.conn, Checkpoint(cid, attempt_id, *said, created_at=op.now), deferred=True)

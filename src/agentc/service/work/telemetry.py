@@ -80,11 +80,6 @@ def _cost_problem(op: Op, project_id: str, row: dict[str, object]) -> str | None
     if problem:
         return problem
     attempt_id = row.get("attempt_id")
-    scope = op.actor.scope
-    if scope is not None and attempt_id != scope.attempt_id:
-        return (
-            f"attempt_id: this credential reports only its own attempt's cost ({scope.attempt_id})"
-        )
     if attempt_id is not None:
         if not is_id(attempt_id):
             return f"attempt_id: not an id (1-{ID_MAX} visible ASCII characters)"
