@@ -9,9 +9,11 @@ marked ``user``: then as a throwaway unprivileged account, the personal-mode ide
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,15 +52,21 @@ def _own_address() -> str | None:
 
 
 class Listener:
-    """A TCP server on the host answering every connection with a fixed line."""
+    """A TCP server on the host (or a Unix socket at ``unix``) answering every connection
+    with a fixed line; it keeps what each connection sent first."""
 
-    def __init__(self, host: str, answer: bytes) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
+    def __init__(self, host: str, answer: bytes, unix: Path | None = None) -> None:
+        self.sock = socket.socket(socket.AF_UNIX if unix else socket.AF_INET)
+        if unix is None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind((host, 0))
+            self.port = self.sock.getsockname()[1]
+        else:
+            self.sock.bind(str(unix))
+            self.port = 0
         self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.answer = answer
+        self.first: list[bytes] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -71,7 +79,7 @@ class Listener:
             with conn:
                 conn.settimeout(5)
                 try:
-                    conn.recv(1024)
+                    self.first.append(conn.recv(1024))
                     conn.sendall(self.answer)
                 except OSError:
                     pass
@@ -98,8 +106,12 @@ class StandIns:
 @pytest.fixture(scope="module")
 def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
     root = tmp_path_factory.mktemp("rows")
-    proxy = Listener("127.0.0.1", b"HTTP/1.1 403 Forbidden\r\n\r\n")
-    kit = make_kit(root / "kit", egress_listen=f"127.0.0.1:{proxy.port}")
+    # The egress proxy's stand-in, on its Unix socket in a directory no other mask hides.
+    proxy_dir = Path(tempfile.mkdtemp(prefix="agentc-row-egress-", dir="/run"))
+    proxy = Listener("", b"HTTP/1.1 403 Forbidden\r\n\r\n", unix=proxy_dir / "proxy.sock")
+    kit = make_kit(
+        root / "kit", egress_listen="127.0.0.1:3128", egress_socket=str(proxy_dir / "proxy.sock")
+    )
     other_run, _ = kit.new_run("exit 0\n")
     other_secret = other_run / "secret.txt"
     other_secret.write_text("other run\n")
@@ -134,6 +146,7 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
         for server in (loop, proxy, wide):
             if server:
                 server.close()
+        shutil.rmtree(proxy_dir, ignore_errors=True)
         cleanup(root)
 
 
@@ -173,7 +186,8 @@ def rows(s: StandIns, fd: int) -> list[Row]:
         ),
         Row("list its own interfaces", "awk 'NR > 2' /proc/net/dev | grep -q '^ *lo:'", True),
         Row("have a route", "test \"$(awk 'NR > 1' /proc/net/route)\" != ''", False),
-        Row("reach the proxy through the relay", _tcp("127.0.0.1", s.proxy.port, "403"), True),
+        Row("reach the proxy through the relay", _tcp("127.0.0.1", 3128, "403"), True),
+        Row("see the egress proxy's socket", f"test -e {s.proxy.sock.getsockname()}", False),
         Row("create a nested user namespace (implementer)", "unshare -U true", False),
         Row("gain privileges through a setuid binary", f"{s.setuid}", False),
         Row("write to the prompt through /proc/self/fd/0", "echo x >> /proc/self/fd/0", False),
@@ -244,6 +258,7 @@ def _host_checks(s: StandIns) -> None:
     assert s.other_secret.read_text() == "other run\n"
     assert (s.kit.role_dir("implementer") / "claude-token").read_text()
     assert s.shm.read_text() == "host shm\n"
+    assert stat.S_ISSOCK(os.stat(s.proxy.sock.getsockname()).st_mode)
     assert os.path.exists(f"/proc/{os.getpid()}")
     listing = Path("/proc/sysvipc/shm").read_text().splitlines()
     assert any(line.split()[1] == str(s.shm_id) for line in listing[1:])
@@ -332,3 +347,5 @@ def test_containment_table(stand_ins: StandIns) -> None:
         os.close(fd)
     assert not (Path("/etc") / "agentc-row-probe").exists()
     assert not failures, "\n".join(failures)
+    # Each connection the relay carried to the proxy named its launch first.
+    assert s.proxy.first and all(f.startswith(b"agentc-launch ") for f in s.proxy.first)

@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.push.kit import HELPER, gone, start_helper, wait_gone
+from agentc.push.protocol import publish
+from tests.push.kit import HELPER, git, gone, remote_ref, start_helper, wait_gone
 
 # Starts the helper as its child with --parent-pid naming itself, prints the helper's pid, and
 # waits to be killed.
@@ -81,28 +82,44 @@ def test_sigterm_stops_the_helper_and_removes_its_socket(base: Path, remote: Pat
     assert "stopping on SIGTERM" in helper.log()
 
 
-def test_socket_path_over_93_bytes_is_refused(base: Path, remote: Path) -> None:
-    deep = base / ("d" * (93 - len(str(base)) - len("/") - len("/push.sock")))
-    deep.mkdir()
-    ok = deep / "push.sock"
-    assert len(os.fsencode(ok)) == 93
-    long = deep / "push.sockx"
-    done = subprocess.run(
-        _serve_argv(base, remote, long), capture_output=True, text=True, timeout=30, check=False
-    )
-    assert done.returncode == 1
-    assert "at most 93 bytes" in done.stderr
-    assert list(deep.iterdir()) == []
-    helper = subprocess.Popen(_serve_argv(base, remote, ok), stderr=subprocess.DEVNULL)
+def test_a_socket_path_longer_than_sun_path_is_served(
+    base: Path, remote: Path, checkout: Path
+) -> None:
+    """A state kept deep in a home: the helper binds through the socket's directory and the
+    agent CLI's client reaches it the same way (no shorter stand-in path anywhere)."""
+    deep = base / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    long = deep / "s"
+    assert len(os.fsencode(long)) > 108
+    helper = subprocess.Popen(_serve_argv(base, remote, long), stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
-        while not ok.exists() and time.monotonic() < deadline:
+        while not long.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert ok.exists()
-        assert [p.name for p in deep.iterdir()] == ["push.sock"]
+        assert long.is_socket()
+        assert [p.name for p in deep.iterdir()] == ["s"]  # the staging name was renamed away
+        revision = git(checkout, "rev-parse", "HEAD")
+        answer = publish(long, "candidate", revision, checkout)
+        assert answer["ref"] == "refs/agent-coordinator/candidates/t1/l1"
+        assert remote_ref(remote, str(answer["ref"])) == revision
     finally:
         helper.terminate()
         helper.wait(timeout=10)
+
+
+def test_a_socket_name_too_long_for_sun_path_is_refused(base: Path, remote: Path) -> None:
+    deep = base / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    done = subprocess.run(
+        _serve_argv(base, remote, deep / ("n" * 80)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "the socket path must be absolute and its name short" in done.stderr
+    assert list(deep.iterdir()) == []
 
 
 def test_unsafe_ids_and_bad_digests_are_refused(base: Path, remote: Path) -> None:

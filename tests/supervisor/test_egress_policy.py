@@ -1,13 +1,17 @@
-"""Egress proxy rules as pure functions: public addresses, host names, the allowlist."""
+"""Egress proxy rules as pure functions: public addresses, host names, the allowlist, the
+launch line a relay names its launch with."""
 
 from __future__ import annotations
 
+import uuid
 from ipaddress import IPv4Address, IPv6Address, ip_address
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentc.supervisor.net.addresses import RelayAddressError, endpoint
 from agentc.supervisor.net.egress import (
     DEFAULT_ALLOW,
     Allowlist,
@@ -17,6 +21,8 @@ from agentc.supervisor.net.egress import (
     normalize_host,
     parse_allow_entry,
 )
+from agentc.supervisor.net.egress_policy import launch_line, parse_launch_line
+from agentc.supervisor.net.host_relay import HostRelay
 
 REFUSED = {
     # IPv4
@@ -233,3 +239,41 @@ def test_allow_entries() -> None:
 def test_bad_allow_entries(entry: str) -> None:
     with pytest.raises(EgressConfigError, match="allowlist entry"):
         parse_allow_entry(entry)
+
+
+# The launch line ---------------------------------------------------------------------------
+
+
+@given(st.uuids())
+def test_a_launch_line_names_exactly_its_launch(launch: uuid.UUID) -> None:
+    line = launch_line(str(launch))
+    assert line == f"agentc-launch {launch}\n".encode()
+    assert parse_launch_line(line) == str(launch)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"",
+        b"agentc-launch \n",
+        b"agentc-launch 12345678-1234-1234-1234-123456789abc",  # no newline
+        b"agentc-launch 12345678-1234-1234-1234-123456789ABC\n",  # not canonical
+        b"agentc-launch 12345678123412341234123456789abc\n",
+        b"agentc-launch  12345678-1234-1234-1234-123456789abc\n",
+        b"agentc-launch 12345678-1234-1234-1234-123456789abc\r\n",
+        b"AGENTC-LAUNCH 12345678-1234-1234-1234-123456789abc\n",
+        b"agentc-launch 12345678-1234-1234-1234-123456789abc \n",
+        b"CONNECT github.com:443 HTTP/1.1\r\n",
+    ],
+)
+def test_anything_else_names_no_launch(line: bytes) -> None:
+    assert parse_launch_line(line) is None
+
+
+@pytest.mark.parametrize("bad", ["", "x", "12345678-1234-1234-1234-123456789ABC", "a\nb", "é"])
+def test_a_relay_refuses_to_name_anything_but_a_launch_id(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="canonical UUID"):
+        launch_line(bad)
+    with pytest.raises(RelayAddressError, match="relay proxy: a launch id is a canonical UUID"):
+        HostRelay(tmp_path / "net", [endpoint("proxy", "127.0.0.1:3128", launch=bad)])
+    assert not (tmp_path / "net").exists()  # refused before anything was made

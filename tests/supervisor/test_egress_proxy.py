@@ -1,9 +1,11 @@
-"""The egress proxy end to end on loopback.
+"""The egress proxy end to end on its Unix socket.
 
 The resolver is a table (no real name is ever resolved), the address policy treats only
 127.0.0.1 as public on top of the real policy, and the connector refuses anything but
 127.0.0.1, recording every attempt: refused cases assert it was never called, so even a
-broken check could not connect anywhere off this machine.
+broken check could not connect anywhere off this machine (``egress_kit``). Clients name their
+launch first, as the relay's host half does (``agentc-launch <id>``); the hostile local
+programs that do not, or that are another account, are in ``test_egress_hostile.py``.
 """
 
 from __future__ import annotations
@@ -11,156 +13,35 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
-import ssl
+import shutil
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from ipaddress import IPv4Address, ip_address
+import tempfile
+import uuid
+from ipaddress import ip_address
+from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from agentc.supervisor.net import egress
-from agentc.supervisor.net.egress import Allowlist, EgressProxy, IPAddress, address_refusal
-from agentc.supervisor.net.pipe import Streams
-
-ALLOW = Allowlist.parse(["allowed.test", ".suffix.test"])
-TEST_PUBLIC = IPv4Address("127.0.0.1")
-
-
-def loopback_public_policy(ip: IPAddress) -> str | None:
-    """Only the test listener's 127.0.0.1 counts as public; everything else is the real rule."""
-    return None if ip == TEST_PUBLIC else address_refusal(ip)
-
-
-class Resolver:
-    def __init__(self, table: dict[str, list[str] | list[list[str]]]) -> None:
-        self.table = table
-        self.calls: list[tuple[str, int]] = []
-
-    async def __call__(self, host: str, port: int) -> Sequence[str]:
-        self.calls.append((host, port))
-        answer = self.table.get(host)
-        if answer is None:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        if answer and isinstance(answer[0], list):  # successive answers (rebinding)
-            return answer[min(len(self.calls), len(answer)) - 1]
-        return answer  # type: ignore[return-value]
-
-
-class Connector:
-    """Connects only 127.0.0.1:443 -> the upstream test listener; records every attempt."""
-
-    def __init__(self, upstream_port: int | None) -> None:
-        self.upstream_port = upstream_port
-        self.calls: list[tuple[str, int]] = []
-
-    async def __call__(self, address: str, port: int) -> Streams:
-        self.calls.append((address, port))
-        if self.upstream_port is None or address != "127.0.0.1" or port != 443:
-            raise ConnectionRefusedError(111, "test connector refuses this address")
-        return await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-
-async def upstream_server() -> asyncio.Server:
-    """Greets first (server-to-client), then echoes `up:` + everything once the client EOFs."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            writer.write(b"hi\n")
-            await writer.drain()
-            data = await reader.read()
-            writer.write(b"up:" + data)
-            await writer.drain()
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
-
-
-Scenario = Callable[[int, Resolver, Connector, list[dict[str, Any]]], Awaitable[None]]
-
-
-def run_proxy(
-    scenario: Scenario,
-    table: dict[str, Any] | None = None,
-    *,
-    with_upstream: bool = False,
-    **options: Any,
-) -> tuple[Resolver, Connector, list[dict[str, Any]]]:
-    resolver = Resolver({"allowed.test": ["127.0.0.1"]} if table is None else table)
-    log: list[dict[str, Any]] = []
-
-    async def main() -> Connector:
-        upstream = await upstream_server() if with_upstream else None
-        port = upstream.sockets[0].getsockname()[1] if upstream else None
-        connector = Connector(port)
-        proxy = EgressProxy(
-            ALLOW,
-            resolver=resolver,
-            policy=loopback_public_policy,
-            connector=connector,
-            log=log.append,
-            **options,
-        )
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        server = asyncio.create_task(proxy.serve(sock))
-        try:
-            await scenario(sock.getsockname()[1], resolver, connector, log)
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
-            if upstream:
-                upstream.close()
-                await upstream.wait_closed()
-        return connector
-
-    connector = asyncio.run(main())
-    return resolver, connector, log
-
-
-async def ask(port: int, head: bytes) -> tuple[str, bytes, Streams]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(head)
-    await writer.drain()
-    status = (await reader.readline()).decode().rstrip("\r\n")
-    headers = b""
-    while status and (line := await reader.readline()) not in (b"\r\n", b""):
-        headers += line
-    return status, headers, (reader, writer)
-
-
-async def refused(port: int, head: bytes) -> tuple[str, bytes]:
-    status, headers, (reader, writer) = await ask(port, head)
-    body = await reader.read()
-    writer.close()
-    await writer.wait_closed()
-    return status, headers + body
-
-
-def connect(host: str, port: int = 443) -> bytes:
-    return f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
-
-
-def client_hello(name: str | None) -> bytes:
-    """A real ClientHello from Python's TLS stack (no SNI when ``name`` is None)."""
-    ctx = ssl.create_default_context()
-    if name is None:
-        ctx.check_hostname = False
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ctx.wrap_bio(incoming, outgoing, server_hostname=name)
-    with pytest.raises(ssl.SSLWantReadError):
-        tls.do_handshake()
-    return outgoing.read()
+from agentc.supervisor.net import egress, egress_command
+from tests.supervisor.egress_kit import (
+    HELLO,
+    LAUNCH,
+    Connector,
+    Resolver,
+    ask,
+    client_hello,
+    connect,
+    refused,
+    run_proxy,
+)
 
 
 def test_allowed_connect_tunnels_both_ways() -> None:
-    async def scenario(port: int, resolver: Resolver, connector: Connector, log: Any) -> None:
-        status, _, (reader, writer) = await ask(port, connect("Allowed.Test"))
+    async def scenario(path: str, resolver: Resolver, connector: Connector, log: Any) -> None:
+        status, _, (reader, writer) = await ask(path, connect("Allowed.Test"))
         assert status == "HTTP/1.1 200 Connection Established"
         writer.write(HELLO + b"hello")
         assert await reader.readline() == b"hi\n"
@@ -176,14 +57,15 @@ def test_allowed_connect_tunnels_both_ways() -> None:
     assert line["decision"] == "allow" and line["allowed"] is True and line["status"] == 200
     assert line["host"] == "allowed.test" and line["port"] == 443
     assert line["address"] == "127.0.0.1"
-    assert line["client"].startswith("127.0.0.1:")
+    assert line["client"] == f"uid {os.geteuid()} pid {os.getpid()}"
+    assert line["launch"] == LAUNCH
     assert line["time"].endswith("Z")
     json.dumps(line)  # one JSON line
 
 
 def test_many_concurrent_tunnels() -> None:
-    async def one(port: int, i: int) -> bool:
-        status, _, (reader, writer) = await ask(port, connect(f"h{i}.suffix.test"))
+    async def one(path: str, i: int) -> bool:
+        status, _, (reader, writer) = await ask(path, connect(f"h{i}.suffix.test"))
         assert status.endswith("200 Connection Established")
         hello = client_hello(f"h{i}.suffix.test")
         writer.write(hello)
@@ -195,16 +77,14 @@ def test_many_concurrent_tunnels() -> None:
         await writer.wait_closed()
         return data == b"up:" + hello + b"%d" % i
 
-    async def scenario(port: int, *_: Any) -> None:
-        replies = await asyncio.gather(*(one(port, i) for i in range(50)))
+    async def scenario(path: str, *_: Any) -> None:
+        replies = await asyncio.gather(*(one(path, i) for i in range(50)))
         assert replies == [True] * 50
 
     table = {f"h{i}.suffix.test": ["127.0.0.1"] for i in range(50)}
     _, connector, log = run_proxy(scenario, table, with_upstream=True)
     assert len(connector.calls) == 50 and len(log) == 50
 
-
-HELLO = client_hello("allowed.test")
 
 REFUSALS = [
     # (name, request, resolver answers, status, reason fragment, logged address, resolved?)
@@ -277,8 +157,8 @@ def test_refusals(
 ) -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_: Any) -> None:
-        got["status"], got["rest"] = await refused(port, request_bytes)
+    async def scenario(path: str, *_: Any) -> None:
+        got["status"], got["rest"] = await refused(path, request_bytes)
 
     table: dict[str, Any] = {} if answers in (None, "missing") else {"allowed.test": answers}
     resolver, connector, log = run_proxy(scenario, table)
@@ -299,8 +179,8 @@ def test_refusals(
 def test_connects_to_the_checked_address_without_re_resolving() -> None:
     """A rebinding resolver (public first, private later) cannot redirect the connection."""
 
-    async def scenario(port: int, *_args: Any) -> None:
-        status, _, (reader, writer) = await ask(port, connect("allowed.test"))
+    async def scenario(path: str, *_args: Any) -> None:
+        status, _, (reader, writer) = await ask(path, connect("allowed.test"))
         assert status.endswith("200 Connection Established")
         writer.close()
         await writer.wait_closed()
@@ -314,8 +194,8 @@ def test_connects_to_the_checked_address_without_re_resolving() -> None:
 def test_upstream_connect_failure_is_502_and_logged() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_args: Any) -> None:
-        got["status"], _ = await refused(port, connect("allowed.test"))
+    async def scenario(path: str, *_args: Any) -> None:
+        got["status"], _ = await refused(path, connect("allowed.test"))
 
     _, connector, log = run_proxy(scenario)  # no upstream: the connector refuses
     assert got["status"] == "HTTP/1.1 502 Bad Gateway"
@@ -326,12 +206,12 @@ def test_upstream_connect_failure_is_502_and_logged() -> None:
 def test_oversized_and_slow_heads() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_args: Any) -> None:
+    async def scenario(path: str, *_args: Any) -> None:
         got["big"], _ = await refused(
-            port, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 9000
+            path, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 9000
         )
         # Never finishes its head: answered with 408 once the (short, injected) limit passes.
-        got["slow"], _ = await refused(port, b"CONNECT allowed.test:443 HTTP/1.1\r\n")
+        got["slow"], _ = await refused(path, b"CONNECT allowed.test:443 HTTP/1.1\r\n")
 
     _, connector, log = run_proxy(scenario, head_timeout=0.2)
     assert got["big"].startswith("HTTP/1.1 431 ")
@@ -343,9 +223,9 @@ def test_oversized_and_slow_heads() -> None:
 def test_connection_limit() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_args: Any) -> None:
-        _, _, (reader, writer) = await ask(port, connect("allowed.test"))
-        got["second"], _ = await refused(port, connect("allowed.test"))
+    async def scenario(path: str, *_args: Any) -> None:
+        _, _, (reader, writer) = await ask(path, connect("allowed.test"))
+        got["second"], _ = await refused(path, connect("allowed.test"))
         writer.close()
         await writer.wait_closed()
 
@@ -363,8 +243,8 @@ def _tunnel_outcome(
     """CONNECT ``host``, send ``sent`` after the 200, EOF; what came back and the log."""
     got: dict[str, bytes] = {}
 
-    async def scenario(port: int, *_args: Any) -> None:
-        status, _, (reader, writer) = await ask(port, connect(host))
+    async def scenario(path: str, *_args: Any) -> None:
+        status, _, (reader, writer) = await ask(path, connect(host))
         assert status.endswith("200 Connection Established")
         writer.write(bytes(sent))
         await writer.drain()
@@ -425,15 +305,15 @@ def test_a_tunnel_without_a_hello_in_time_is_closed() -> None:
 def test_one_launch_cannot_take_the_whole_client_budget() -> None:
     got: dict[str, Any] = {}
 
-    async def scenario(port: int, *_args: Any) -> None:
-        held = [await ask(port, connect("allowed.test")) for _ in range(2)]
+    async def scenario(path: str, *_args: Any) -> None:
+        held = [await ask(path, connect("allowed.test")) for _ in range(2)]
         assert all(status.endswith(" 200 Connection Established") for status, _, _ in held)
-        got["third"], got["body"] = await refused(port, connect("allowed.test"))
+        got["third"], got["body"] = await refused(path, connect("allowed.test"))
         _, _, (reader, writer) = held.pop()
         writer.close()
         await writer.wait_closed()
         await asyncio.sleep(0.1)  # the proxy notices the close
-        status, _, (_reader, again) = await ask(port, connect("allowed.test"))
+        status, _, (_reader, again) = await ask(path, connect("allowed.test"))
         got["after"] = status
         for writer in [again, *(streams[1] for _, _, streams in held)]:
             writer.close()
@@ -445,78 +325,132 @@ def test_one_launch_cannot_take_the_whole_client_budget() -> None:
 
 
 def test_other_launches_keep_their_budget() -> None:
-    """Launches told apart by ``launch_key``: one at its cap does not refuse another."""
+    """Launches told apart by the launch each connection names: one at its cap (here from
+    many connections of one process) does not refuse another."""
     got: list[str] = []
-    keys = iter(["a", "a", "b", "b", "b"])
+    other = str(uuid.uuid4())
 
-    def in_order(writer: asyncio.StreamWriter) -> str:
-        return next(keys)
-
-    async def scenario(port: int, *_args: Any) -> None:
-        conns = [await ask(port, connect("allowed.test")) for _ in range(5)]
+    async def scenario(path: str, *_args: Any) -> None:
+        names = [LAUNCH, LAUNCH, other, other, other]
+        conns = [await ask(path, connect("allowed.test"), launch) for launch in names]
         got.extend(status.split(" ")[1] for status, _, _ in conns)
         for _, _, (_r, w) in conns:
             w.close()
 
-    run_proxy(scenario, with_upstream=True, max_per_launch=2, launch_key=in_order)
+    run_proxy(scenario, with_upstream=True, max_per_launch=2)
     assert got == ["200", "200", "200", "200", "503"]
+
+
+def test_an_idle_tunnel_is_closed() -> None:
+    """No byte either way for ``idle_timeout``: both sides are dropped and the slot freed."""
+    got: dict[str, Any] = {}
+
+    async def scenario(path: str, *_args: Any) -> None:
+        status, _, (reader, writer) = await ask(path, connect("allowed.test"))
+        assert status.endswith("200 Connection Established")
+        writer.write(HELLO)
+        assert await reader.readline() == b"hi\n"  # the tunnel works, then falls silent
+        got["after idle"] = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        again = await ask(path, connect("allowed.test"))  # the only slot is free again
+        got["again"] = again[0]
+        again[2][1].close()
+
+    run_proxy(scenario, with_upstream=True, idle_timeout=0.3, max_per_launch=1)
+    assert got["after idle"] == b""  # closed by the proxy, nothing more came through
+    assert got["again"].endswith("200 Connection Established")
 
 
 # The CLI ------------------------------------------------------------------------------------
 
 
+def _short_dir(mode: int = 0o700) -> Path:
+    where = Path(tempfile.mkdtemp(prefix="egc", dir="/tmp"))
+    os.chmod(where, mode)
+    return where
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        (["--listen", "127.1:3128"], "canonical dotted-quad"),
-        (["--listen", "0.0.0.0:3128"], "not a loopback address"),
-        (["--listen", "[::1]:3128"], "IPv6"),
-        (["--listen", "127.0.0.1:80"], "privileged"),
+        (["--listen", "127.0.0.1:3128"], "No such option '--listen'"),  # no TCP port, ever
+        (["--socket", "relative.sock"], "is not absolute"),
+        (["--socket", "/run/" + "d" * 30 + "/" + "n" * 90], "longer than 107 bytes"),
         (["--allow", "*.example.com"], "allowlist entry"),
+        (["--allow-user", "no-such-account-xyz"], "no such account"),
+        (["--idle-timeout", "0"], "--idle-timeout"),
     ],
 )
 def test_cli_refuses_bad_settings(args: list[str], why: str) -> None:
-    result = CliRunner().invoke(egress.command, args)
-    assert result.exit_code == 2
+    result = CliRunner().invoke(egress_command.command, args)
+    assert result.exit_code in (1, 2), result.output
     assert why in result.output
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("mode", "owner", "why"),
+    [
+        (0o777, 0, "has mode 0777: another account could replace the socket"),
+        (0o1777, 0, "has mode 1777"),  # even sticky: /tmp itself is no place for it
+        (0o700, 65534, "is owned by uid 65534"),
+    ],
+)
+@pytest.mark.root
+def test_cli_refuses_a_directory_another_account_could_write(
+    mode: int, owner: int, why: str
+) -> None:
+    where = _short_dir(mode)
+    try:
+        os.chown(where, owner, owner)
+        os.chmod(where, mode)
+        result = CliRunner().invoke(egress_command.command, ["--socket", f"{where}/p.sock"])
+        assert result.exit_code == 1, result.output
+        assert why in result.output and "Traceback" not in result.output
+        assert list(where.iterdir()) == []  # nothing bound
+    finally:
+        shutil.rmtree(where)
+
+
 def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
-    """The real command: refusals decided before any DNS (unlisted host, port 80)."""
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    """The real command: refusals decided before any DNS (unlisted host, port 80); its socket
+    is 0600 and removed when it stops."""
+    where = _short_dir()
+    path = str(where / "proxy.sock")
     log_path = tmp_path / "egress.jsonl"
-    argv = [sys.executable, "-m", "agentc.supervisor.net.egress", "--listen", f"127.0.0.1:{port}"]
-    with subprocess.Popen([*argv, "--log", str(log_path)], stderr=subprocess.PIPE) as proc:
-        try:
+    argv = [sys.executable, "-m", "agentc.supervisor.net.egress_command", "--socket", path]
+    try:
+        with subprocess.Popen([*argv, "--log", str(log_path)], stderr=subprocess.PIPE) as proc:
+            try:
 
-            async def scenario() -> list[str]:
-                for _ in range(500):  # wait until it listens
-                    try:
-                        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                        writer.close()
-                        await writer.wait_closed()
-                        break
-                    except OSError:
-                        await asyncio.sleep(0.02)
-                return [
-                    (await refused(port, connect("blocked.invalid")))[0],
-                    (await refused(port, connect("github.com", 80)))[0],
-                ]
+                async def scenario() -> list[str]:
+                    for _ in range(500):  # wait until it listens
+                        try:
+                            _reader, writer = await asyncio.open_unix_connection(path)
+                            writer.close()
+                            await writer.wait_closed()
+                            break
+                        except OSError:
+                            await asyncio.sleep(0.02)
+                    return [
+                        (await refused(path, connect("blocked.invalid")))[0],
+                        (await refused(path, connect("github.com", 80)))[0],
+                    ]
 
-            statuses = asyncio.run(scenario())
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+                statuses = asyncio.run(scenario())
+                assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        assert not os.path.lexists(path)
+    finally:
+        shutil.rmtree(where)
     assert statuses == ["HTTP/1.1 403 Forbidden"] * 2
     assert oct(os.stat(log_path).st_mode & 0o777) == "0o600"
     lines = [json.loads(x) for x in log_path.read_text().splitlines()]
-    assert [(x["host"], x["port"], x["decision"]) for x in lines] == [
-        ("blocked.invalid", 443, "refuse"),
-        ("github.com", 80, "refuse"),
+    assert [(x["host"], x["port"], x["decision"], x["launch"]) for x in lines] == [
+        ("blocked.invalid", 443, "refuse", LAUNCH),
+        ("github.com", 80, "refuse", LAUNCH),
     ]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agentc.files.sockets import sun_path
 from tests.supervisor.kit import HARNESS_BIN, Kit, cleanup, make_kit, write_config
 
 pytestmark = pytest.mark.root
@@ -78,13 +79,14 @@ def test_a_missing_bwrap_names_the_fix(kit: Kit) -> None:
     assert "not installed" in problem and "apt-get install bubblewrap" in problem
 
 
-def test_a_dead_egress_address_names_the_fix(kit: Kit) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    configure(kit, egress_listen=f"127.0.0.1:{port}", harness_paths=REAL)
-    problem = one_problem(host_preflight(kit), "egress proxy", str(port))
-    assert "agentc-supervisor egress-proxy --listen" in problem
+def test_a_dead_egress_socket_names_the_fix(kit: Kit, tmp_path: Path) -> None:
+    dead = tmp_path / ("d" * 100) / "proxy.sock"  # longer than sun_path: reached all the same
+    dead.parent.mkdir()
+    with socket.socket(socket.AF_UNIX) as stale, sun_path(str(dead)) as short:
+        stale.bind(short)  # a socket nothing listens on any more
+    configure(kit, egress_listen="127.0.0.1:3128", egress_socket=str(dead), harness_paths=REAL)
+    problem = one_problem(host_preflight(kit), "egress proxy", str(dead), "Connection refused")
+    assert f"agentc-supervisor egress-proxy --socket {dead}" in problem
 
 
 def test_a_dead_gateway_names_the_fix(kit: Kit, tmp_path: Path) -> None:

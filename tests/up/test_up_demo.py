@@ -10,11 +10,13 @@ import os
 import pwd
 import socket
 import tomllib
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agentc.supervisor.net.egress_policy import launch_line
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, git_log, processes_of, stop, wait_for
 
@@ -88,13 +90,16 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
 
 
 def _egress_refuses(state: Path) -> None:
-    """The egress proxy ``up`` runs for the launches answers with its policy: an IP literal and
-    an unlisted name are refused before anything is resolved or connected."""
+    """The egress proxy ``up`` runs for the launches answers with its policy on its Unix socket
+    (to a connection naming a launch, as a relay's does): an IP literal and an unlisted name are
+    refused before anything is resolved or connected."""
     config = tomllib.loads((state / "supervisor.toml").read_text())
-    host, port = config["egress_listen"].rsplit(":", 1)
-    assert host == "127.0.0.1"
+    assert config["egress_listen"] == "127.0.0.1:3128"  # inside each launch's own namespace
     for target in ("127.0.0.1:443", "unlisted.example:443"):
-        with socket.create_connection((host, int(port)), timeout=10) as conn:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(10)
+            conn.connect(config["egress_socket"])
+            conn.sendall(launch_line(str(uuid.uuid4())))
             conn.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
             answer = conn.recv(200).decode("latin-1")
         assert answer.startswith("HTTP/1.1 403"), (target, answer)

@@ -5,9 +5,10 @@ helper over a Unix socket; the helper serves only processes of its own launch, d
 itself, refuses content carrying a known token or a private key, and pushes create-only to the
 remote with a credential only it holds.
 
-Modules: :mod:`~agentc.push.protocol` (wire shapes and the client, standard library only),
+Modules: :mod:`~agentc.push.protocol` (wire shapes and the client, the standard library only
+but for :mod:`agentc.files.sockets`),
 :mod:`~agentc.push.peer` (who is connecting), :mod:`~agentc.push.refs`, :mod:`~agentc.push.scan`,
 :mod:`~agentc.push.repo` (git), :mod:`~agentc.push.publisher` (one request's decision),
 :mod:`~agentc.push.server` (the socket) and :mod:`~agentc.push.cli`. The package imports only
-:mod:`agentc.core` of the rest of agentc.
+:mod:`agentc.core` and :mod:`agentc.files` of the rest of agentc.
 """

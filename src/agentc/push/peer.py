@@ -9,18 +9,15 @@ therefore refuses every client: safe, but every push fails).
 from __future__ import annotations
 
 import socket
-import struct
 
-_UCRED = struct.Struct("3i")
+from agentc.files.sockets import peer_credentials
+
 _MAX_DEPTH = 4096
 
 
 def peer_pid(conn: socket.socket) -> int:
     """The connected client's process id (0 when the kernel cannot name it here)."""
-    pid, _uid, _gid = _UCRED.unpack(
-        conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-    )
-    return int(pid)
+    return peer_credentials(conn).pid
 
 
 def _stat_fields(pid: int) -> list[bytes]:

@@ -1,4 +1,5 @@
-"""The candidate push helper's wire protocol and its client (standard library only).
+"""The candidate push helper's wire protocol and its client (the standard library and
+:mod:`agentc.files.sockets` only).
 
 One request per connection to the helper's Unix socket (docs/push.md):
 
@@ -23,6 +24,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from agentc.files.sockets import sun_path
 
 OPS = ("candidate", "wip")
 FIELDS = frozenset({"op", "revision"})
@@ -190,7 +193,8 @@ def _exchange(path: str, request: Request, bundle: Path, deadline: _Deadline) ->
     try:
         deadline.arm(sock)
         try:
-            sock.connect(path)
+            with sun_path(path) as short:  # a long path: through its directory
+                sock.connect(short)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
             raise HelperUnavailable(
                 f"the candidate push helper is not running at {path}: {exc.strerror}"

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from agentc.files.procs import ask_parent_death_signal
+from agentc.files.sockets import name_fits, sun_path
 from agentc.push.peer import descends_from, peer_pid, start_time
 from agentc.push.protocol import (
     MAX_BUNDLE_BYTES,
@@ -40,8 +41,8 @@ from agentc.push.protocol import (
 from agentc.push.publisher import Publisher
 from agentc.push.repo import Refusal
 
-MAX_SOCKET_PATH = 93
 _POLL = 1.0
+_STAGING = ".new-{:08x}"
 
 
 class Stop(BaseException):
@@ -59,10 +60,11 @@ def log(message: str) -> None:
 
 
 def bind(path: Path) -> socket.socket:
-    """A listening socket at ``path`` (mode 0660), bound under a staging name and renamed."""
-    raw = os.fsencode(path)
-    if not path.is_absolute() or len(raw) > MAX_SOCKET_PATH:
-        raise ValueError(f"the socket path must be absolute and at most {MAX_SOCKET_PATH} bytes")
+    """A listening socket at ``path`` (mode 0660), bound under a staging name and renamed; a
+    path too long for ``sun_path`` is bound through its directory (only the name must fit)."""
+    staging = f"{path}{_STAGING.format(os.getpid())}"
+    if not path.is_absolute() or not name_fits(staging):
+        raise ValueError(f"the socket path must be absolute and its name short: {path}")
     try:
         existing = path.lstat()
     except FileNotFoundError:
@@ -70,12 +72,12 @@ def bind(path: Path) -> socket.socket:
     else:
         if not stat.S_ISSOCK(existing.st_mode):
             raise ValueError(f"{path} exists and is not a socket")
-    staging = f"{path}.new-{os.getpid():08x}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         old = os.umask(0o177)
         try:
-            listener.bind(staging)
+            with sun_path(staging) as short:
+                listener.bind(short)
         finally:
             os.umask(old)
         os.chmod(staging, 0o660)

@@ -78,7 +78,7 @@ def launch_options(func: Any) -> Any:
 LAZY_COMMANDS = {
     "model-gateway": "agentc.supervisor.gateway.cli",
     "netns-relay": "agentc.supervisor.net.netns_relay_command",
-    "egress-proxy": "agentc.supervisor.net.egress",
+    "egress-proxy": "agentc.supervisor.net.egress_command",
 }
 
 

@@ -46,7 +46,12 @@ from agentc.supervisor.loop.settings import (
     prices_table,
     project_table,
 )
-from agentc.supervisor.net.addresses import parse_host_target, parse_loopback_address
+from agentc.supervisor.net.addresses import (
+    UNIX_PREFIX,
+    UnixTarget,
+    parse_host_target,
+    parse_loopback_address,
+)
 from agentc.supervisor.roles import HARNESSES, MODES, Mode
 
 DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
@@ -57,6 +62,15 @@ def _relay_address(value: object) -> str | None:
     """A loopback ``a.b.c.d:port`` the relay can carry; an empty string (or None) is off."""
     text = optional(string)(value)
     return str(parse_loopback_address(text)) if text else None
+
+
+def _unix_socket(value: object) -> Path:
+    """A Unix socket path the relay can reach, as written: absolute, normalized (no ``.``,
+    ``..``, ``//`` or trailing ``/``) and a name that fits ``sun_path``."""
+    text = str(value) if isinstance(value, Path) else string(value)
+    target = parse_host_target(UNIX_PREFIX + text, what="socket path")
+    assert isinstance(target, UnixTarget)
+    return target.path
 
 
 def _gateway_address(value: object) -> str | None:
@@ -105,7 +119,11 @@ class SupervisorConfig(Settings):
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
     implementer_user: str = setting(string, default="agentc-impl")
     reviewer_user: str = setting(string, default="agentc-rev")
+    # The egress proxy (docs/network.md): ``egress_listen`` is the loopback address the harness
+    # uses inside the launch (``""``: no internet), relayed to the proxy's Unix socket
+    # ``egress_socket``, whose directory is masked inside every launch.
     egress_listen: str | None = setting(_relay_address, default="127.0.0.1:3128")
+    egress_socket: Path = setting(_unix_socket, default=Path("/run/agentc-egress/proxy.sock"))
     coordinator_listen: str | None = setting(_relay_address, default=None)
     # The model gateway (docs/gateway.md): the default way every launch reaches its model.
     # ``gateway_listen`` is the loopback address the harness uses inside the launch (relayed

@@ -73,7 +73,7 @@ def _default_host_relays(relays: list[Relay]) -> contextlib.AbstractContextManag
     """The host half of the relays (imported only by launches that relay something)."""
     from agentc.supervisor.net import addresses, host_relay
 
-    endpoints = [addresses.endpoint(r.name, r.address, r.target) for r in relays]
+    endpoints = [addresses.endpoint(r.name, r.address, r.target, launch=r.launch) for r in relays]
     net_dirs = {Path(r.socket).parent for r in relays}
     host = host_relay.HostRelay(net_dirs.pop(), endpoints)
 

@@ -140,6 +140,8 @@ def _masks(config: SupervisorConfig, state_dir: Path, hidden: Path | None = None
     wanted = [state_dir, Path("/tmp"), Path("/var/tmp"), *config.masks]  # noqa: S108
     if hidden is not None:
         wanted.append(hidden)
+    if config.egress_listen:  # a Unix socket ignores network namespaces: only via the relay
+        wanted.append(config.egress_socket.parent)
     gateway = config.gateway_target()
     if gateway is not None:
         # The control socket issues sentinels: a Unix socket ignores network namespaces.
@@ -341,14 +343,18 @@ def _gateway(
     return relay, GatewayPlan(lease, f"http://{config.gateway_listen}")
 
 
-def _relays(config: SupervisorConfig, layout: RunLayout) -> list[Relay]:
+def _relays(config: SupervisorConfig, layout: RunLayout, launch_id: str) -> list[Relay]:
     """The egress proxy's and the coordinator's relays, those configured; a reviewer never
-    reaches the coordinator (the loop posts its verdict)."""
+    reaches the coordinator (the loop posts its verdict). The proxy's relay goes to its Unix
+    socket and names the launch on every connection (the proxy's per-launch accounting)."""
     relays: list[Relay] = []
-    coordinator = config.coordinator_listen if layout.role != "reviewer" else None
-    for name, address in (("proxy", config.egress_listen), ("coordinator", coordinator)):
-        if address:
-            relays.append(Relay(name, address, PurePosixPath(layout.net / f"{name}.sock")))
+    if config.egress_listen:
+        sock = PurePosixPath(layout.net / "proxy.sock")
+        target = f"unix:{config.egress_socket}"
+        relays.append(Relay("proxy", config.egress_listen, sock, target, launch_id))
+    if config.coordinator_listen and layout.role != "reviewer":
+        sock = PurePosixPath(layout.net / "coordinator.sock")
+        relays.append(Relay("coordinator", config.coordinator_listen, sock))
     return relays
 
 
@@ -357,7 +363,7 @@ def _check_relays(relays: list[Relay]) -> None:
     from agentc.supervisor.net import addresses
 
     for item in relays:
-        addresses.endpoint(item.name, item.address, item.target)
+        addresses.endpoint(item.name, item.address, item.target, launch=item.launch)
         addresses.check_socket_path(str(item.socket), what=f"relay {item.name}", via_directory=True)
 
 
@@ -433,7 +439,7 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     prompt = _check_run(layout)
     token = _token(config, request, layout)
     _program, harness_argv = _harness_argv(config, request)
-    relays = _relays(config, layout)
+    relays = _relays(config, layout, request.launch_id)
     if request.verification is not None and request.role == "reviewer":
         relays += request.verification.relays(layout.net)
     gateway = _gateway(config, request, layout) if token is None else None

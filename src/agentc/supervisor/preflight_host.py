@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from agentc.core.errors import AgentcError
 from agentc.files.procs import run_check
+from agentc.files.sockets import sun_path
 from agentc.supervisor import launch_root, limits, preflight, seccomp
 from agentc.supervisor.launch_plan import REVIEWER_HARNESSES
 from agentc.supervisor.launch_request import HARNESSES, ROLES, LaunchRequest
@@ -233,7 +234,8 @@ def _reachable(target: str) -> str | None:
         sock.settimeout(CONNECT_SECONDS)
         try:
             if family == socket.AF_UNIX:
-                sock.connect(target.removeprefix("unix:"))
+                with sun_path(target.removeprefix("unix:")) as short:
+                    sock.connect(short)
             else:
                 host, _, port = target.rpartition(":")
                 sock.connect((host, int(port)))
@@ -260,13 +262,14 @@ def address_problems(config: SupervisorConfig) -> list[str]:
                     )
                 )
     if config.egress_listen:
-        why = _reachable(config.egress_listen)
+        why = _reachable(f"unix:{config.egress_socket}")
         if why is not None:
             problems.append(
                 with_fix(
-                    f"the egress proxy at {config.egress_listen} is not reachable ({why})",
-                    f"start agentc-supervisor egress-proxy --listen {config.egress_listen}, or "
-                    "set egress_listen = '' to give launches no internet",
+                    f"the egress proxy at {config.egress_socket} is not reachable ({why})",
+                    f"start agentc-supervisor egress-proxy --socket {config.egress_socket} "
+                    "(in host mode with --allow-user for each role account), or set "
+                    "egress_listen = '' to give launches no internet",
                 )
             )
     return problems

@@ -36,9 +36,12 @@ class Relay:
     name: str
     address: str
     socket: PurePosixPath
-    # The host service's loopback address when it differs from ``address`` (the gateway's
-    # host port may differ from the one the harness uses inside); the argv never uses it.
+    # The host service's loopback address (or ``unix:/path``) when it differs from
+    # ``address`` (the gateway's host port may differ from the one the harness uses inside;
+    # the egress proxy is a Unix socket); the argv never uses it.
     target: str | None = None
+    # The launch id the host half names first on each connection (the egress proxy's).
+    launch: str | None = None
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,11 @@ def init_admin(layout: Layout, password: str) -> None:
 
 
 def make_remote(layout: Layout, repo: Path | None, branch: str) -> None:
-    """The bare repository the project lives in: ``--repo``'s current branch, or the sample."""
-    git("init", "--quiet", "--bare", "--initial-branch", branch, str(layout.remote))
+    """The bare repository the project lives in: ``--repo``'s current branch, or the sample.
+    Private (``core.sharedRepository`` 0600) whatever the umask of whoever writes it."""
+    git(
+        "init", "--quiet", "--bare", "--shared=0600", "--initial-branch", branch, str(layout.remote)
+    )
     if repo is not None:
         git(
             "-C",
@@ -144,8 +147,8 @@ def make_remote(layout: Layout, repo: Path | None, branch: str) -> None:
 
 
 def before_server(options: Options, layout: Layout, branch: str) -> str:
-    """Create the directory, the admin and the remote; returns the admin's password."""
-    layout.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create the directory (made private by the caller), the admin and the remote; returns
+    the admin's password."""
     for sub in ("credentials", "logs"):
         (layout.root / sub).mkdir(mode=0o700, exist_ok=True)
     password = options.password or secrets.token_urlsafe(18)

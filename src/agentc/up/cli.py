@@ -20,14 +20,16 @@ from rich.live import Live
 
 from agentc.client.errors import TransportFailure
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.files.sockets import sun_path
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
 from agentc.up.gateway import free_port, write_gateway
 from agentc.up.harnesses import ModelAccess, check_harness
-from agentc.up.layout import Layout, check_writable
+from agentc.up.layout import Layout, check_owner, check_writable, make_private
 from agentc.up.procs import Tree
 
 DEFAULT_PORT = 8080
+EGRESS_INNER = "127.0.0.1:3128"  # the egress proxy's address inside every launch
 STOP_ORDER = [
     ("supervisor", 60.0),
     ("integrator", 15.0),
@@ -46,6 +48,9 @@ def fail(message: str, code: int = 2) -> None:
 @click.group()
 def main() -> None:
     """agentc: hand coding tasks to agents and get reviewed, tested, landed commits back."""
+    # Everything up and the programs it starts create is private to the user (the state
+    # directory, its logs and repositories): no other local account reads any of it.
+    os.umask(0o077)
 
 
 def state_option(fn: Any) -> Any:
@@ -96,19 +101,19 @@ def wait_healthy(origin: str, tree: Tree) -> None:
     raise ConfigError(f"the coordinator did not answer on {origin} within {HEALTH_SECONDS:g} s")
 
 
-def wait_listening(address: str, tree: Tree, name: str) -> None:
-    """Until ``address`` (host:port) accepts a connection; a child that exits is an error."""
-    host, port = address.rsplit(":", 1)
+def wait_listening(path: Path, tree: Tree, name: str) -> None:
+    """Until the Unix socket ``path`` accepts a connection; a child that exits is an error."""
     deadline = time.monotonic() + HEALTH_SECONDS
     while time.monotonic() < deadline:
         for child in tree.exited():
             raise ConfigError(f"the {child.name} exited at start:\n{child.tail()}")
         try:
-            with socket.create_connection((host, int(port)), timeout=1):
+            with socket.socket(socket.AF_UNIX) as probe, sun_path(str(path)) as short:
+                probe.connect(short)
                 return
         except OSError:
             time.sleep(0.05)
-    raise ConfigError(f"the {name} did not listen on {address} within {HEALTH_SECONDS:g} s")
+    raise ConfigError(f"the {name} did not listen on {path} within {HEALTH_SECONDS:g} s")
 
 
 class Up:
@@ -163,8 +168,9 @@ class Up:
         record = layout.read_record()
         branch = self.check(record)
         password = None
+        self.created = record is None and not layout.root.exists()
+        make_private(layout.root)
         if record is None:
-            self.created = not layout.root.exists()
             password = bootstrap.before_server(options, layout, branch)
         coordinator = [*program("agent-coordinator-server"), "--database", str(layout.database)]
         coordinator += ["--public-origin", self.origin, "--allow-insecure-loopback"]
@@ -182,13 +188,17 @@ class Up:
             argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
             self.tree.start("gateway", argv, layout.log("gateway"), child_env())
         # The egress proxy: the launches' only way out (the default allowlist: the model
-        # vendors and GitHub; every address checked public), on a free loopback port.
-        egress = f"127.0.0.1:{free_port()}"
-        argv = [*program("agentc-supervisor"), "egress-proxy", "--listen", egress]
+        # vendors and GitHub; every address checked public), on a Unix socket in the private
+        # state directory: only this user's launch relays reach it.
+        egress = layout.egress_socket.resolve()
+        egress.parent.mkdir(mode=0o700, exist_ok=True)
+        argv = [*program("agentc-supervisor"), "egress-proxy", "--socket", str(egress)]
         argv += ["--log", str(layout.root.resolve() / "logs" / "egress.jsonl")]
         self.tree.start("egress", argv, layout.log("egress"), child_env())
         wait_listening(egress, self.tree, "egress proxy")
-        configs.write_supervisor(layout, record, self.origin, options.harness, gw, egress)
+        configs.write_supervisor(
+            layout, record, self.origin, options.harness, gw, (EGRESS_INNER, egress)
+        )
         configs.write_integrator(layout, record, self.origin)
         if options.seed_demo and not record.get("demo_seeded"):
             bootstrap.seed_demo(self.origin, layout, record["project_id"])
@@ -329,6 +339,7 @@ def up(
     """Run the whole system on this machine: coordinator, supervisor, integrator."""
     layout = Layout(state_dir.absolute())
     try:
+        check_owner(layout.root)  # before anything of it is read: another account's is refused
         record = layout.read_record()
     except ConfigError as exc:
         fail(str(exc))

@@ -67,19 +67,22 @@ def write_supervisor(
     origin: str,
     harness: str,
     gateway: GatewaySetup | None = None,
-    egress: str = "",
+    egress: tuple[str, Path] | None = None,
 ) -> None:
+    """``supervisor.toml``; ``egress``: the proxy's address inside launches and its socket."""
     root = layout.root.resolve()
     project = record["project_id"]
     agent = harness_value(harness)
     top: dict[str, Any] = {
         "mode": "personal",
         "state_dir": layout.supervisor_state.resolve(),
-        "egress_listen": egress,
+        "egress_listen": egress[0] if egress else "",
         "gateway_listen": "",
         "coordinator_listen": origin.removeprefix("http://"),
         "masks": [root],
     }
+    if egress is not None:
+        top["egress_socket"] = egress[1]
     health: dict[str, Any] = {}
     if gateway is not None:
         found = shutil.which(harness)

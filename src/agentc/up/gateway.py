@@ -2,17 +2,16 @@
 
 The harness's credential (found by :mod:`agentc.up.harnesses`) is copied to
 ``<state>/gateway/credentials/<upstream>`` (0600); the gateway listens on a free loopback port
-and its control socket lives in a short private directory (a Unix socket path must fit in 108
-bytes). The supervisor relays each launch's ``127.0.0.1:8788`` to it and hands the harness a
-per-launch sentinel, never the credential. Ledger and vendor state are in ``<state>/gateway``.
+and its control socket is ``<state>/gateway/control.sock`` however long that path is (it is
+bound and reached through its directory, never moved to a shared directory another account
+could create first). The supervisor relays each launch's ``127.0.0.1:8788`` to it and hands
+the harness a per-launch sentinel, never the credential. Ledger and vendor state are in
+``<state>/gateway``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import socket
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from agentc.up.harnesses import ModelAccess
 from agentc.up.layout import Layout
 
 INNER = "127.0.0.1:8788"  # the gateway's address inside every launch
-MAX_SOCKET_PATH = 100
 
 
 @dataclass(frozen=True)
@@ -31,15 +29,6 @@ class GatewaySetup:
     control: Path
     ledger: Path
     vendors: Path
-
-
-def control_dir(layout: Layout) -> Path:
-    """``<state>/gateway``, or a private directory under /tmp when that path is too long."""
-    here = layout.root.resolve() / "gateway"
-    if len(os.fsencode(str(here / "control.sock"))) <= MAX_SOCKET_PATH:
-        return here
-    digest = hashlib.sha256(os.fsencode(str(layout.root.resolve()))).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"agentc-gw-{os.getuid()}-{digest}"
 
 
 def free_port() -> int:
@@ -52,15 +41,13 @@ def free_port() -> int:
 def write_gateway(layout: Layout, access: ModelAccess) -> GatewaySetup:
     root = layout.root.resolve() / "gateway"
     (root / "credentials").mkdir(mode=0o700, parents=True, exist_ok=True)
-    control = control_dir(layout)
-    control.mkdir(mode=0o700, exist_ok=True)
     credential = root / "credentials" / access.upstream
     write_atomic(credential, (access.secret + "\n").encode(), mode=0o600)
     port = free_port()
     setup = GatewaySetup(
         root / "gateway.toml",
         f"127.0.0.1:{port}",
-        control / "control.sock",
+        root / "control.sock",
         root / "ledger.jsonl",
         root / "vendors.json",
     )

@@ -1,13 +1,16 @@
 """Where ``agentc up`` keeps everything: one state directory (default ``./.agentc``).
 
 ```
-.agentc/
+.agentc/                  0700, the user's own (`agentc up` refuses another account's)
   coordinator.sqlite3     the coordinator's database
   admin-password          the first admin's password (0600)
   up.json                 the project, port and harness, and the running ``up``'s pid
   credentials/            one client credentials file per role (0600): implementer,
                           reviewer, integrator, status (read-only)
   remote.git              the project's repository: candidates and landings go here
+                          (core.sharedRepository 0600: private whoever writes it)
+  egress/proxy.sock       the egress proxy's socket (only the user's relays reach it)
+  gateway/                the model gateway's settings, credential and control socket
   supervisor.toml         the supervisor loop's configuration (personal mode)
   supervisor/             the loop's state (mirror, runs, clones, records, heartbeat)
   integrator.toml         the integrator's configuration
@@ -16,13 +19,15 @@
 ```
 
 The whole directory is masked inside every launch and every check: no agent sees another
-role's credential.
+role's credential. It is private to the user: ``agentc up`` makes it 0700 (an existing one
+too) and runs with umask 077, so nothing in it is readable by another local account.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +61,7 @@ class Layout:
     supervisor_state = _Under("supervisor")
     integrator_config = _Under("integrator.toml")
     integrator_state = _Under("integrator")
+    egress_socket = _Under("egress/proxy.sock")
 
     def credential(self, role: str) -> Path:
         """A client credentials file; the integrator's is a bare token file
@@ -104,6 +110,28 @@ def write_credential(path: Path, origin: str, token: str) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = (token + "\n").encode() if path.suffix == ".token" else credential_text(origin, token)
     write_atomic(path, data, mode=0o600)
+
+
+def check_owner(root: Path) -> None:
+    """Refuse, before anything is written, a state directory that is not this user's own
+    directory (it would hold the credentials where its owner can read or replace them)."""
+    try:
+        info = os.stat(root)  # --state-dir may name a link to the user's directory
+    except FileNotFoundError:
+        return  # made 0700 by make_private
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"--state-dir {root}: not a directory")
+    if info.st_uid != os.geteuid():
+        raise ConfigError(
+            f"--state-dir {root}: the directory belongs to uid {info.st_uid}, not to you; "
+            "agentc up keeps credentials there and must own it: choose a directory of your own"
+        )
+
+
+def make_private(root: Path) -> None:
+    """Make the state directory (checked by :func:`check_owner`) 0700, an existing one too."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
 
 
 def check_writable(root: Path) -> None:

@@ -25,9 +25,11 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
+from agentc.files.sockets import sun_path
 from agentc.supervisor.gateway.errors import GatewayError
 from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 
@@ -80,9 +82,14 @@ async def serve_control(registry: SentinelRegistry, path: Path) -> asyncio.Serve
 
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)  # the socket is born 0600
     try:
-        server = await asyncio.start_unix_server(client, path=str(path), limit=MAX_LINE)
+        with sun_path(str(path)) as short:  # a long path: bound through its directory
+            sock.bind(short)
+    except BaseException:
+        sock.close()
+        raise
     finally:
         os.umask(old)
-    return server
+    return await asyncio.start_unix_server(client, sock=sock, limit=MAX_LINE)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.files.sockets import sun_path
 from agentc.supervisor.gateway.errors import GatewayError
 from agentc.supervisor.gateway.sentinels import Grant
 
@@ -43,7 +44,8 @@ class ControlConnection:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec by default
         sock.settimeout(self.timeout)
         try:
-            sock.connect(str(self.path))
+            with sun_path(str(self.path)) as short:  # a long path: through its directory
+                sock.connect(short)
         except OSError as exc:
             sock.close()
             raise GatewayError(

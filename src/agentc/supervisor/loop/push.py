@@ -1,9 +1,10 @@
 """The candidate push helper of one implementer launch (``agentc-push``, docs/push.md).
 
 The launch holds no push credential. Before it starts, the loop makes a per-launch directory
-``<push base>/<id>/`` (the base is ``<state>/push``, or a short directory under ``/tmp`` named
-after the state root when that path would be too long for a Unix socket) holding ``sock/``
-(the socket ``s``), ``work/`` (the helper's home and private repository) and ``log`` (the
+``<state>/push/<id>/`` (always under the state root, never in a shared directory such as
+``/tmp`` where another account could make the path first: a socket path too long for
+``sun_path`` is bound and reached through its directory, :mod:`agentc.files.sockets`) holding
+``sock/`` (the socket ``s``), ``work/`` (the helper's home and private repository) and ``log`` (the
 helper's output, the loop's own), holds an exclusive lock on ``<id>.lock`` for the launch's
 life, and binds ``sock/`` read-only into the launch, whose agent CLI finds the socket as
 ``AGENT_COORDINATOR_CANDIDATE_PUSH_SOCKET``. In personal mode all of it is the user's, 0700.
@@ -32,7 +33,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,19 +46,13 @@ from agentc.supervisor.config import SupervisorConfig
 STOP_SECONDS = 5.0
 SOCKET_NAME = "s"
 SOCKET_DIR = "sock"
-# agentc.push.server.MAX_SOCKET_PATH: the helper binds a temporary name next to the socket.
-MAX_SOCKET_PATH = 93
 _ID_CHARS = 12
 
 
 def base_dir(state: Path) -> Path:
-    """Where the per-launch directories live for this state root."""
-    base = state / "push"
-    longest = base / ("x" * _ID_CHARS) / SOCKET_DIR / SOCKET_NAME
-    if len(os.fsencode(str(longest))) <= MAX_SOCKET_PATH:
-        return base
-    digest = hashlib.sha256(os.fsencode(str(state))).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"agentc-push-{os.getuid()}-{digest}"
+    """Where the per-launch directories live for this state root: ``<state>/push``, whatever
+    the state path's length."""
+    return state / "push"
 
 
 def _locked(path: Path) -> bool:

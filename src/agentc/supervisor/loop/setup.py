@@ -179,7 +179,7 @@ def _host_relays(relays: tuple[sandbox.Relay, ...]) -> contextlib.AbstractContex
         return contextlib.nullcontext()
     from agentc.supervisor.net import addresses, host_relay
 
-    endpoints = [addresses.endpoint(r.name, r.address, r.target) for r in relays]
+    endpoints = [addresses.endpoint(r.name, r.address, r.target, launch=r.launch) for r in relays]
     return host_relay.HostRelay(Path(relays[0].socket).parent, endpoints)
 
 

@@ -13,7 +13,6 @@ socket, written `unix:/abs/path`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -22,14 +21,10 @@ from pathlib import Path
 
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import SupervisorError
+from agentc.files.sockets import MAX_SOCKET_PATH_BYTES, name_fits
 
 MIN_RELAY_PORT = 1024
 UNIX_PREFIX = "unix:"
-# sun_path is 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH_BYTES = 107
-# A per-launch relay socket whose path is longer is reached as /proc/self/fd/<dir fd>/<name>
-# (agentc.supervisor.net.unix_path): only its name must fit after this prefix.
-PROC_FD_PREFIX_BYTES = len("/proc/self/fd/2147483647/")
 
 _DECIMAL_OCTET = re.compile(r"0|[1-9][0-9]{0,2}")
 _DECIMAL_PORT = re.compile(r"[1-9][0-9]{0,4}")
@@ -87,11 +82,15 @@ class RelaySpec:
 
 @dataclass(frozen=True)
 class RelayEndpoint:
-    """One relayed service: its socket name, the in-namespace address and the host target."""
+    """One relayed service: its socket name, the in-namespace address and the host target.
+
+    ``launch``: the launch id the host half names on every connection before any byte of the
+    launch's (the egress proxy's identification line, ``egress_policy.launch_line``)."""
 
     name: str
     listen: LoopbackAddress
     target: HostTarget
+    launch: str | None = None
 
 
 def _canonical_ipv4(text: str) -> IPv4Address | None:
@@ -156,16 +155,15 @@ def parse_relay_spec(text: str) -> RelaySpec:
 
 def check_socket_path(path: str, *, what: str = "socket path", via_directory: bool = False) -> None:
     """A Unix socket path must be absolute, NUL-free and fit in sun_path; with
-    ``via_directory`` a longer one is allowed when its name fits after
-    :data:`PROC_FD_PREFIX_BYTES` (it is then reached through its directory's descriptor)."""
+    ``via_directory`` a longer one is allowed when its name fits after the
+    ``/proc/self/fd/<fd>/`` prefix (it is then reached through its directory's descriptor,
+    :mod:`agentc.files.sockets`)."""
     if not path.startswith("/"):
         raise RelayAddressError(f"{what}: socket path {path!r} is not absolute")
     if "\0" in path:
         raise RelayAddressError(f"{what}: socket path contains NUL")
-    size, name = len(os.fsencode(path)), len(os.fsencode(os.path.basename(path)))
-    if size > MAX_SOCKET_PATH_BYTES and (
-        not via_directory or name > MAX_SOCKET_PATH_BYTES - PROC_FD_PREFIX_BYTES or not name
-    ):
+    fits = len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES
+    if not fits and not (via_directory and name_fits(path)):
         raise RelayAddressError(
             f"{what}: socket path is longer than {MAX_SOCKET_PATH_BYTES} bytes: {path}"
         )
@@ -176,7 +174,9 @@ def parse_host_target(target: str | Path, *, what: str = "relay target") -> Host
 
     A socket path must be absolute and normalized (no `.`, `..`, `//` or trailing `/`): it is
     carried as written. Whether it is a socket, and that no component is a symlink, is checked
-    each time the relay connects (the service may start after the launch).
+    each time the relay connects (the service may start after the launch). The relay connects
+    through an ``O_PATH`` descriptor of the socket, so a long path is fine when its name fits
+    (``check_socket_path``'s ``via_directory``).
     """
     if isinstance(target, Path):
         text = str(target)
@@ -186,7 +186,7 @@ def parse_host_target(target: str | Path, *, what: str = "relay target") -> Host
         raise RelayAddressError(f"{what}: write a Unix socket target as {UNIX_PREFIX}{target}")
     else:
         return parse_loopback_address(target, what=what)
-    check_socket_path(text, what=what)
+    check_socket_path(text, what=what, via_directory=True)
     if text == "/" or text.startswith("//") or os.path.normpath(text) != text:
         raise RelayAddressError(f"{what}: socket path {text!r} is not in normal form")
     return UnixTarget(Path(text))
@@ -245,22 +245,16 @@ def url_relay_address(url: str, *, what: str = "url") -> LoopbackAddress | None:
     return LoopbackAddress(_loopback_ip(loopback, what), _parse_port(port_text, what))
 
 
-def endpoint(name: str, listen: str, target: str | Path | None = None) -> RelayEndpoint:
+def endpoint(
+    name: str, listen: str, target: str | Path | None = None, *, launch: str | None = None
+) -> RelayEndpoint:
     """Build a checked `RelayEndpoint`; `target` defaults to `listen` (the usual case).
 
-    `target` is a loopback `127.0.0.1:PORT`, or a Unix socket (`unix:/abs/path` or a `Path`).
+    `target` is a loopback `127.0.0.1:PORT`, or a Unix socket (`unix:/abs/path` or a `Path`);
+    `launch` is the launch id the host half names first on every connection (the egress proxy).
     """
     if not _ENDPOINT_NAME.fullmatch(name):
         raise RelayAddressError(f"relay endpoint name {name!r} must match [a-z][a-z0-9_-]*")
     addr = parse_loopback_address(listen, what=f"relay {name}")
     dest = addr if target is None else parse_host_target(target, what=f"relay {name}")
-    return RelayEndpoint(name, addr, dest)
-
-
-def loopback_source(key: str) -> str:
-    """A loopback source address of its own for ``key`` (a launch's run directory): 127.a.b.c
-    with a, b, c in 1..254, so services that count clients by address (the egress proxy's
-    per-launch cap) tell launches apart. The whole 127.0.0.0/8 reaches ``lo`` on Linux."""
-    digest = hashlib.sha256(key.encode()).digest()
-    a, b, c = (1 + byte % 254 for byte in digest[:3])
-    return f"127.{a}.{b}.{c}"
+    return RelayEndpoint(name, addr, dest, launch)

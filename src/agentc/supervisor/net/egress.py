@@ -13,8 +13,16 @@ resolved, and a refused address is never connected to):
    ``unrecognized_name`` alert: an allowed name cannot carry a connection to another tenant of
    the CDN serving it.
 
-A launch (the source address its relay connects from, see ``launch_key``) holds at most
-``max_per_launch`` connections at once, so one launch cannot use the whole ``max_clients``.
+Before any of that, the connection must come through a launch's relay. The proxy listens on
+a Unix socket (:mod:`agentc.supervisor.net.egress_command`), so the kernel names the account
+that connected (``SO_PEERCRED``): a connection of any account but root, the proxy's own and
+the ``accounts`` it serves (host mode's role accounts) is closed at once, before anything is
+read, counted or logged. A served connection must then name its launch in its first line
+(``agentc-launch <launch id>``, :func:`~agentc.supervisor.net.egress_policy.launch_line`, which
+the relay's host half writes before any byte of the launch's) within ``identify_timeout``, else
+it is refused (408, 400) without ever holding a slot. A launch then holds at most
+``max_per_launch`` of the proxy's ``max_clients`` connections at once, and a tunnel on which
+no byte moved either way for ``idle_timeout`` is closed.
 
 Every decision is one JSON line on the log stream. Resolver, address policy and connector are
 parameters so tests can drive every refusal without touching anything but loopback.
@@ -24,26 +32,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from ipaddress import ip_address
-from pathlib import Path
 from typing import Any
 
-import click
-
-from agentc.core.errors import SupervisorError
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
+from agentc.files.sockets import peer_credentials
 from agentc.supervisor.net import client_hello
-from agentc.supervisor.net.addresses import (
-    LoopbackAddress,
-    RelayAddressError,
-    parse_loopback_address,
-)
 from agentc.supervisor.net.egress_policy import (
     Allowlist,
     EgressConfigError,
@@ -52,10 +53,10 @@ from agentc.supervisor.net.egress_policy import (
     is_public_address,
     normalize_host,
     parse_allow_entry,
+    parse_launch_line,
 )
-from agentc.supervisor.net.pipe import CHUNK, Streams, listen_tcp, open_tcp, splice
+from agentc.supervisor.net.pipe import CHUNK, Streams, open_tcp, splice
 
-DEFAULT_LISTEN = "127.0.0.1:3128"
 DEFAULT_ALLOW = (
     "api.anthropic.com",
     ".claude.ai",
@@ -79,8 +80,11 @@ MAX_HEAD_BYTES = 8192
 HEAD_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_CLIENTS = 512
+BACKLOG = 512  # connections the kernel queues until the proxy accepts them
 DEFAULT_MAX_PER_LAUNCH = 128
 HELLO_TIMEOUT_SECONDS = 10.0
+IDENTIFY_TIMEOUT_SECONDS = 5.0
+IDLE_TIMEOUT_SECONDS = 300.0
 # A fatal TLS alert, unrecognized_name (RFC 8446 section 6): what the client sees on a refusal
 # after the tunnel was established, where an HTTP answer no longer fits.
 TLS_ALERT_UNRECOGNIZED_NAME = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70])
@@ -90,7 +94,6 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 AddressPolicy = Callable[[IPAddress], "str | None"]
 Connector = Callable[[str, int], Awaitable[Streams]]
 LogSink = Callable[[dict[str, Any]], None]
-LaunchKey = Callable[[asyncio.StreamWriter], str]
 
 __all__ = [  # the pure rules live in egress_policy; importers may take them from here
     "Allowlist",
@@ -135,24 +138,25 @@ def json_line_sink(lines: JsonLines) -> LogSink:
 # The proxy
 
 
+def own_accounts() -> frozenset[int]:
+    """The accounts always served: root and the proxy's own."""
+    return frozenset({0, os.geteuid()})
+
+
 @dataclass
 class _Decision:
     """What one connection asked for, filled in as its request is read; logged either way.
 
-    At first only the client is known; `address` is the upstream address tried or refused.
+    At first only the client (``uid N pid N``) is known; then the launch it names; `address`
+    is the upstream address tried or refused.
     """
 
     client: str
-    method: str | None
-    host: str | None
-    port: int | None
-    address: str | None
-
-
-def source_address(writer: asyncio.StreamWriter) -> str:
-    """The default launch key: the connection's source address (without its port)."""
-    peer = writer.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+    launch: str | None = None
+    method: str | None = None
+    host: str | None = None
+    port: int | None = None
+    address: str | None = None
 
 
 class _Refusal(Exception):
@@ -186,12 +190,17 @@ class EgressProxy:
     log: LogSink = field(default_factory=lambda: json_line_sink(JsonLines(sys.stdout)))
     max_clients: int = DEFAULT_MAX_CLIENTS
     max_per_launch: int = DEFAULT_MAX_PER_LAUNCH  # 0: no per-launch cap
-    launch_key: LaunchKey = source_address
+    # The uids whose connections are served (SO_PEERCRED); any other is closed at once.
+    accounts: frozenset[int] = field(default_factory=own_accounts)
+    identify_timeout: float = IDENTIFY_TIMEOUT_SECONDS
+    idle_timeout: float = IDLE_TIMEOUT_SECONDS
     hello_timeout: float = HELLO_TIMEOUT_SECONDS
     head_timeout: float = HEAD_TIMEOUT_SECONDS
     connect_timeout: float = CONNECT_TIMEOUT_SECONDS
-    # Strong references to running connections (the loop only holds tasks weakly).
+    # Strong references to running connections (the loop only holds tasks weakly): those
+    # holding a slot, and those still to name their launch (which hold none).
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
+    _naming: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
     _per_launch: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def _record(self, d: _Decision, allowed: bool, status: int, reason: str) -> None:
@@ -199,6 +208,7 @@ class EgressProxy:
             {
                 "time": rfc3339(time.time_ns() // 1_000_000),
                 "client": d.client,
+                "launch": d.launch,
                 "method": d.method,
                 "host": d.host,
                 "port": d.port,
@@ -211,13 +221,18 @@ class EgressProxy:
         )
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        d = _Decision(client, None, None, None, None)
+        client = self._served(writer)
         task = asyncio.current_task()
+        if client is None or task is None:
+            # Another account's connection: closed before anything is read, counted or logged
+            # (logging it would let that account fill the log).
+            writer.transport.abort()
+            return
+        d = _Decision(client)
         key: str | None = None
         try:
-            key = self._admit(task, writer)
+            d.launch = await self._identify(task, reader)
+            key = self._admit(task, d.launch)
             upstream = await self._decide(reader, d)
             await self._tunnel((reader, writer), upstream, d)
         except _Refusal as refusal:
@@ -247,17 +262,46 @@ class EgressProxy:
             self._record(d, True, 200, "allowed")
             upstream[1].write(hello)
             spliced = True
-            await splice(client, upstream)
+            await splice(client, upstream, idle=self.idle_timeout)
         finally:
             if not spliced:
                 upstream[1].transport.abort()
                 upstream[1].close()
 
-    def _admit(self, task: asyncio.Task[Any] | None, writer: asyncio.StreamWriter) -> str:
+    def _served(self, writer: asyncio.StreamWriter) -> str | None:
+        """``uid N pid N`` of the connecting process when its account is served, else None."""
+        try:
+            peer = peer_credentials(writer.get_extra_info("socket"))
+        except (OSError, TypeError):
+            return None  # not a Unix socket: no account the kernel vouches for
+        return f"uid {peer.uid} pid {peer.pid}" if peer.uid in self.accounts else None
+
+    async def _identify(self, task: asyncio.Task[Any], reader: asyncio.StreamReader) -> str:
+        """The launch the connection's first line names, read within ``identify_timeout``;
+        meanwhile the connection holds no slot."""
+        self._naming.add(task)
+        try:
+            async with asyncio.timeout(self.identify_timeout):
+                line = await reader.readuntil(b"\n")
+        except TimeoutError:
+            raise _Refusal(408, "the connection did not name its launch in time") from None
+        except asyncio.LimitOverrunError:
+            line = b""
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise  # closed before a byte: nothing to answer
+            line = b""
+        finally:
+            self._naming.discard(task)
+        launch = parse_launch_line(line)
+        if launch is None:
+            raise _Refusal(400, "the connection did not name its launch (not a launch's relay)")
+        return launch
+
+    def _admit(self, task: asyncio.Task[Any], key: str) -> str:
         """Count the connection against the proxy's and its launch's budgets, or refuse it."""
-        if task is None or len(self._tasks) >= self.max_clients:
+        if len(self._tasks) >= self.max_clients:
             raise _Refusal(503, "too many connections")
-        key = self.launch_key(writer)
         held = self._per_launch.get(key, 0)
         if self.max_per_launch and held >= self.max_per_launch:
             raise _Refusal(503, f"too many connections from this launch ({held})")
@@ -265,9 +309,8 @@ class EgressProxy:
         self._per_launch[key] = held + 1
         return key
 
-    def _release(self, task: asyncio.Task[Any] | None, key: str | None) -> None:
-        if task is not None:
-            self._tasks.discard(task)
+    def _release(self, task: asyncio.Task[Any], key: str | None) -> None:
+        self._tasks.discard(task)
         if key is not None:
             left = self._per_launch.get(key, 1) - 1
             if left > 0:
@@ -363,8 +406,10 @@ class EgressProxy:
         raise _Refusal(504 if last == "timed out" else 502, f"cannot connect: {last}")
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve a bound, listening socket until cancelled."""
-        server = await asyncio.start_server(self.handle, sock=sock, limit=MAX_HEAD_BYTES)
+        """Serve a bound, listening Unix socket until cancelled."""
+        server = await asyncio.start_unix_server(
+            self.handle, sock=sock, limit=MAX_HEAD_BYTES, backlog=BACKLOG
+        )
         async with server:
             await server.serve_forever()
 
@@ -392,71 +437,3 @@ async def _send_refusal(
                 pass
         writer.close()
         await writer.wait_closed()
-
-
-def parse_listen(address: str) -> LoopbackAddress:
-    """The proxy's listen address: IPv4 loopback only, port >= 1024 (the relay's rules)."""
-    try:
-        return parse_loopback_address(address, what="egress_listen")
-    except RelayAddressError as exc:
-        raise EgressConfigError(str(exc)) from None
-
-
-def listen_socket(address: str) -> socket.socket:
-    """Bind the proxy's listening socket on `address` (see `parse_listen`)."""
-    return listen_tcp(parse_listen(address), backlog=512, who="egress proxy ")
-
-
-@click.command("egress-proxy")
-@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="IPv4 loopback:port.")
-@click.option("--allow", "allow", multiple=True, help="Extra allowlist entry: host or .suffix.")
-@click.option("--no-default-allow", is_flag=True, help="Use only the --allow entries.")
-@click.option(
-    "--log",
-    "log_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append decision lines here (mode 0600) instead of stdout.",
-)
-@click.option(
-    "--max-per-launch",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_PER_LAUNCH,
-    show_default=True,
-    help="Connections one launch (one source address) may hold at once; 0: no cap.",
-)
-def command(
-    listen: str,
-    allow: tuple[str, ...],
-    no_default_allow: bool,
-    log_path: Path | None,
-    max_per_launch: int,
-) -> None:
-    """Allowlisting CONNECT proxy for launches (port 443, public addresses only)."""
-    entries = list(allow) if no_default_allow else [*DEFAULT_ALLOW, *allow]
-    try:
-        allowlist = Allowlist.parse(entries)
-        parse_listen(listen)
-    except EgressConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    try:
-        sock = listen_socket(listen)
-    except SupervisorError as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
-        log = JsonLines(sys.stdout) if log_path is None else JsonLines.open(log_path)
-    except OSError as exc:
-        sock.close()
-        raise click.ClickException(f"cannot open egress log {log_path}: {exc.strerror}") from None
-    try:
-        proxy = EgressProxy(allowlist, log=json_line_sink(log), max_per_launch=max_per_launch)
-        asyncio.run(proxy.serve(sock))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-        if log_path is not None:
-            log.close()
-
-
-if __name__ == "__main__":
-    command()

@@ -1,6 +1,8 @@
-"""The egress proxy's pure rules: which addresses are public, which names are allowed.
+"""The egress proxy's pure rules: which addresses are public, which names are allowed, and
+how a launch's relay names its launch on each connection.
 
-Used by :mod:`agentc.supervisor.net.egress`, which re-exports them; nothing here does I/O.
+Used by :mod:`agentc.supervisor.net.egress`, which re-exports them, and by the relay's host
+half (the launch line); nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +18,32 @@ IPAddress = IPv4Address | IPv6Address
 
 
 class EgressConfigError(SupervisorError):
-    """An egress proxy setting (listen address, allowlist entry) is invalid."""
+    """An egress proxy setting (socket, account, allowlist entry) is invalid."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch line (pure): the first bytes of every connection a launch's relay makes
+
+LAUNCH_LINE_PREFIX = b"agentc-launch "
+MAX_LAUNCH_LINE = 64
+_LAUNCH_ID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def launch_line(launch_id: str) -> bytes:
+    """``agentc-launch <launch id>\\n``: how the relay's host half names its launch to the
+    proxy before any byte of the launch's (ValueError for anything but a canonical UUID)."""
+    line = LAUNCH_LINE_PREFIX + launch_id.encode("ascii", "replace") + b"\n"
+    if parse_launch_line(line) is None:
+        raise ValueError(f"a launch id is a canonical UUID, not {launch_id!r}")
+    return line
+
+
+def parse_launch_line(line: bytes) -> str | None:
+    """The launch id of a launch line (with its newline), or None when it is not one."""
+    if not line.startswith(LAUNCH_LINE_PREFIX) or not line.endswith(b"\n"):
+        return None
+    found = line[len(LAUNCH_LINE_PREFIX) : -1]
+    return found.decode() if _LAUNCH_ID.fullmatch(found) else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import os
 import socket
 import stat
@@ -23,32 +22,47 @@ from pathlib import Path
 
 from agentc.core.errors import SupervisorError
 from agentc.supervisor.net.addresses import (
-    HostTarget,
     RelayAddressError,
     RelayEndpoint,
     UnixTarget,
     check_socket_path,
     endpoint,
-    loopback_source,
 )
+from agentc.supervisor.net.egress_policy import launch_line
 from agentc.supervisor.net.pipe import (
     DEFAULT_MAX_CONNECTIONS,
     Forwarder,
     LoopThread,
     Opener,
+    Streams,
+    listen_unix,
     open_tcp,
     open_unix,
     report_stderr,
 )
-from agentc.supervisor.net.unix_path import sun_path
 
 
-def _opener(target: HostTarget, source: str) -> Opener:
+def _opener(e: RelayEndpoint) -> Opener:
+    """Connects to the endpoint's service; with a launch, names it first (one line, before any
+    byte of the launch's: the egress proxy counts connections by it)."""
+    target = e.target
     if isinstance(target, UnixTarget):
-        return functools.partial(open_unix, target.path)
-    # From a loopback source of this launch's own, so a service can tell launches apart.
-    local = source if ipaddress.ip_address(target.host).is_loopback else None
-    return functools.partial(open_tcp, target.host, target.port, local)
+        connect: Opener = functools.partial(open_unix, target.path)
+    else:
+        connect = functools.partial(open_tcp, target.host, target.port)
+    if e.launch is None:
+        return connect
+    try:
+        line = launch_line(e.launch)
+    except ValueError as exc:
+        raise RelayAddressError(f"relay {e.name}: {exc}") from None
+
+    async def announced() -> Streams:
+        reader, writer = await connect()
+        writer.write(line)
+        return reader, writer
+
+    return announced
 
 
 class HostRelay:
@@ -75,6 +89,7 @@ class HostRelay:
             raise RelayAddressError("two relay endpoints listen on the same address")
         self.net_dir = net_dir
         self.endpoints = tuple(endpoints)
+        self._openers = [_opener(e) for e in self.endpoints]  # a bad launch id: refused now
         self._max = max_connections
         self._report = report
         self._loop: LoopThread | None = None
@@ -98,11 +113,10 @@ class HostRelay:
         self._loop = loop
         loop.start()
         try:
-            for e in self.endpoints:
+            for e, opener in zip(self.endpoints, self._openers, strict=True):
                 sock = self._bind(e.name)
                 label = f"relay {e.name} -> {e.target}"
-                source = loopback_source(str(self.net_dir))
-                fw = Forwarder(label, _opener(e.target, source), self._max, self._report)
+                fw = Forwarder(label, opener, self._max, self._report)
                 try:
                     loop.serve(sock, fw.handle)
                 except BaseException:
@@ -115,23 +129,9 @@ class HostRelay:
     def _bind(self, name: str) -> socket.socket:
         path = self.socket_path(name)
         check_socket_path(str(path), what=f"relay {name}", via_directory=True)
-        with contextlib.suppress(FileNotFoundError):
-            st = path.lstat()
-            # Only a stale socket (e.g. from a preflight probe) is replaced, never another file.
-            if not stat.S_ISSOCK(st.st_mode):
-                raise SupervisorError(f"{path} exists and is not a socket; refusing to replace it")
-            path.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with sun_path(str(path)) as short:
-                sock.bind(short)
-            # The directory is 0700, so the window before chmod exposes nothing.
-            os.chmod(path, 0o600)
-            sock.listen(128)
-            self._bound.append((path, path.lstat().st_ino))
-        except OSError as exc:
-            sock.close()
-            raise SupervisorError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
+        # The directory is 0700, so the window before the chmod to 0600 exposes nothing.
+        sock = listen_unix(path, mode=0o600, backlog=128)
+        self._bound.append((path, path.lstat().st_ino))
         return sock
 
     def close(self) -> None:

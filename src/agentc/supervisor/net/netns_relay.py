@@ -24,6 +24,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 
 from agentc.core.errors import SupervisorError
+from agentc.files.sockets import sun_path
 from agentc.supervisor.net.addresses import RelayAddressError, RelaySpec, parse_relay_spec
 from agentc.supervisor.net.pipe import (
     DEFAULT_MAX_CONNECTIONS,
@@ -32,7 +33,6 @@ from agentc.supervisor.net.pipe import (
     listen_tcp,
     report_stderr,
 )
-from agentc.supervisor.net.unix_path import sun_path
 
 # Exit codes of the namespace half itself, following env(1)/timeout(1): the relay failed (125),
 # the command could not be executed (126) or was not found (127).
@@ -86,7 +86,7 @@ def run_netns_relay(
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
     loop = LoopThread("agentc-netns-relay", report)
     socks: list[socket.socket] = []
-    paths = contextlib.ExitStack()  # directory descriptors of long socket paths (unix_path)
+    paths = contextlib.ExitStack()  # directory descriptors of long socket paths (sun_path)
     try:
         ensure_loopback_up()
         for r in relays:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentc.core.errors import SupervisorError
+from agentc.files.sockets import sun_path
 from agentc.supervisor.net.addresses import LoopbackAddress
 
 _T = TypeVar("_T")
@@ -38,18 +39,39 @@ def report_stderr(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy until EOF, then half-close the far side so the peer sees our EOF."""
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: list[float]
+) -> None:
+    """Copy until EOF, then half-close the far side so the peer sees our EOF; every chunk
+    moved is noted in ``seen[0]`` (the loop's clock)."""
+    loop = asyncio.get_running_loop()
     while data := await reader.read(CHUNK):
+        seen[0] = loop.time()
         writer.write(data)
         await writer.drain()
     if writer.can_write_eof() and not writer.is_closing():
         writer.write_eof()
 
 
-async def splice(a: Streams, b: Streams) -> None:
-    """Pipe `a` and `b` both ways until both directions end; always closes both."""
-    tasks = [asyncio.create_task(_pipe(a[0], b[1])), asyncio.create_task(_pipe(b[0], a[1]))]
+async def _idle_watch(seen: list[float], idle: float, writers: list[asyncio.StreamWriter]) -> None:
+    """Abort both sides once no byte moved either way for ``idle`` seconds."""
+    loop = asyncio.get_running_loop()
+    while (left := seen[0] + idle - loop.time()) > 0:
+        await asyncio.sleep(left)
+    for w in writers:
+        w.transport.abort()
+
+
+async def splice(a: Streams, b: Streams, *, idle: float | None = None) -> None:
+    """Pipe `a` and `b` both ways until both directions end; always closes both. With
+    ``idle``, a connection on which no byte moved either way for that many seconds is
+    dropped (both sides aborted)."""
+    seen = [asyncio.get_running_loop().time()]
+    tasks = [
+        asyncio.create_task(_pipe(a[0], b[1], seen)),
+        asyncio.create_task(_pipe(b[0], a[1], seen)),
+    ]
+    watch = [] if idle is None else [asyncio.create_task(_idle_watch(seen, idle, [a[1], b[1]]))]
     try:
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         if pending or any(t.exception() is not None for t in done):
@@ -63,9 +85,9 @@ async def splice(a: Streams, b: Streams) -> None:
             w.transport.abort()
         raise
     finally:
-        for t in tasks:
+        for t in [*tasks, *watch]:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *watch, return_exceptions=True)
         for w in (a[1], b[1]):
             w.close()
         for w in (a[1], b[1]):
@@ -86,15 +108,32 @@ def listen_tcp(addr: LoopbackAddress, *, backlog: int, who: str = "") -> socket.
     return sock
 
 
-async def open_tcp(host: str, port: int, source: str | None = None) -> Streams:
-    """Connect to a numeric address on our own socket: no name resolution can happen here.
-    ``source`` binds the connection's local address first (a per-launch loopback source)."""
+def listen_unix(path: Path, *, mode: int, backlog: int, who: str = "") -> socket.socket:
+    """A listening Unix socket at ``path`` (any length: bound through its directory when
+    long), given ``mode``. Only a stale socket there is replaced, never another kind of file;
+    the caller vouches for the directory (no one else may write it). ``who`` prefixes errors."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise SupervisorError(f"{who}{path} exists and is not a socket; refusing to replace it")
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with sun_path(str(path)) as short:
+            sock.bind(short)
+        os.chmod(path, mode)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise SupervisorError(f"{who}cannot listen on {path}: {exc.strerror or exc}") from exc
+    return sock
+
+
+async def open_tcp(host: str, port: int) -> Streams:
+    """Connect to a numeric address on our own socket: no name resolution can happen here."""
     ip = ipaddress.ip_address(host)  # ValueError for a name: this never resolves anything
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        if source is not None:
-            sock.bind((source, 0))
         sock.setblocking(False)
         await asyncio.get_running_loop().sock_connect(sock, (host, port))
         return await asyncio.open_connection(sock=sock)

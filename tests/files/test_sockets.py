@@ -1,20 +1,22 @@
-"""Relay sockets under a long run directory (a state kept deep in a home): bound and reached
-through the directory's descriptor, so only the socket's name must fit in sun_path."""
+"""Unix sockets under a long directory (a state kept deep in a home): bound and reached through
+the directory's descriptor, so only the socket's name must fit in sun_path; and the kernel's
+word on who connected."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
 import pytest
 
+from agentc.files.sockets import MAX_SOCKET_PATH_BYTES, peer_credentials, sun_path
 from agentc.supervisor.net.addresses import (
-    MAX_SOCKET_PATH_BYTES,
     RelayAddressError,
     check_socket_path,
+    parse_host_target,
     parse_relay_spec,
 )
-from agentc.supervisor.net.unix_path import sun_path
 
 
 def _deep(tmp_path: Path) -> Path:
@@ -48,13 +50,23 @@ def test_a_short_path_is_used_as_it_is(tmp_path: Path) -> None:
         assert short == "/run/x.sock"
 
 
-def test_only_relay_sockets_may_be_long_and_their_names_must_fit(tmp_path: Path) -> None:
+def test_sockets_reached_through_a_descriptor_may_be_long_but_their_names_must_fit() -> None:
     long_path = "/" + "d" * 120 + "/coordinator.sock"
     check_socket_path(long_path, via_directory=True)
     parse_relay_spec(f"127.0.0.1:3128={long_path}")
+    # A relay target (the egress proxy's socket, a gateway's): connected through O_PATH.
+    assert str(parse_host_target(f"unix:{long_path}")) == f"unix:{long_path}"
     with pytest.raises(RelayAddressError, match="longer than 107 bytes"):
-        check_socket_path(long_path)  # a configured socket (gateway_address) stays strict
+        check_socket_path(long_path)  # bound or connected to by its whole path
     with pytest.raises(RelayAddressError, match="longer than 107 bytes"):
         check_socket_path(
             "/" + "d" * 60 + "/" + "n" * 90, via_directory=True
         )  # the name cannot fit
+
+
+def test_peer_credentials_name_the_connecting_process(tmp_path: Path) -> None:
+    left, right = socket.socketpair(socket.AF_UNIX)
+    with left, right:
+        assert peer_credentials(left) == (os.getpid(), os.geteuid(), os.getegid())
+    with socket.socket() as tcp, pytest.raises(OSError):
+        peer_credentials(tcp)  # only a Unix socket has a peer the kernel vouches for
