@@ -412,9 +412,29 @@ def test_cli_refuses_a_directory_another_account_could_write(
         shutil.rmtree(where)
 
 
+def _inet_sockets(pid: int) -> list[str]:
+    """The TCP and UDP sockets process ``pid`` holds, any address family (bound or not)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target.removeprefix("socket:[").removesuffix("]"))
+    found = []
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                found.append(f"{table} {fields[1]}")
+    return found
+
+
 def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
-    """The real command: refusals decided before any DNS (unlisted host, port 80); its socket
-    is 0600 and removed when it stops."""
+    """The real command: refusals decided before any DNS (unlisted host, port 80); it holds no
+    TCP or UDP socket a local program could flood from 127/8 sources, only its Unix socket,
+    which is 0600 and removed when it stops."""
     where = _short_dir()
     path = str(where / "proxy.sock")
     log_path = tmp_path / "egress.jsonl"
@@ -439,6 +459,7 @@ def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
 
                 statuses = asyncio.run(scenario())
                 assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+                assert _inet_sockets(proc.pid) == []
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

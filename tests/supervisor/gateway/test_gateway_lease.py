@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -22,8 +23,14 @@ from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
 
 @pytest.fixture
 def control(tmp_path: Path) -> Iterator[tuple[SentinelRegistry, Path]]:
+    with serving(tmp_path / "control.sock") as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(path: Path) -> Iterator[tuple[SentinelRegistry, Path]]:
+    """The control socket at ``path``, served in a thread."""
     registry = SentinelRegistry()
-    path = tmp_path / "control.sock"
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(serve_control(registry, path))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -36,6 +43,22 @@ def control(tmp_path: Path) -> Iterator[tuple[SentinelRegistry, Path]]:
         server.close()
         loop.run_until_complete(server.wait_closed())
         loop.close()
+
+
+def test_a_control_socket_under_a_long_directory_is_served_and_reached(tmp_path: Path) -> None:
+    """``agentc up`` keeps it in its state directory however deep that is (never in a shorter
+    shared directory another account could create first): bound and reached through its
+    directory, still 0600."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = deep / "control.sock"
+    assert len(os.fsencode(path)) > 108
+    with serving(path) as (registry, _):
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        lease = Lease(_request(path))
+        token = lease.open()
+        assert registry.check(token).launch_id == "s1"
+        lease.close("done")
 
 
 def _request(path: Path, **kw: object) -> LeaseRequest:
