@@ -11,6 +11,7 @@ connector are the kit's (nothing leaves loopback).
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +22,9 @@ from typing import Any
 
 import pytest
 
+from agentc.supervisor.net import egress_command
 from agentc.supervisor.net.addresses import endpoint
+from agentc.supervisor.net.egress_policy import launch_line
 from agentc.supervisor.net.host_relay import HostRelay
 from agentc.supervisor.net.pipe import Streams
 from tests.supervisor.egress_kit import HELLO, LAUNCH, ask, connect, open_as, run_proxy
@@ -46,6 +49,22 @@ for s in held:
     except TimeoutError:
         pass
 print(closed, n)
+"""
+
+
+# An account the proxy serves (host mode's role account, ``--allow-user``): names a launch,
+# asks for a tunnel, sends a ClientHello and prints what the upstream greeted it with.
+SERVED_ACCOUNT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"CONNECT allowed.test:443 HTTP/1.1\\r\\n\\r\\n")
+answer = s.makefile("rb")
+print(answer.readline().decode().strip())
+answer.readline()  # the blank line ending the head
+s.sendall(bytes.fromhex(sys.argv[3]))
+print(answer.readline().decode().strip())
 """
 
 
@@ -105,6 +124,30 @@ def test_another_account_is_closed_at_once_and_holds_nothing(net_dir: Path) -> N
     assert got["relayed"] == ("HTTP/1.1 200 Connection Established", b"hi\n")
     assert [line["decision"] for line in log] == ["allow"]  # the account's tries: not logged
     assert log[0]["launch"] == LAUNCH and log[0]["client"].startswith("uid 0 ")
+
+
+@pytest.mark.root
+def test_an_account_named_with_allow_user_is_served() -> None:
+    """``--allow-user nobody`` adds that account's uid; its relay's connection is served."""
+    got: dict[str, str] = {}
+    accounts = egress_command.served_accounts(["nobody"])
+    assert accounts == {0, os.geteuid(), 65534}
+
+    async def scenario(path: str, *_args: Any) -> None:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        line = launch_line(LAUNCH).decode()
+        served = await asyncio.create_subprocess_exec(
+            *argv, "/usr/bin/python3", "-c", SERVED_ACCOUNT, path, line, HELLO.hex(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await served.communicate()
+        got["out"], got["err"] = out.decode(), err.decode()
+
+    _, _, log = run_proxy(scenario, with_upstream=True, mode=0o666, accounts=accounts)
+    assert got == {"out": "HTTP/1.1 200 Connection Established\nhi\n", "err": ""}
+    [line] = log
+    assert line["decision"] == "allow" and line["launch"] == LAUNCH
+    assert line["client"].startswith("uid 65534 ")
 
 
 def test_connections_that_never_name_a_launch_or_sit_at_a_cap_starve_no_launch(

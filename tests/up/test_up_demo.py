@@ -77,10 +77,13 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
     after = runner.status()
     assert after is not None and after["tasks"]["done"] == 3
     assert after["project_id"] == snap["project_id"]
-    # A second up resumes: same project, no new tasks, the demo is not filed twice.
+    # A second up resumes: same project, no new tasks, the demo is not filed twice; a state
+    # directory opened up meanwhile (an earlier version's 0755) is made private again.
+    os.chmod(state, 0o755)  # noqa: S103 - what the resumed up must undo
     again = runner.start("up", "--seed-demo", "--port", port, "--no-live")
     try:
         resumed = wait_for(lambda: runner.status() if again.poll() is None else None, 60, "")
+        assert os.stat(state).st_mode & 0o7777 == 0o700
     finally:
         out = stop(again)
     assert again.returncode == 0, out
