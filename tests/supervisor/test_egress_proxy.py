@@ -352,6 +352,7 @@ def test_an_idle_tunnel_is_closed() -> None:
         assert await reader.readline() == b"hi\n"  # the tunnel works, then falls silent
         got["after idle"] = await asyncio.wait_for(reader.read(), 30)
         writer.close()
+        await asyncio.sleep(0.1)  # the proxy's handler finishes with the closed tunnel
         again = await ask(path, connect("allowed.test"))  # the only slot is free again
         got["again"] = again[0]
         again[2][1].close()
