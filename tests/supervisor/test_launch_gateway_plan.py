@@ -171,3 +171,18 @@ def test_model_gateway_is_an_agentc_supervisor_command() -> None:
     result = CliRunner().invoke(main, ["model-gateway", "--help"])
     assert result.exit_code == 0 and "--check" in result.output
     assert "model-gateway" in CliRunner().invoke(main, ["--help"]).output
+
+
+@pytest.mark.root  # the kit's tree is root's
+def test_the_egress_relay_goes_to_the_proxys_socket_and_names_the_launch(short: Path) -> None:
+    egress = short / "egress" / "proxy.sock"
+    egress.parent.mkdir()
+    kit = _kit(short, egress_listen="127.0.0.1:3128", egress_socket=str(egress))
+    p = _plan(kit, "command:/bin/true")
+    (relay,) = [r for r in p.description.relays if r.name == "proxy"]
+    assert (relay.address, relay.target) == ("127.0.0.1:3128", f"unix:{egress}")
+    assert relay.launch == p.request.launch_id  # the host half names it on every connection
+    assert p.env["HTTPS_PROXY"] == "http://127.0.0.1:3128"
+    # Its directory is hidden in the launch: only the relay reaches the proxy.
+    where = str(egress.parent)
+    assert p.argv[p.argv.index(where) - 1] == "--tmpfs"

@@ -344,17 +344,15 @@ def _gateway(
 
 
 def _relays(config: SupervisorConfig, layout: RunLayout, launch_id: str) -> list[Relay]:
-    """The egress proxy's and the coordinator's relays, those configured; a reviewer never
-    reaches the coordinator (the loop posts its verdict). The proxy's relay goes to its Unix
-    socket and names the launch on every connection (the proxy's per-launch accounting)."""
+    """The egress proxy's relay (to its Unix socket, naming the launch on every connection) and
+    the coordinator's, those configured; a reviewer never reaches the coordinator."""
+    sock = {name: PurePosixPath(layout.net / f"{name}.sock") for name in ("proxy", "coordinator")}
     relays: list[Relay] = []
     if config.egress_listen:
-        sock = PurePosixPath(layout.net / "proxy.sock")
         target = f"unix:{config.egress_socket}"
-        relays.append(Relay("proxy", config.egress_listen, sock, target, launch_id))
+        relays.append(Relay("proxy", config.egress_listen, sock["proxy"], target, launch_id))
     if config.coordinator_listen and layout.role != "reviewer":
-        sock = PurePosixPath(layout.net / "coordinator.sock")
-        relays.append(Relay("coordinator", config.coordinator_listen, sock))
+        relays.append(Relay("coordinator", config.coordinator_listen, sock["coordinator"]))
     return relays
 
 
