@@ -1,8 +1,9 @@
 """The request pipeline: envelope, errors, authentication, idempotent mutations.
 
 This is the one place that builds an API error response and the one place that runs a
-mutation: authenticate under the write lock, replay or refuse a used Idempotency-Key, run the
-operation, write its receipt (and the operation's audit events) in the same transaction.
+mutation: authenticate under the write lock, replay or refuse a used Idempotency-Key, refuse a
+non-human caller's secrets (:mod:`agentc.service.screening`), run the operation, write its
+receipt (and the operation's audit events) in the same transaction.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.types import Scope
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import RECEIPT_RETENTION_MS
 from agentc.core.rules import check_idempotency_key, fingerprint, rfc3339
+from agentc.service import screening
 from agentc.service.auth import (
     Actor,
     Presented,
@@ -179,9 +181,11 @@ def mutation(
     project_id: str | None = None,
 ) -> Callable[[Tx], tuple[int, bytes, bool]]:
     """The transaction of one idempotent mutation: authenticate under the write lock (the
-    caller's current access, and its grant of project_id), replay or refuse a used key, run
-    the operation, store its receipt. Returns (status, body, replayed)."""
+    caller's current access, and its grant of project_id), replay or refuse a used key, refuse
+    what a non-human caller sends carrying a secret (scanned here, looked up in the
+    transaction), run the operation, store its receipt. Returns (status, body, replayed)."""
     payload = body.model_dump(mode="json") if body is not None else None
+    screened = screening.screen(payload, key)
     fp = fingerprint(operation, payload, creds.session_id, creds.proof)
     request_id = new_id()
     origin = rt.settings.public_origin
@@ -202,6 +206,8 @@ def mutation(
             raise CoordinatorError("session_closed", "the agent session is closed", status=403)
         if prior is not None:
             return _replay(prior, fp, tx.now, actor.credential_id)
+        if not actor.is_human:
+            screening.enforce(tx.conn, screened, tx.now)
         client_proof = creds.proof if lone_proof and creds.session_id is None else None
         result = fn(Op(tx, actor, rt, client_proof), body)
         answer = _dumps(envelope(result.data, request_id, tx.now))

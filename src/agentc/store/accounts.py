@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from agentc.store.audit import Receipt
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
+from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, placeholders, run, table
 
 
 @table("principals")
@@ -374,3 +374,29 @@ def browser_session_list(
 def delete_browser_session(conn: Connection, session_id: str) -> None:
     """End one chosen session: its verifier is deleted, so its cookie matches nothing."""
     run(conn, "DELETE FROM browser_sessions WHERE id = :id", id=session_id)
+
+
+class LiveSecret(NamedTuple):
+    """A live secret of the coordinator: its verifier, and what it is (``credential``,
+    ``agent_session`` or ``browser_session``)."""
+
+    verifier: str
+    kind: str
+
+
+def live_secret(conn: Connection, verifiers: list[str], now: int) -> LiveSecret | None:
+    """The first of ``verifiers`` (SHA-256 digests of token-shaped strings an agent sent) that
+    is a live secret of the coordinator: an agent credential not revoked, an open agent
+    session's proof, a browser session neither ended nor expired. One query, whatever the
+    number of verifiers (the caller bounds it)."""
+    names, params = placeholders("v", verifiers)
+    sql = (
+        f"SELECT token_hash, 'credential' FROM credentials WHERE token_hash IN ({names}) "
+        "AND revoked_at IS NULL "
+        f"UNION ALL SELECT proof_hash, 'agent_session' FROM agent_sessions "
+        f"WHERE proof_hash IN ({names}) AND closed_at IS NULL "
+        f"UNION ALL SELECT token_hash, 'browser_session' FROM browser_sessions "
+        f"WHERE token_hash IN ({names}) AND revoked_at IS NULL AND expires_at > :now "
+        "LIMIT 1"
+    )
+    return fetch_one(conn, sql, LiveSecret, now=now, **params)

@@ -1,0 +1,121 @@
+"""Agent text carrying a secret is refused before anything of it is kept (docs/api.md,
+docs/security.md "Secret scanning").
+
+Every mutation goes through `agentc.service.api.mutation`, which calls :func:`screen` on the
+parsed body and the Idempotency-Key before its transaction (the pure scan,
+:mod:`agentc.core.secrets`) and :func:`enforce` inside it, after authentication, when the
+caller is not a person: a format found is refused at once; the verifiers of the token-shaped
+strings found are looked up in one query among the coordinator's live secrets (agent
+credentials, open agent sessions' proofs, live browser sessions). A refusal names the field,
+the kind and the encoding, never the secret; it is raised inside the transaction, so nothing of
+the request is stored (no receipt, no audit event), and the service logs nothing of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Connection
+
+from agentc.core.errors import CoordinatorError
+from agentc.core.secrets import PLAIN, ScanLimit, scan
+from agentc.store.accounts import live_secret
+
+MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
+CODE = "secret_detected"
+KINDS = {
+    "credential": "an agent credential of this coordinator",
+    "agent_session": "an agent session proof of this coordinator",
+    "browser_session": "a browser session of this coordinator",
+}
+# A JSON key is named in a refusal's field only when it is a plain name (an arbitrary key could
+# itself be anything); it was scanned before anything under it.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+# Most Idempotency-Keys are UUIDs, which cannot hold a secret: passed without a scan.
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A request's scan: the refusal it earns from a non-human caller, or the token-shaped
+    strings to look up (verifier -> the field and the encoding it was found in)."""
+
+    refusal: CoordinatorError | None = None
+    tokens: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+CLEAN = Screened()
+
+
+def refused(where: str, kind: str, encoding: str) -> CoordinatorError:
+    how = "in plain text" if encoding == PLAIN else f"encoded as {encoding}"
+    return CoordinatorError(
+        CODE,
+        f"{where}: carries {kind} ({how}); nothing of the request was kept: remove the secret "
+        "and send the request again",
+        status=422,
+        details={"field": where, "kind": kind, "encoding": encoding},
+    )
+
+
+def _unscannable(where: str, problem: str) -> CoordinatorError:
+    return CoordinatorError(
+        "invalid_input",
+        f"{where}: cannot be scanned for secrets: {problem}",
+        status=422,
+        details={"field": where},
+    )
+
+
+def texts(value: object, where: str = "") -> Iterator[tuple[str, str]]:
+    """``(field, text)`` of every string in a JSON value, keys included (a key before what it
+    holds), fields named as validation errors name them (``evidence.0.text``)."""
+    if isinstance(value, str):
+        yield where or "body", value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield (f"{where} (a key)" if where else "a key"), str(key)
+            name = str(key) if _NAME.fullmatch(str(key)) else "*"
+            yield from texts(item, f"{where}.{name}" if where else name)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from texts(item, f"{where}.{index}" if where else str(index))
+
+
+def screen(payload: object, key: str) -> Screened:
+    """Scan a mutation's body and Idempotency-Key (pure: before the transaction)."""
+    found: dict[str, tuple[str, str]] = {}
+    header = [] if _UUID.fullmatch(key) else [("Idempotency-Key", key)]
+    for where, text in itertools.chain(header, texts(payload)):
+        try:
+            result = scan(text)
+        except ScanLimit as exc:
+            return Screened(_unscannable(where, str(exc)))
+        if result.format is not None:
+            return Screened(refused(where, result.format.kind, result.format.encoding))
+        for verifier, encoding in result.tokens.items():
+            found.setdefault(verifier, (where, encoding))
+        if len(found) > MAX_VERIFIERS:
+            return Screened(
+                _unscannable(
+                    where,
+                    f"the request holds more than {MAX_VERIFIERS // 2} token-shaped strings "
+                    "(64 hex digits); send fewer in one request",
+                )
+            )
+    return Screened(None, found) if found else CLEAN
+
+
+def enforce(conn: Connection, screened: Screened, now: int) -> None:
+    """Refuse a non-human caller's request that carries a secret (inside its transaction)."""
+    if screened.refusal is not None:
+        raise screened.refusal
+    if not screened.tokens:
+        return
+    hit = live_secret(conn, list(screened.tokens), now)
+    if hit is not None:
+        where, encoding = screened.tokens[hit.verifier]
+        raise refused(where, KINDS[hit.kind], encoding)
