@@ -43,6 +43,8 @@ MIN_BASE64 = 27
 MIN_HEX = 40
 PLAIN = "plain"
 REVERSED = "reversed"
+# The coordinator's error code for text it refuses because it carries a secret (docs/api.md).
+REFUSED = "secret_detected"
 
 # (kind, patterns) of each format; the kinds are what a refusal names. Each pattern starts with
 # a literal (so a search skips ahead at C speed) and, but for a private key, must not be glued

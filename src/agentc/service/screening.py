@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.secrets import PLAIN, ScanLimit, scan
+from agentc.core.secrets import PLAIN, REFUSED, ScanLimit, scan
 from agentc.store.accounts import live_secret
 
 MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
-CODE = "secret_detected"
 KINDS = {
     "credential": "an agent credential of this coordinator",
     "agent_session": "an agent session proof of this coordinator",
@@ -53,7 +52,7 @@ CLEAN = Screened()
 def refused(where: str, kind: str, encoding: str) -> CoordinatorError:
     how = "in plain text" if encoding == PLAIN else f"encoded as {encoding}"
     return CoordinatorError(
-        CODE,
+        REFUSED,
         f"{where}: carries {kind} ({how}); nothing of the request was kept: remove the secret "
         "and send the request again",
         status=422,

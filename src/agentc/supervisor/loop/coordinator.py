@@ -19,7 +19,7 @@ back from the coordinator.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +29,15 @@ from agentc.client.config import CREDENTIALS_FILE, Options, credential_text, res
 from agentc.client.errors import TransportFailure
 from agentc.client.ops import Agent
 from agentc.client.state import Store
+from agentc.core import secrets
 from agentc.core.errors import CoordinatorError
 from agentc.files import read_private, write_atomic
 
 # Refusals that end an attempt for good (the loop stops renewing and settles it).
 FINAL_CODES = frozenset({"lease_expired", "operation_not_permitted", "record_not_found"})
+# The coordinator refused text carrying a secret (docs/api.md): the loop's texts quote agent
+# output (log tails, a reviewer's verdict), so it sends them again with that output left out.
+SECRET_REFUSED = secrets.REFUSED
 CREDENTIAL_MAX_BYTES = 64 * 1024
 
 
@@ -152,11 +156,40 @@ def renew(client: Agent, attempt_id: str, generation: int) -> dict[str, Any]:
     return data
 
 
+def secret_left_out(exc: CoordinatorError, what: str) -> str:
+    """The note that replaces ``what`` (a text quoting agent output) when the coordinator
+    refused it for a secret: which field, what kind of secret and how it was encoded, never
+    the secret (the refusal names none)."""
+    details = exc.details
+    found = f"{details.get('kind', 'a secret')} ({details.get('encoding', 'unknown encoding')})"
+    return (
+        f"agentc-supervisor: the {what} quoted the launch's output, and the coordinator refused "
+        f"it: its {details.get('field', 'text')} carried {found}. That output is left out here; "
+        "it stays in the launch's logs on the supervisor's host."
+    )
+
+
+def without_secrets(send: Callable[[str], object], text: str, what: str) -> None:
+    """``send(text)``; when the coordinator refuses it for a secret, ``send`` the note that
+    says so instead (any other refusal is raised)."""
+    try:
+        send(text)
+    except CoordinatorError as exc:
+        if exc.code != SECRET_REFUSED:
+            raise
+        send(secret_left_out(exc, what))
+
+
 def release(client: Agent, attempt_id: str, generation: int, handoff: str) -> str:
-    """Release with a handoff; returns what happened (``released`` or why it was not needed)."""
+    """Release with a handoff; returns what happened (``released`` or why it was not needed).
+    A handoff the coordinator refuses for a secret is replaced by a note saying so."""
+
+    def send(text: str) -> None:
+        client.release(text[:4000], attempt_id=attempt_id, generation=generation)
+
     try:
         resolve_pending(client)
-        client.release(handoff[:4000], attempt_id=attempt_id, generation=generation)
+        without_secrets(send, handoff, "handoff")
     except CoordinatorError as exc:
         if exc.code in FINAL_CODES:
             state = task_attempt_state(client, attempt_id)

@@ -36,7 +36,7 @@ from agentc.files import JsonLines, open_regular
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.harness.events import RunSummary, StreamReader
-from agentc.supervisor.loop.coordinator import describe_error
+from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
 from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
 from agentc.supervisor.roles import Harness, role_slug
 
@@ -292,20 +292,45 @@ class Reporter:
     def _batch(
         self, client: Any, project: str, rows: list[dict[str, Any]], summary: Summary, now: int
     ) -> None:
-        body = {"host": socket.gethostname(), "rows": [_wire(r) for r in rows]}
         path = f"/api/v1/projects/{project}/telemetry/cost-rows"
-        try:
-            client.retry()  # a batch sent before without an answer is resent as it was
-            data = client.request("POST", path, body).data
-        except AgentcError as exc:
-            if isinstance(exc, CoordinatorError) and exc.code == "project_not_found":
-                for row in rows:
-                    self._quarantine(row, "project_not_found", exc.message, now)
-                summary.quarantined += len(rows)
+        while rows:
+            body = {"host": socket.gethostname(), "rows": [_wire(r) for r in rows]}
+            try:
+                client.retry()  # a batch sent before without an answer is resent as it was
+                data = client.request("POST", path, body).data
+            except AgentcError as exc:
+                if isinstance(exc, CoordinatorError) and exc.code == "project_not_found":
+                    for row in rows:
+                        self._quarantine(row, "project_not_found", exc.message, now)
+                    summary.quarantined += len(rows)
+                    return
+                if isinstance(exc, CoordinatorError) and exc.code == SECRET_REFUSED:
+                    # A row quoting agent output (a model name) carries a secret: kept aside,
+                    # the others sent again.
+                    rows = self._quarantine_secret(rows, exc, summary, now)
+                    continue
+                summary.pending += len(rows)
+                summary.error = _failed(exc, project, rows)
                 return
-            summary.pending += len(rows)
-            summary.error = _failed(exc, project, rows)
+            self._answered(rows, data, summary, now)
             return
+
+    def _quarantine_secret(
+        self, rows: list[dict[str, Any]], exc: CoordinatorError, summary: Summary, now: int
+    ) -> list[dict[str, Any]]:
+        """Quarantine the row the refusal names (``rows.<index>...``; every row when it names
+        none); the rows left to send."""
+        parts = str(exc.details.get("field", "")).split(".")
+        index = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
+        bad = [rows[index]] if parts[0] == "rows" and 0 <= index < len(rows) else rows
+        for row in bad:
+            self._quarantine(row, SECRET_REFUSED, exc.message, now)
+        summary.quarantined += len(bad)
+        return [row for row in rows if all(row is not b for b in bad)]
+
+    def _answered(
+        self, rows: list[dict[str, Any]], data: dict[str, Any], summary: Summary, now: int
+    ) -> None:
         refused = {int(r["index"]): str(r.get("problem")) for r in data.get("rejected") or []}
         for index, row in enumerate(rows):
             if index in refused:

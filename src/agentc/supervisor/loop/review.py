@@ -102,9 +102,14 @@ def release_dead(loop: Reviewing, record: LaunchRecord, private: Path) -> str:
 
 
 def _release(client: Agent, activity: str, generation: int, summary: str) -> str:
+    """Release the review saying why (a summary refused for a secret: a note saying so)."""
     try:
         coordinator.resolve_pending(client)
-        client.review_release(summary, activity, generation)
+        coordinator.without_secrets(
+            lambda text: client.review_release(text, activity, generation),
+            summary,
+            "review's release summary",
+        )
     except CoordinatorError as exc:
         if exc.code in coordinator.FINAL_CODES:
             return f"not released: the review lease is gone ({exc.code})"
@@ -341,6 +346,12 @@ class ReviewLaunch(LeasedLaunch):
             client.review_decide(body, self.activity)
         except CoordinatorError as exc:
             why = f"the coordinator refused the verdict ({coordinator.describe_error(exc)})"
+            if exc.code == coordinator.SECRET_REFUSED:
+                found = exc.details
+                why = (
+                    f"the verdict's {found.get('field')} carries {found.get('kind')} "
+                    f"({found.get('encoding')}), which the coordinator refuses"
+                )
             return self._give_back(client, lease, why, strike=True)
         self.loop.records.clear_strike(self.submission)
         self._finish("decided: " + verdict.decision)
