@@ -65,6 +65,18 @@ def test_a_token_glued_inside_base64_still_decodes() -> None:
         assert scan(encoded).tokens.get(verifier(token)) == "base64(text)", glue
 
 
+@pytest.mark.parametrize(
+    "context", ["cache/{}.json", "{}/index.html", "xy{}", "{}Q", "key={}", "dir/{}=="]
+)
+def test_a_tokens_raw_bytes_are_found_standing_on_their_own(context: str) -> None:
+    """The base64 of 32 bytes is found alone, as a path component, or with up to three
+    characters glued on; inside longer base64 it is other bytes."""
+    token = kit.token()
+    raw = base64.urlsafe_b64encode(bytes.fromhex(token)).decode().rstrip("=")
+    assert scan(context.format(raw)).tokens.get(verifier(token)) == "base64(raw bytes)"
+    assert verifier(token) not in scan("QUJD" + raw).tokens
+
+
 @pytest.mark.parametrize("kind", sorted(kit.FORMATS))
 def test_each_format_is_found_plain_and_encoded(kind: str) -> None:
     secret = kit.FORMATS[kind]()

@@ -1,13 +1,15 @@
-"""The secret scanner's token shape and the protocol's request and answer shapes."""
+"""The helper's scanner (known digests and formats, windowed) and the protocol's request and
+answer shapes. The scanner's encodings and formats are core's (tests/core/test_secrets.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
+import base64
+import os
 
 import pytest
 
 from agentc.core.errors import ConfigError
+from agentc.core.secrets import verifier
 from agentc.push.protocol import (
     ProtocolError,
     Request,
@@ -16,10 +18,12 @@ from agentc.push.protocol import (
     parse_request,
 )
 from agentc.push.refs import candidate_ref, check_id, wip_ref
-from agentc.push.scan import KNOWN_TOKEN, OVERLAP, PRIVATE_KEY, WINDOW, Scanner
+from agentc.push.scan import OVERLAP, WINDOW, Scanner
+from tests.core import kit
 
-TOKEN = secrets.token_urlsafe(32)
-SCANNER = Scanner([hashlib.sha256(TOKEN.encode()).hexdigest()])
+TOKEN = kit.token()
+SCANNER = Scanner([verifier(TOKEN)])
+KNOWN = "a known token (in plain text)"
 
 
 @pytest.mark.parametrize(
@@ -37,31 +41,35 @@ SCANNER = Scanner([hashlib.sha256(TOKEN.encode()).hexdigest()])
     ],
 )
 def test_a_known_token_is_found_in_its_usual_contexts(text: str) -> None:
-    assert SCANNER.scan(text.encode()) == KNOWN_TOKEN
+    assert SCANNER.scan(text.encode()) == KNOWN
 
 
-def test_other_tokens_and_glued_tokens_are_not_matches() -> None:
-    assert SCANNER.scan(secrets.token_urlsafe(32).encode()) is None
-    assert SCANNER.scan(f"x{TOKEN}".encode()) is None  # no longer the token
+def test_only_known_tokens_are_findings() -> None:
+    assert SCANNER.scan(kit.token().encode()) is None  # another token-shaped string
+    assert SCANNER.scan(f"ab{TOKEN}".encode()) is None  # glued to hex digits: another string
     assert SCANNER.scan(TOKEN[:-1].encode()) is None
+    encoded = base64.b64encode(TOKEN[::-1].encode())
+    assert SCANNER.scan(encoded) == "a known token (encoded as base64(reversed(text)))"
 
 
-def test_a_token_across_a_window_edge_is_found() -> None:
-    filler = b"a " * ((WINDOW - 10) // 2)
-    data = filler + TOKEN.encode() + b"\n" + b"b " * 100
+def test_an_encoded_token_across_a_window_edge_is_found() -> None:
+    encoded = base64.b64encode(f"token={TOKEN}".encode())
+    filler = os.urandom(3 * WINDOW // 4).hex().encode()[: WINDOW - len(encoded) // 2]
+    data = filler + b"\n" + encoded + b"\n" + b"b " * 100
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
-    assert SCANNER.scan_stream(chunks) == KNOWN_TOKEN
+    assert SCANNER.scan_stream(chunks) == "a known token (encoded as base64(text))"
     assert SCANNER.scan_stream([b"clean " * 1000]) is None
     assert OVERLAP > 4096
 
 
-@pytest.mark.parametrize("kind", ["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", "PGP "])
-def test_private_key_armour_is_found(kind: str) -> None:
-    block = " BLOCK" if kind == "PGP " else ""
-    armour = f"-----BEGIN {kind}PRIVATE" + f" KEY{block}-----\nMIIE\n"
-    assert Scanner([]).scan(armour.encode()) == PRIVATE_KEY
+def test_formats_are_found_without_digests() -> None:
+    key = kit.FORMATS["a private key"]()
+    assert Scanner([]).scan(key.encode()) == "a private key (in plain text)"
     assert Scanner([]).scan(b"-----BEGIN PUBLIC KEY-----\n") is None
-    assert Scanner([]).scan(b"`-----BEGIN ... PRIVATE KEY-----`") is None
+    aws = kit.FORMATS["an AWS access key id"]()
+    assert Scanner([]).scan(aws.encode().hex().encode()) == (
+        "an AWS access key id (encoded as hex(text))"
+    )
 
 
 def test_digests_must_be_sha256_hex() -> None:

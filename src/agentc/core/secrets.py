@@ -41,6 +41,7 @@ BUDGET_FLOOR = 1 << 20
 # shortest secret found (an AWS access key id, 20 characters).
 MIN_BASE64 = 27
 MIN_HEX = 40
+_RAW_BASE64 = 43  # the base64 of a token's 32 raw bytes, unpadded
 PLAIN = "plain"
 REVERSED = "reversed"
 # The coordinator's error code for text it refuses because it carries a secret (docs/api.md).
@@ -51,7 +52,10 @@ REFUSED = "secret_detected"
 # to a letter or digit on its left (a prefix inside a longer word is not a key).
 FORMATS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
     ("a private key", (rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",)),
-    ("an AWS access key id", (rb"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])",)),
+    (
+        "an AWS access key id",
+        (rb"AKIA[0-9A-Z]{16}(?![0-9A-Za-z])", rb"ASIA[0-9A-Z]{16}(?![0-9A-Za-z])"),
+    ),
     (
         "a GitHub token",
         (
@@ -71,7 +75,13 @@ FORMATS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
     ("a Google API key", (rb"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",)),
     ("a Stripe live key", (rb"sk_live_[0-9A-Za-z]{20,}", rb"rk_live_[0-9A-Za-z]{20,}")),
 )
-_FORMATS = [(kind, re.compile(p)) for kind, patterns in FORMATS for p in patterns]
+# Each pattern with its literal start, looked for first (``in`` is far cheaper than a
+# regular expression's search on the many small views of a short text).
+_FORMATS = [
+    (kind, re.match(rb"[A-Za-z0-9_ -]*", p).group(), re.compile(p))  # type: ignore[union-attr]
+    for kind, patterns in FORMATS
+    for p in patterns
+]
 _PRIVATE_KEY = FORMATS[0][0]
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 # Documentation's placeholders: AWS's published example keys end in EXAMPLE, and a run of one
@@ -99,17 +109,40 @@ _B64_MASK = _mask(
 _TOKEN_RUN = (b"h" * TOKEN_HEX, re.compile(rb"h*"))
 _HEX_RUN = (b"h" * 32, re.compile(rb"[hn]*"))  # hex digits, wrapped lines joined
 _HEX_BYTES_RUN = (b"hhs" * 8, re.compile(rb"[hs]*"))  # bytes apart: "de ad be ef", "de:ad"
-_B64_RUN = (b"b" * 20, re.compile(rb"[b=n]*"))  # base64, wrapped lines joined
+_B64_RUN = (b"b" * MIN_BASE64, re.compile(rb"[b=n]*"))  # base64, wrapped lines joined
 _UPPER_HEX = re.compile(rb"[A-F]")
 _NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _URL_SAFE = bytes.maketrans(b"-_", b"+/")
 _SEPARATORS = re.compile(rb"[\r\n :]")
 SMALL = 1 << 16
-# What anything the scan finds holds (in the text or reversed): a small text without it is
-# clean, and is passed at once (the service scans every agent request).
-_WORTH_A_LOOK = re.compile(
-    rb"[A-Za-z0-9+/=_-]{20}|PRIVATE KEY|YEK ETAVIRP|(?:[0-9A-Fa-f]{2}[ :]){8}"
+_SHORTEST = 20  # the shortest finding: an AWS access key id
+# Ids, UUIDs and short hashes (hex digits and dashes, too short for a hex decoding) hold none:
+# no format is written in hex digits alone, and a real key's base64 is not either.
+_ID = re.compile(rb"[0-9A-Fa-f-]{0,%d}" % (MIN_HEX - 1))
+# The formats shorter than a base64 run worth decoding start with one of these (or, reversed,
+# end with one of their reverses).
+_SHORT_STARTS = tuple(
+    literal
+    for start in (b"AKIA", b"ASIA", b"xox", b"glpat-", b"gldt-", b"glrt-", b"glptt-")
+    for literal in (start, start[::-1])
 )
+_ARMOUR = (b"PRIVATE KEY", b"YEK ETAVIRP")
+
+
+def _worth_a_look(raw: bytes) -> bool:
+    """Whether ``raw`` (or its reverse) holds what any finding needs: a base64 run as long as
+    the shortest the scan decodes (any token and most formats are such runs too), the start of
+    a shorter format in a run as long as it, a key's armour, or hex bytes apart. A small text
+    without any is clean, passed after these few searches (the service scans every agent
+    request)."""
+    runs = raw.translate(_B64_MASK)
+    if _B64_RUN[0] in runs:
+        return True
+    if b"b" * _SHORTEST in runs and any(start in raw for start in _SHORT_STARTS):
+        return True
+    return any(armour in raw for armour in _ARMOUR) or (
+        _HEX_BYTES_RUN[0] in raw.translate(_HEX_MASK)
+    )
 
 
 def _spans(mask: bytes, run: tuple[bytes, re.Pattern[bytes]]) -> Iterator[tuple[int, int]]:
@@ -148,6 +181,13 @@ def verifier(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def described(kind: str, encoding: str) -> str:
+    """A finding as a refusal names it: ``a GitHub token (in plain text)``, ``a known token
+    (encoded as base64(reversed(text)))``; never the secret."""
+    how = "in plain text" if encoding == PLAIN else f"encoded as {encoding}"
+    return f"{kind} ({how})"
+
+
 def _label(steps: tuple[str, ...], inner: str) -> str:
     """The encoding of a finding: ``steps`` are the decodings from the outside in."""
     if not steps and inner == "text":
@@ -181,7 +221,9 @@ class _Scan:
         return self.view(data[::-1], (*steps, REVERSED), depth, True)
 
     def _formats(self, data: bytes, steps: tuple[str, ...]) -> bool:
-        for kind, pattern in _FORMATS:
+        for kind, start, pattern in _FORMATS:
+            if start not in data:
+                continue
             for match in pattern.finditer(data):
                 start, value = match.start(), match.group()
                 if kind != _PRIVATE_KEY and (
@@ -207,12 +249,14 @@ class _Scan:
     def _decodings(self, data: bytes, hex_mask: bytes, steps: tuple[str, ...], depth: int) -> bool:
         """Scan what the view's base64 and hex runs decode to (``depth`` decodings deep)."""
         for start, end in _spans(data.translate(_B64_MASK), _B64_RUN):
+            if _HEX_RUN[1].fullmatch(hex_mask, start, end):
+                continue  # hex digits alone: decoded as hex below (no secret's base64 is)
             run = data[start:end]
             step = (*steps, "base64")
+            for raw in _raw_tokens(run):  # a token's raw bytes, or them reversed
+                self._token(raw.hex(), step, "raw bytes")
+                self._token(raw[::-1].hex(), step, "reversed(raw bytes)")
             for decoded in _base64_views(run):
-                if len(decoded) == TOKEN_HEX // 2:  # a token's raw bytes, or them reversed
-                    self._token(decoded.hex(), step, "raw bytes")
-                    self._token(decoded[::-1].hex(), step, "reversed(raw bytes)")
                 if self.view(decoded, step, depth, _is_text(decoded)):
                     return True
         for run_kind in (_HEX_RUN, _HEX_BYTES_RUN):
@@ -231,20 +275,33 @@ def _is_text(data: bytes) -> bool:
     return not _NOT_TEXT.search(data)
 
 
+def _decode_base64(piece: bytes) -> bytes:
+    """``piece`` (standard alphabet, no padding) decoded, its last partial group included."""
+    cut = len(piece) % 4
+    piece = piece[:-1] if cut == 1 else piece + b"=" * ((4 - cut) % 4)
+    return binascii.a2b_base64(piece)
+
+
 def _base64_views(run: bytes) -> Iterator[bytes]:
     """What a base64 run decodes to: each part between padding, at each alignment."""
     joined = run.replace(b"\r", b"").replace(b"\n", b"").translate(_URL_SAFE)
     for part in joined.split(b"="):
-        if len(part) < MIN_BASE64:
-            continue
-        for offset in range(4):
-            piece = part[offset:]
-            cut = len(piece) % 4
-            piece = piece[:-1] if cut == 1 else piece + b"=" * ((4 - cut) % 4)
-            try:
-                yield binascii.a2b_base64(piece)
-            except binascii.Error:  # pragma: no cover - the padding is always right
-                continue
+        if len(part) >= MIN_BASE64:
+            for offset in range(4):
+                yield _decode_base64(part[offset:])
+
+
+def _raw_tokens(run: bytes) -> Iterator[bytes]:
+    """The 32 bytes that base64 standing on its own decodes to: a part of the run between
+    padding, or its first or last path component (``cache/<it>.json``), of the base64 length
+    of 32 bytes, or up to three characters more glued to either end."""
+    joined = run.replace(b"\r", b"").replace(b"\n", b"")
+    for part in joined.split(b"="):
+        components = part.split(b"/")  # before "_" becomes "/": URL-safe names have it
+        for piece in {part, components[0], components[-1]}:
+            if _RAW_BASE64 <= len(piece) <= _RAW_BASE64 + 3:
+                for cut in {piece[:_RAW_BASE64], piece[-_RAW_BASE64:]}:
+                    yield _decode_base64(cut.translate(_URL_SAFE))
 
 
 def _hex_views(digits: bytes) -> Iterator[bytes]:
@@ -259,7 +316,10 @@ def scan(data: bytes | str, *, limit: int | None = None) -> Found:
     views may total (default :data:`BUDGET_FACTOR` times its size plus :data:`BUDGET_FLOOR`);
     past it, :class:`ScanLimit`."""
     raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
+    if len(raw) < _SHORTEST or (
+        len(raw) <= SMALL and (_ID.fullmatch(raw) or not _worth_a_look(raw))
+    ):
+        return Found()
     state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit)
-    if len(raw) > SMALL or _WORTH_A_LOOK.search(raw):
-        state.view(raw, (), 0, True)
+    state.view(raw, (), 0, True)
     return state.found

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from agentc.core.errors import ConfigError
-from agentc.push.protocol import MAX_BUNDLE_BYTES
-from agentc.push.publisher import Publisher
+from agentc.push.protocol import MAX_BUNDLE_BYTES, WIP_MAX_MIB, WIP_MAX_REFS
+from agentc.push.publisher import Publisher, WipQuota
 from agentc.push.refs import check_id
 from agentc.push.repo import PrivateRepo, git_env
 from agentc.push.scan import Scanner, is_digest
@@ -36,7 +36,8 @@ def main() -> None:
     "--known-digest",
     "known_digests",
     multiple=True,
-    help="SHA-256 hex digest of a token no candidate may carry (repeatable).",
+    help="SHA-256 hex digest of a coordinator token (64 hex digits) no push may carry in any "
+    "encoding the scan decodes (repeatable).",
 )
 @click.option("--parent-pid", type=int, default=None, help="The launch's root process.")
 @click.option(
@@ -51,6 +52,20 @@ def main() -> None:
     default=None,
     help="The ssh remote's host keys (with --ssh-key; default ~/.ssh/known_hosts).",
 )
+@click.option(
+    "--wip-max-refs",
+    type=click.IntRange(0),
+    default=WIP_MAX_REFS,
+    show_default=True,
+    help="The most WIP refs this launch may publish (the candidate is not counted).",
+)
+@click.option(
+    "--wip-max-mib",
+    type=click.IntRange(0),
+    default=WIP_MAX_MIB,
+    show_default=True,
+    help="The most MiB of new objects (uncompressed) its WIP refs may publish in all.",
+)
 @click.option("--max-bundle-bytes", type=click.IntRange(1), default=MAX_BUNDLE_BYTES, hidden=True)
 @click.option("--io-timeout", type=click.FloatRange(0.1), default=60.0, hidden=True)
 def serve(
@@ -63,6 +78,8 @@ def serve(
     parent_pid: int | None,
     ssh_key: Path | None,
     known_hosts: Path | None,
+    wip_max_refs: int,
+    wip_max_mib: int,
     max_bundle_bytes: int,
     io_timeout: float,
 ) -> None:
@@ -83,7 +100,7 @@ def serve(
         raise click.UsageError(str(exc)) from None
     scanner = Scanner(d.lower() for d in known_digests)
     repo = PrivateRepo(work_dir, remote, git_env(ssh_key, known_hosts))
-    publisher = Publisher(repo, task, launch, scanner)
+    publisher = Publisher(repo, task, launch, scanner, WipQuota(wip_max_refs, wip_max_mib))
     sys.exit(run(socket_path, publisher, parent_pid, Limits(max_bundle_bytes, io_timeout)))
 
 

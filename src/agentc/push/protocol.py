@@ -31,6 +31,9 @@ OPS = ("candidate", "wip")
 FIELDS = frozenset({"op", "revision"})
 MAX_HEADER_BYTES = 4096
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+# A launch's WIP quota (``agentc-push serve --wip-max-refs/--wip-max-mib``, ``[push_helper]``).
+WIP_MAX_REFS = 50
+WIP_MAX_MIB = 256
 MAX_ANSWER_BYTES = 64 * 1024
 DEFAULT_TIMEOUT = 900.0
 NOT_LAUNCH = "connection is not from this helper's launch"

@@ -15,6 +15,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -37,6 +38,15 @@ Out = TypeVar("Out", str, bytes)
 
 class Refusal(Exception):
     """A request the helper refuses; the message is the answer's error."""
+
+
+@dataclass
+class Scanned:
+    """What a scan of new objects found: the first ``(object id, object type, finding)``, and
+    the objects' total size in bytes (uncompressed; up to the finding)."""
+
+    hit: tuple[str, str, str] | None = None
+    size: int = 0
 
 
 def git_env(ssh_key: Path | None = None, known_hosts: Path | None = None) -> dict[str, str]:
@@ -245,8 +255,9 @@ class PrivateRepo:
             objects.append((sha, path))
         return objects
 
-    def scan_objects(self, shas: list[str], scanner: Scanner) -> tuple[str, str, str] | None:
-        """The first ``(object id, object type, finding)`` among ``shas``; trees are skipped."""
+    def scan_objects(self, shas: list[str], scanner: Scanner) -> Scanned:
+        """Scan the objects ``shas`` (trees are read, not scanned: their names are scanned as
+        paths); stops at the first finding."""
         proc = subprocess.Popen(
             ["git", f"--git-dir={self.path}", *_CONFIG, "cat-file", "--batch"],
             cwd=self.path,
@@ -257,6 +268,7 @@ class PrivateRepo:
         )
         assert proc.stdin is not None and proc.stdout is not None
         out = proc.stdout
+        scanned = Scanned()
         try:
             for sha in shas:
                 proc.stdin.write(f"{sha}\n".encode())
@@ -265,15 +277,17 @@ class PrivateRepo:
                 if len(header) != 3:
                     raise Refusal(f"cannot read object {sha} of the candidate")
                 kind, size = header[1], int(header[2])
+                scanned.size += size
                 if kind == "tree":
                     for _ in _chunks(out, size, sha):
                         pass
                 else:
                     found = scanner.scan_stream(_chunks(out, size, sha))
                     if found:
-                        return sha, kind, found
+                        scanned.hit = (sha, kind, found)
+                        return scanned
                 out.read(1)
-            return None
+            return scanned
         finally:
             proc.kill()
             proc.wait()

@@ -1,33 +1,27 @@
-"""Find known tokens (by SHA-256 digest) and private keys in bytes, streamed in windows.
+"""Find known tokens (by SHA-256 digest) and the common secret formats in bytes, streamed in
+windows, with the one scanner of :mod:`agentc.core.secrets`.
 
-Token shape: the helper only knows digests, so it hashes every token-shaped substring and looks
-the digest up. A *run* is a maximal run of ``A-Z a-z 0-9 _ . ~ + / = -``; the candidates of a run
-are the run itself, the run without trailing dots, the part after its first ``=``, each part
-between ``=``, ``.``, ``/``, ``+`` or ``~`` separators of one kind, and each part between any of
-them (``:``, ``@``, quotes, spaces and other characters already end a run). Candidates of 16
-to 4,096 characters are hashed; runs longer than that are not tokens. A private key is a PEM
-armour line, ``-----BEGIN <words> PRIVATE KEY-----``.
-
-Content is read in windows of :data:`WINDOW` bytes that overlap by :data:`OVERLAP`, so a run or an
-armour line crossing a window edge is seen whole in the next window.
+The helper knows the launch's coordinator tokens only by their digests (``--known-digest``):
+the scanner yields the verifier of every token-shaped string in every decoding of the content
+(plain, reversed, base64, hex, nested), and a finding is a digest the helper knows, or a
+format (a private key block, a cloud or forge key...). Content is read in windows of
+:data:`WINDOW` bytes that overlap by :data:`OVERLAP`, so an encoding crossing a window edge is
+seen whole in the next window; each window's scan is bounded (its decodings may total at most
+a fixed multiple of its size), so a large blob costs memory of a few windows and time in
+proportion to its size.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-MIN_TOKEN = 16
-MAX_TOKEN = 4096
+from agentc.core.secrets import ScanLimit, described, scan
+
 WINDOW = 8 * 1024 * 1024
-OVERLAP = MAX_TOKEN + 128
+OVERLAP = 64 * 1024  # far more than the longest encoding of a token or key the scan decodes
 KNOWN_TOKEN = "a known token"  # noqa: S105 (a finding, not a secret)
-PRIVATE_KEY = "a private key"
-_RUN = re.compile(rb"[A-Za-z0-9_.~+/=-]{%d,}" % MIN_TOKEN)
-_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_SEPARATORS = (b"=", b".", b"/", b"+", b"~")
-_ANY_SEPARATOR = re.compile(rb"[=./+~]")
+UNSCANNABLE = "content whose nested encodings decode to more than the scan reads"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -35,19 +29,8 @@ def is_digest(value: str) -> bool:
     return bool(_DIGEST.fullmatch(value))
 
 
-def _candidates(run: bytes) -> Iterator[bytes]:
-    yield run
-    yield run.rstrip(b".")
-    if b"=" in run:
-        yield run.split(b"=", 1)[1]
-    for sep in _SEPARATORS:
-        if sep in run:
-            yield from run.split(sep)
-    yield from _ANY_SEPARATOR.split(run)
-
-
 class Scanner:
-    """Looks for the tokens whose SHA-256 hex digests it is given, and for private keys."""
+    """Looks for the tokens whose SHA-256 hex digests it is given, and for secret formats."""
 
     def __init__(self, digests: Iterable[str]) -> None:
         self.digests = frozenset(digests)
@@ -56,20 +39,17 @@ class Scanner:
             raise ValueError("a known digest must be 64 lowercase hex digits")
 
     def scan(self, data: bytes) -> str | None:
-        """What secret ``data`` carries (:data:`KNOWN_TOKEN`, :data:`PRIVATE_KEY`) or None."""
-        if _KEY.search(data):
-            return PRIVATE_KEY
-        if not self.digests:
-            return None
-        for match in _RUN.finditer(data):
-            run = match.group()
-            if len(run) > MAX_TOKEN:
-                continue
-            for candidate in set(_candidates(run)):
-                if MIN_TOKEN <= len(candidate) <= MAX_TOKEN and (
-                    hashlib.sha256(candidate).hexdigest() in self.digests
-                ):
-                    return KNOWN_TOKEN
+        """What secret ``data`` carries, and how it is encoded (``a known token (encoded as
+        base64(text))``), or None."""
+        try:
+            found = scan(data)
+        except ScanLimit:
+            return UNSCANNABLE
+        if found.format is not None:
+            return described(found.format.kind, found.format.encoding)
+        for digest, encoding in found.tokens.items():
+            if digest in self.digests:
+                return described(KNOWN_TOKEN, encoding)
         return None
 
     def scan_stream(self, chunks: Iterable[bytes]) -> str | None:

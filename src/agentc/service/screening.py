@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.secrets import PLAIN, REFUSED, ScanLimit, scan
+from agentc.core.secrets import REFUSED, ScanLimit, described, scan
 from agentc.store.accounts import live_secret
 
 MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
@@ -33,8 +33,6 @@ KINDS = {
 # A JSON key is named in a refusal's field only when it is a plain name (an arbitrary key could
 # itself be anything); it was scanned before anything under it.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-# Most Idempotency-Keys are UUIDs, which cannot hold a secret: passed without a scan.
-_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
 @dataclass(frozen=True)
@@ -50,11 +48,10 @@ CLEAN = Screened()
 
 
 def refused(where: str, kind: str, encoding: str) -> CoordinatorError:
-    how = "in plain text" if encoding == PLAIN else f"encoded as {encoding}"
     return CoordinatorError(
         REFUSED,
-        f"{where}: carries {kind} ({how}); nothing of the request was kept: remove the secret "
-        "and send the request again",
+        f"{where}: carries {described(kind, encoding)}; nothing of the request was kept: remove "
+        "the secret and send the request again",
         status=422,
         details={"field": where, "kind": kind, "encoding": encoding},
     )
@@ -87,8 +84,7 @@ def texts(value: object, where: str = "") -> Iterator[tuple[str, str]]:
 def screen(payload: object, key: str) -> Screened:
     """Scan a mutation's body and Idempotency-Key (pure: before the transaction)."""
     found: dict[str, tuple[str, str]] = {}
-    header = [] if _UUID.fullmatch(key) else [("Idempotency-Key", key)]
-    for where, text in itertools.chain(header, texts(payload)):
+    for where, text in itertools.chain([("Idempotency-Key", key)], texts(payload)):
         try:
             result = scan(text)
         except ScanLimit as exc:

@@ -26,6 +26,7 @@ from agentc.files.settings import (
     absolute_path,
     absolute_paths,
     boolean,
+    integer,
     list_of,
     one_of,
     optional,
@@ -35,6 +36,7 @@ from agentc.files.settings import (
     string,
     table_of,
 )
+from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop.settings import (
     COMMAND_PREFIX,
@@ -103,6 +105,10 @@ class PushHelperSettings(Settings):
     # The ssh remote's host keys (``--known-hosts``; with ssh_key): the helper's HOME is a
     # fresh per-launch directory, so without this file ssh has nothing to check the host by.
     known_hosts: Path | None = setting(optional(absolute_path), default=None)
+    # Each launch's WIP quota (``--wip-max-refs``, ``--wip-max-mib``): WIP refs, and MiB of new
+    # objects they publish in all; the candidate is never counted.
+    wip_max_refs: int = setting(integer(minimum=0), default=WIP_MAX_REFS)
+    wip_max_mib: int = setting(integer(minimum=0), default=WIP_MAX_MIB)
 
 
 class SupervisorConfig(Settings):

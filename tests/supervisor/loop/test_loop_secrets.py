@@ -118,3 +118,41 @@ def test_a_cost_row_carrying_a_secret_is_quarantined_and_the_others_reported(
     [row] = [json.loads(line) for line in quarantined.splitlines()]
     assert row["kind"] == "secret_detected" and "an OpenAI API key" in row["reason"]
     assert secret not in quarantined and secret not in out.stderr
+
+
+# Publishes two WIP checkpoints through the push helper, saying on stdout (events) whether each
+# went through and on stderr why not; then exits without submitting.
+WIP_AGENT = """#!/bin/sh
+cat > /dev/null
+echo '{"type": "agent", "step": "start"}'
+cd agentc-checkout
+for n in 1 2; do
+  echo "$n" > wip.txt
+  git add wip.txt
+  git commit --quiet -m "wip $n"
+  if agent-coordinator checkpoint --summary "wip $n" --revision "$(git rev-parse HEAD)" \\
+      --push-wip; then
+    echo "{\\"type\\": \\"agent\\", \\"wip\\": $n, \\"ok\\": true}"
+  else
+    echo "{\\"type\\": \\"agent\\", \\"wip\\": $n, \\"ok\\": false}"
+  fi
+done
+"""
+
+
+def test_the_loop_gives_its_helper_the_wip_quota_of_supervisor_toml(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, WIP_AGENT, push_helper={"wip_max_refs": 1})
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    tails = loop.tails()
+    assert '"wip": 1, "ok": true' in tails and '"wip": 2, "ok": false' in tails, tails
+    assert "its quota (wip_max_refs 1); nothing was pushed" in tails
+    refs = subprocess.run(
+        ["git", "--git-dir", str(loop.origin), "for-each-ref", "--format=%(refname)",
+         f"refs/agent-coordinator/candidates/wip/{task['id']}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(refs) == 1, refs

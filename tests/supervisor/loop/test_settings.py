@@ -144,6 +144,8 @@ BINDING = '[run.binding]\nservice_url = "http://127.0.0.1:9"\nproject_id = "p1"\
         ('[push_helper]\nuser = "Root Account"\n', "push_helper.user: must be an account name"),
         ('[push_helper]\nssh_key = "key"\n', "push_helper.ssh_key: "),
         ("[push_helper]\nprogram = 3\n", "push_helper.program: "),
+        ("[push_helper]\nwip_max_refs = -1\n", "push_helper.wip_max_refs: must be >= 0"),
+        ('[push_helper]\nwip_max_mib = "lots"\n', "push_helper.wip_max_mib: "),
         ("[health]\nimplementer_daily_usd = -1\n", "health.implementer_daily_usd: must be >= 0"),
         ('[health.fallback]\nharness = "codex"\n', "health.fallback.model: required, but missing"),
         ('[setup."a b"]\nbranch = "x"\n', "setup: 'a b' is not a project id"),

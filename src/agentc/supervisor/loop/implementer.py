@@ -180,6 +180,7 @@ class ImplementerLaunch(LeasedLaunch):
             program=loop.config.push_helper.program,
             ssh_key=loop.config.push_helper.ssh_key,
             known_hosts=loop.config.push_helper.known_hosts,
+            wip_quota=(loop.config.push_helper.wip_max_refs, loop.config.push_helper.wip_max_mib),
         )
         return running
 

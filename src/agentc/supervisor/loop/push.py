@@ -15,7 +15,9 @@ and the helper runs as the push account (``[push_helper] user``), switched with
 :func:`agentc.supervisor.launch_root.become`. Once the sandbox runs, the loop starts the helper
 with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving
 that socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
-refusing a candidate that carries the launch's coordinator token (matched by digest). When the
+refusing a push that carries the launch's coordinator token (matched by digest, in every
+encoding the scan decodes) or a common secret format, and WIP refs past the launch's quota
+(``[push_helper] wip_max_refs``, ``wip_max_mib``). When the
 launch ends the helper gets SIGTERM, SIGKILL after :data:`STOP_SECONDS`, and its directory and
 private repository are removed; if the loop dies the helper dies with it (parent-death
 signal). Each new launch first sweeps, under ``<base>/.sweep`` locked, every directory whose
@@ -38,8 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
+from agentc.core.secrets import verifier
 from agentc.files import load_toml
 from agentc.files.procs import start_detached
+from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.supervisor import launch_root
 from agentc.supervisor.config import SupervisorConfig
 
@@ -107,14 +111,15 @@ def _sweep_lock(base: Path) -> Iterator[None]:
 
 
 def token_digests(credential_file: Path) -> list[str]:
-    """SHA-256 digests of every token in a client credentials file (none when unreadable)."""
+    """The verifiers (SHA-256 digests) of every token in a client credentials file (none when
+    unreadable)."""
     try:
         data = load_toml(credential_file, what="credentials")
     except (OSError, ValueError, AgentcError):  # the loop already read it; the scan runs without
         return []
     entries = data.get("credentials", [])
     tokens = [e.get("token") for e in entries if isinstance(e, dict)]
-    return [hashlib.sha256(t.encode()).hexdigest() for t in tokens if isinstance(t, str) and t]
+    return [verifier(t) for t in tokens if isinstance(t, str) and t]
 
 
 def helper_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
@@ -254,15 +259,17 @@ class PushHelper:
         program: list[str] | None = None,
         ssh_key: Path | None = None,
         known_hosts: Path | None = None,
+        wip_quota: tuple[int, int] = (WIP_MAX_REFS, WIP_MAX_MIB),
     ) -> None:
         """Start ``agentc-push serve`` (``program``, default this interpreter's ``-m
         agentc.push.cli``) for the running launch, as the push account in host mode (the
-        launch's CLI waits for its socket)."""
+        launch's CLI waits for its socket); ``wip_quota`` is the launch's WIP refs and MiB."""
         argv = [*(program or [sys.executable, "-m", "agentc.push.cli"])]
         argv += ["serve", f"--socket={self.socket}"]
         argv += [f"--task={task}", f"--launch={launch}", f"--work-dir={self.work / 'repo'}"]
         argv += [f"--remote={remote}", f"--parent-pid={parent_pid}"]
         argv += [f"--known-digest={d}" for d in digests]
+        argv += [f"--wip-max-refs={wip_quota[0]}", f"--wip-max-mib={wip_quota[1]}"]
         if ssh_key is not None:
             argv.append(f"--ssh-key={ssh_key}")
             if known_hosts is not None:
