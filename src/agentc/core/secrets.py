@@ -10,19 +10,23 @@ Two kinds of finding:
 - **Tokens**: the coordinator's secrets (credentials, session proofs, browser sessions) are 64
   lowercase hex characters, and whoever scans knows them only by their SHA-256 verifiers. So a
   scan returns the verifier of every token-shaped string (64 hex digits, any case, not glued to
-  another hex digit) it sees, and of every 32 bytes a base64 run decodes to exactly (the raw
-  bytes of a token); the caller looks the verifiers up among the secrets it knows.
+  another hex digit) it sees, and of the 32 bytes (and them reversed) that standing base64 of
+  that length decodes to (alone, a path component, or with up to three characters glued on:
+  a token's raw bytes); the caller looks the verifiers up among the secrets it knows.
 
 Both are looked for in every *view* of the text: the text itself, the text reversed, and what
 its base64 runs (standard or URL-safe alphabet, wrapped lines joined, at each of the four
-alignments, so a run glued to other letters still decodes) and hex runs (contiguous, wrapped,
-or bytes separated by spaces or colons, at both alignments) decode to, recursively up to
+alignments, so a run glued to other letters still decodes; a run of hex digits alone is read
+as hex only) and hex runs (contiguous, wrapped, or bytes separated by spaces or colons, at both
+alignments) decode to, recursively up to
 :data:`MAX_DEPTH` decodings; a decoded view is reversed and decoded further only when it is
 text (no control characters), which real encodings are and decoding garbage is not. A finding
 names its encoding from the outside in: ``base64(reversed(text))`` is the base64 of the
 reversed token. The work is bounded: the views of one text may total at most
 :data:`BUDGET_FACTOR` times its size (plus :data:`BUDGET_FLOOR`); past that the scan raises
 :class:`ScanLimit`, so content cannot hide a secret by burying it deeper than the scan goes.
+A small text that cannot hold any finding (shorter than the shortest, an id or UUID, or without
+a long enough run: :func:`_worth_a_look`) is passed after a few searches.
 """
 
 from __future__ import annotations

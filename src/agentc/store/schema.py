@@ -91,6 +91,8 @@ agent_sessions = Table(
     Column("capabilities_json", Text, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("closed_at", Ms),
+    # Agent text is screened for live session proofs by verifier (service/screening.py).
+    Index("ix_agent_sessions_proof_hash", "proof_hash"),
 )
 
 projects = Table(
