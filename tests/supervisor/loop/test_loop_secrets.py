@@ -96,6 +96,45 @@ def test_a_verdict_quoting_a_secret_is_released_as_a_failed_review(
     assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
 
 
+def test_a_release_summary_quoting_a_secret_is_sent_again_without_it(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
+) -> None:
+    """A reviewer whose verdict is invalid and quotes a key (its decision): the loop's release
+    summary names the problem quoting it, the coordinator refuses that, and the review is
+    released with a note instead."""
+    loop = make_review_kit(short_tmp, server, admin, account, mode=None)
+    secret = kit.FORMATS["a Stripe live key"]()
+    program = loop.state.parent.parent / "reviewer" / "review.py"
+    program.parent.mkdir(exist_ok=True)
+    verdict: dict[str, object] = {
+        "decision": secret,
+        "summary": "s",
+        "findings": [],
+        "criteria_evidence": [],
+        "amendment_decision": None,
+    }
+    program.write_text(
+        "#!/usr/bin/python3\nimport sys\nsys.stdin.read()\n"
+        f"print({json.dumps(json.dumps(verdict))}, flush=True)\n"
+    )
+    program.chmod(0o755)
+    loop.run.update(reviewer=True, reviewer_harness=f"command:{program}")
+    loop.write_config()
+    made = submit(loop, 'echo "greeting.txt is there"\n', {"greeting.txt": "hi\n"})
+    task = made["task"]["id"]
+    result = loop.once()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    detail = admin.get(f"/api/v1/projects/{loop.project}/tasks/{task}").json()["data"]
+    [released] = [a for a in detail["attempts"] if a.get("activity_id")]
+    assert released["state"] == "released"
+    note = released["handoff"]
+    assert "the review's release summary quoted the launch's output" in note, note
+    assert "a Stripe live key (plain)" in note
+    assert secret not in json.dumps(detail)
+    assert review_activity(loop, task)["state"] == "queued"
+    assert loop.records() == [] and loop.leftovers() == []
+
+
 def test_a_cost_row_carrying_a_secret_is_quarantined_and_the_others_reported(
     server: LiveServer, admin: httpx.Client, short_tmp: Path
 ) -> None:
