@@ -212,6 +212,18 @@ def test_a_key_of_free_form_json_is_named_only_when_it_is_a_plain_name(svc: Serv
         assert token not in str(error)
 
 
+def test_an_unknown_field_named_with_a_secret_is_refused_without_it(svc: Service) -> None:
+    """Validation comes before the screen; its refusal names an odd key as ``*``."""
+    held = Attempt(svc)
+    token = _token(held.agent)
+    error = _refusal(lambda: held.checkpoint(**{token: "x"}))
+    assert error["code"] == "invalid_input"
+    assert error["message"] == "*: unknown field"
+    assert token not in str(error)
+    error = _refusal(lambda: held.checkpoint(odd_but_plain="x"))
+    assert error["message"] == "odd_but_plain: unknown field"
+
+
 def test_people_are_not_screened(svc: Service) -> None:
     """A person may quote anything (an operator pasting a key into a task is theirs to do)."""
     pid = svc.project()

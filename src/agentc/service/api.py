@@ -371,11 +371,12 @@ _LOCATIONS = ("body", *_REQUEST_LINE)
 
 def validation_error(exc: RequestValidationError) -> CoordinatorError:
     """A body field's problem is 422 `invalid_input`; a body that is not acceptable JSON or a
-    bad path or query parameter is 400 `invalid_request`. The message starts with the field."""
+    bad path or query parameter is 400 `invalid_request`. The message starts with the field
+    (a key that is not a plain name shown as ``*``: an unknown key may be a secret)."""
     problems = []
     status = 422
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ())]
+        loc = [screening.shown(str(p)) for p in err.get("loc", ())]
         if loc and loc[0] in _REQUEST_LINE:
             status = 400
         where = ".".join(loc[1:] if loc and loc[0] in _LOCATIONS else loc) or "body"

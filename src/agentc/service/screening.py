@@ -66,6 +66,12 @@ def _unscannable(where: str, problem: str) -> CoordinatorError:
     )
 
 
+def shown(name: str) -> str:
+    """A JSON key as a field path names it: itself when it is a plain name or an index, else
+    ``*`` (an arbitrary key could be anything, a secret included)."""
+    return name if _NAME.fullmatch(name) or name.isdigit() else "*"
+
+
 def texts(value: object, where: str = "") -> Iterator[tuple[str, str]]:
     """``(field, text)`` of every string in a JSON value, keys included (a key before what it
     holds), fields named as validation errors name them (``evidence.0.text``)."""
@@ -74,7 +80,7 @@ def texts(value: object, where: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             yield (f"{where} (a key)" if where else "a key"), str(key)
-            name = str(key) if _NAME.fullmatch(str(key)) else "*"
+            name = shown(str(key))
             yield from texts(item, f"{where}.{name}" if where else name)
     elif isinstance(value, list):
         for index, item in enumerate(value):
