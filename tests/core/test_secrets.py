@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from agentc.core.secrets import (
     FORMATS,
     MAX_DEPTH,
     PLAIN,
+    Known,
     ScanLimit,
     scan,
     verifier,
@@ -157,10 +159,47 @@ def test_the_work_is_bounded() -> None:
 
 
 def test_a_large_blob_is_scanned_in_bounded_time_and_memory() -> None:
-    """8 MiB of base64 (the push helper's window) with a token at the end."""
+    """8 MiB of base64 (the push helper's window) with a token at the end (on a line of its
+    own, so its decoding does not glue it to the random bytes before it)."""
     token = kit.token()
-    blob = base64.b64encode(os.urandom(6 << 20)) + b"\n" + base64.b64encode(token.encode())
+    encoded = base64.b64encode(f"token: {token}".encode())
+    blob = base64.b64encode(os.urandom(6 << 20)) + b"\n" + encoded
     assert scan(blob).tokens.get(verifier(token)) == "base64(text)"
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("0{}", "plain"),
+        ("{}deadbeef", "plain"),
+        ("beef{}", "reversed(text)"),  # reversed below
+        ("base64:{b64}", "base64(text)"),
+        ("QUJDRA{raw}", "base64(raw bytes)"),
+    ],
+)
+def test_a_known_secret_is_found_glued_to_anything(text: str, label: str) -> None:
+    """What the caller holds as text (the request's own credential) is found as it is, where
+    a verifier needs the token to stand alone."""
+    token = kit.token()
+    glued = "ab" + token + "cd"
+    b64 = base64.b64encode(glued.encode()).decode()
+    raw = base64.b64encode(bytes.fromhex(token)).decode().rstrip("=")
+    filled = text.format(token, b64=b64, raw=raw)
+    if label.startswith("reversed"):
+        filled = filled[::-1]
+    found = scan(filled, known=Known([token]))
+    assert found.known == {token: label}
+    assert verifier(token) not in scan(f"0{token}0").tokens  # by verifier alone: another string
+
+
+def test_a_known_secret_of_any_shape_is_found() -> None:
+    """A session proof a client made is any 32 to 512 visible characters."""
+    proof = "p!" + secrets.token_urlsafe(40) + "~"
+    known = Known([proof])
+    assert scan(f"see {proof}.", known=known).known == {proof: "plain"}
+    encoded = base64.b64encode(proof.encode()).decode()
+    assert scan(encoded, known=known).known == {proof: "base64(text)"}
+    assert scan("nothing here", known=known).known == {}
 
 
 def test_a_finding_names_the_kind_never_the_secret() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import secrets
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,31 @@ def test_each_live_secret_is_refused_by_kind(svc: Service) -> None:
     ):
         error = _refusal(functools.partial(held.checkpoint, summary=f"found {secret}"))
         assert (error["details"]["field"], error["details"]["kind"]) == ("summary", kind)
+
+
+def test_the_requests_own_secrets_are_found_glued_and_in_any_shape(svc: Service) -> None:
+    """Its own token glued to hex digits (no longer token-shaped, so no verifier finds it),
+    and a session proof the client made in another shape than hex, encoded."""
+    held = Attempt(svc)
+    token = _token(held.agent)
+    error = _refusal(lambda: held.checkpoint(handoff=f"0{token}f"))
+    assert error["details"] == {"field": "handoff", "kind": CREDENTIAL, "encoding": "plain"}
+    agent = svc.agent(held.pid, session=False)
+    proof = "Proof~" + secrets.token_urlsafe(40)
+    opened = agent.raw(
+        "POST",
+        "/api/v1/sessions",
+        {"harness": "test"},
+        headers={"X-Coordinator-Session-Proof": proof},
+    )
+    assert opened.status_code == 201, opened.text
+    agent.headers["X-Coordinator-Session"] = opened.json()["data"]["session_id"]
+    agent.headers["X-Coordinator-Session-Proof"] = proof
+    encoded = base64.b64encode(f"proof: {proof}".encode()).decode()
+    body = {"title": "t", "description": encoded, "acceptance_criteria": ["x"]}
+    error = _refusal(lambda: agent.post(f"/api/v1/projects/{held.pid}/tasks", body))
+    assert error["details"] == {"field": "description", "kind": PROOF, "encoding": "base64(text)"}
+    assert proof not in _everything(svc) and encoded not in _everything(svc)
 
 
 def test_dead_secrets_and_other_hex_strings_pass(svc: Service) -> None:

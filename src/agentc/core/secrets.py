@@ -34,7 +34,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 TOKEN_HEX = 64
@@ -79,18 +79,19 @@ FORMATS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
     ("a Google API key", (rb"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",)),
     ("a Stripe live key", (rb"sk_live_[0-9A-Za-z]{20,}", rb"rk_live_[0-9A-Za-z]{20,}")),
 )
-# Each pattern with its literal start, looked for first (``in`` is far cheaper than a
-# regular expression's search on the many small views of a short text).
+_SYNTAX = re.compile(rb"[^A-Za-z0-9_ -]")
+# Each pattern with its literal start (up to its first piece of syntax), looked for first:
+# ``in`` is far cheaper than a regular expression's search on the many small views of a text.
 _FORMATS = [
-    (kind, re.match(rb"[A-Za-z0-9_ -]*", p).group(), re.compile(p))  # type: ignore[union-attr]
+    (kind, _SYNTAX.split(p, maxsplit=1)[0], re.compile(p))
     for kind, patterns in FORMATS
     for p in patterns
 ]
 _PRIVATE_KEY = FORMATS[0][0]
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-# Documentation's placeholders: AWS's published example keys end in EXAMPLE, and a run of one
+# Documentation's placeholders: AWS's published example keys end in EXAMPLE, and a body of one
 # repeated character (ghp_xxxx...) is no key; a real key's random part has many characters.
-_MIN_DISTINCT = 10
+_MIN_DISTINCT = 6
 _EXAMPLE = b"EXAMPLE"
 
 
@@ -115,6 +116,7 @@ _HEX_RUN = (b"h" * 32, re.compile(rb"[hn]*"))  # hex digits, wrapped lines joine
 _HEX_BYTES_RUN = (b"hhs" * 8, re.compile(rb"[hs]*"))  # bytes apart: "de ad be ef", "de:ad"
 _B64_RUN = (b"b" * MIN_BASE64, re.compile(rb"[b=n]*"))  # base64, wrapped lines joined
 _UPPER_HEX = re.compile(rb"[A-F]")
+_TOKEN_TEXT = re.compile(r"[0-9a-f]{64}")
 _NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _URL_SAFE = bytes.maketrans(b"-_", b"+/")
 _SEPARATORS = re.compile(rb"[\r\n :]")
@@ -155,7 +157,8 @@ def _spans(mask: bytes, run: tuple[bytes, re.Pattern[bytes]]) -> Iterator[tuple[
     needle, rest = run
     pos = 0
     while (start := mask.find(needle, pos)) >= 0:
-        pos = rest.match(mask, start + len(needle)).end()  # type: ignore[union-attr]
+        more = rest.match(mask, start + len(needle))  # a repetition: it always matches
+        pos = more.end() if more is not None else start + len(needle)
         yield start, pos
 
 
@@ -173,11 +176,13 @@ class Finding:
 
 @dataclass
 class Found:
-    """What one scan found: the first format finding, and the verifier of every token-shaped
-    string with the encoding it was first seen in."""
+    """What one scan found: the first format finding, the verifier of every token-shaped
+    string with the encoding it was first seen in, and each known secret found (see
+    :func:`scan`) with its encoding."""
 
     format: Finding | None = None
     tokens: dict[str, str] = field(default_factory=dict)
+    known: dict[str, str] = field(default_factory=dict)
 
 
 def verifier(token: str) -> str:
@@ -201,10 +206,43 @@ def _label(steps: tuple[str, ...], inner: str) -> str:
     return inner
 
 
+class Known:
+    """Secrets the caller holds as text, to find as they are (see :func:`scan`). Its needles
+    are ``(bytes, the secret, how they encode it)``: each secret's text and upper case, and
+    for a token its raw bytes and them reversed (found in decoded views). Built once, used for
+    every text of a request."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.needles: list[tuple[bytes, str, str]] = []
+        odd: list[bytes] = []
+        for secret in secrets:
+            text = secret.encode()
+            self.needles.append((text, secret, "text"))
+            if secret.upper() != secret:
+                self.needles.append((secret.upper().encode(), secret, "upper(text)"))
+            if _TOKEN_TEXT.fullmatch(secret):
+                raw = bytes.fromhex(secret)
+                self.needles.append((raw, secret, "raw bytes"))
+                self.needles.append((raw[::-1], secret, "reversed(raw bytes)"))
+            elif not _worth_a_look(text):
+                # A text holding a token (or any long base64-alphabet run) as it is passes
+                # the quick check anyway; only other secrets are looked for before it.
+                odd += [text, text[::-1]]
+        self.odd = tuple(odd)
+
+    def in_plain(self, raw: bytes) -> bool:
+        """Whether ``raw`` holds, as it is or reversed, a secret the quick check would miss."""
+        return any(variant in raw for variant in self.odd)
+
+
+NONE_KNOWN = Known()
+
+
 class _Scan:
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, known: Known) -> None:
         self.found = Found()
         self.budget = budget
+        self.needles = known.needles
 
     def view(self, data: bytes, steps: tuple[str, ...], depth: int, text: bool) -> bool:
         """Scan one view ``depth`` decodings deep (and, when it is text, its reverse and its
@@ -212,6 +250,9 @@ class _Scan:
         self.budget -= len(data)
         if self.budget < 0:
             raise ScanLimit("its nested encodings decode to more than the scan reads")
+        for needle, secret, inner in self.needles:
+            if secret not in self.found.known and needle in data:
+                self.found.known[secret] = _label(steps, inner)
         if self._formats(data, steps):
             return True
         hex_mask = data.translate(_HEX_MASK)
@@ -229,10 +270,10 @@ class _Scan:
             if start not in data:
                 continue
             for match in pattern.finditer(data):
-                start, value = match.start(), match.group()
+                at, value = match.start(), match.group()
                 if kind != _PRIVATE_KEY and (
-                    (start > 0 and data[start - 1] in _WORD)
-                    or len(set(value)) < _MIN_DISTINCT
+                    (at > 0 and data[at - 1] in _WORD)
+                    or len(set(value[len(start) :])) < _MIN_DISTINCT
                     or value.endswith(_EXAMPLE)
                 ):
                     continue
@@ -315,15 +356,19 @@ def _hex_views(digits: bytes) -> Iterator[bytes]:
         yield binascii.unhexlify(piece[: len(piece) // 2 * 2])
 
 
-def scan(data: bytes | str, *, limit: int | None = None) -> Found:
-    """Every finding in ``data`` (see the module's docstring). ``limit``: the most bytes its
-    views may total (default :data:`BUDGET_FACTOR` times its size plus :data:`BUDGET_FLOOR`);
-    past it, :class:`ScanLimit`."""
+def scan(data: bytes | str, *, limit: int | None = None, known: Known = NONE_KNOWN) -> Found:
+    """Every finding in ``data`` (see the module's docstring). ``known``: secrets the caller
+    holds as text (the service: the credential and proof of the request being screened),
+    found in every view as they are, glued to anything or not. ``limit``: the most bytes the
+    views may total (default :data:`BUDGET_FACTOR` times its size plus
+    :data:`BUDGET_FLOOR`); past it, :class:`ScanLimit`."""
     raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
     if len(raw) < _SHORTEST or (
-        len(raw) <= SMALL and (_ID.fullmatch(raw) or not _worth_a_look(raw))
+        len(raw) <= SMALL
+        and not known.in_plain(raw)
+        and (_ID.fullmatch(raw) or not _worth_a_look(raw))
     ):
         return Found()
-    state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit)
+    state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit, known)
     state.view(raw, (), 0, True)
     return state.found

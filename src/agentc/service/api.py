@@ -185,7 +185,8 @@ def mutation(
     what a non-human caller sends carrying a secret (scanned here, looked up in the
     transaction), run the operation, store its receipt. Returns (status, body, replayed)."""
     payload = body.model_dump(mode="json") if body is not None else None
-    screened = screening.screen(payload, key)
+    own = screening.presented_secrets(creds.bearer, creds.proof)
+    screened = screening.screen(payload, key, own)
     fp = fingerprint(operation, payload, creds.session_id, creds.proof)
     request_id = new_id()
     origin = rt.settings.public_origin

@@ -4,9 +4,11 @@ docs/security.md "Secret scanning").
 Every mutation goes through `agentc.service.api.mutation`, which calls :func:`screen` on the
 parsed body and the Idempotency-Key before its transaction (the pure scan,
 :mod:`agentc.core.secrets`) and :func:`enforce` inside it, after authentication, when the
-caller is not a person: a format found is refused at once; the verifiers of the token-shaped
-strings found are looked up in one query among the coordinator's live secrets (agent
-credentials, open agent sessions' proofs, live browser sessions). A refusal names the field,
+caller is not a person: a format found is refused at once, and so is the request's own bearer
+token or session proof, looked for as it is in every view (glued to anything or not, in any
+shape); the verifiers of the token-shaped strings found are looked up in one query among the
+coordinator's live secrets (agent credentials, open agent sessions' proofs, live browser
+sessions). A refusal names the field,
 the kind and the encoding, never the secret; it is raised inside the transaction, so nothing of
 the request is stored (no receipt, no audit event), and the service logs nothing of it.
 """
@@ -21,10 +23,11 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.secrets import REFUSED, ScanLimit, described, scan
+from agentc.core.secrets import REFUSED, Known, ScanLimit, described, scan
 from agentc.store.accounts import live_secret
 
 MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
+_SECRET_MIN = 32  # the shortest secret the service accepts (agentc.core.browser.SECRET)
 KINDS = {
     "credential": "an agent credential of this coordinator",
     "agent_session": "an agent session proof of this coordinator",
@@ -87,14 +90,20 @@ def texts(value: object, where: str = "") -> Iterator[tuple[str, str]]:
             yield from texts(item, f"{where}.{index}" if where else str(index))
 
 
-def screen(payload: object, key: str) -> Screened:
-    """Scan a mutation's body and Idempotency-Key (pure: before the transaction)."""
+def screen(payload: object, key: str, own: Mapping[str, str] | None = None) -> Screened:
+    """Scan a mutation's body and Idempotency-Key (pure: before the transaction). ``own``: the
+    secrets the request itself presents (its bearer token and session proof) by kind, found
+    as they are in every view, glued to anything or not."""
     found: dict[str, tuple[str, str]] = {}
+    own = own or {}
+    known = Known(own)
     for where, text in itertools.chain([("Idempotency-Key", key)], texts(payload)):
         try:
-            result = scan(text)
+            result = scan(text, known=known)
         except ScanLimit as exc:
             return Screened(_unscannable(where, str(exc)))
+        for secret, encoding in result.known.items():
+            return Screened(refused(where, own[secret], encoding))
         if result.format is not None:
             return Screened(refused(where, result.format.kind, result.format.encoding))
         for verifier, encoding in result.tokens.items():
@@ -108,6 +117,13 @@ def screen(payload: object, key: str) -> Screened:
                 )
             )
     return Screened(None, found) if found else CLEAN
+
+
+def presented_secrets(bearer: str | None, proof: str | None) -> dict[str, str]:
+    """The secrets a request presents, by the kind a refusal names (too short for a secret:
+    left out; a malformed one fails authentication anyway)."""
+    own = {bearer: KINDS["credential"], proof: KINDS["agent_session"]}
+    return {secret: kind for secret, kind in own.items() if secret and len(secret) >= _SECRET_MIN}
 
 
 def enforce(conn: Connection, screened: Screened, now: int) -> None:
