@@ -69,7 +69,8 @@ class Attempt:
 
 @pytest.mark.parametrize("name", sorted(kit.ENCODINGS))
 def test_an_agents_own_token_is_refused_in_each_encoding(svc: Service, name: str) -> None:
-    """Through the lease lane (a checkpoint); the same key then carries the clean request."""
+    """Through the lease lane (a checkpoint); the same key then carries the clean request. The
+    request's own token is found as it is; another agent's by its verifier."""
     held = Attempt(svc)
     encode, label = kit.ENCODINGS[name]
     token = _token(held.agent)
@@ -85,6 +86,10 @@ def test_an_agents_own_token_is_refused_in_each_encoding(svc: Service, name: str
     assert token not in after and sent not in after
     # Refusals store no receipt: the same key may carry the fixed request.
     assert held.checkpoint(key="k-1", handoff="resume from the last commit")["attempt"]
+    # Another agent's live credential is found by its verifier, in the same encodings.
+    other = _token(svc.agent(held.pid))
+    error = _refusal(lambda: held.checkpoint(handoff=f"resume with {encode(other)}"))
+    assert error["details"] == {"field": "handoff", "kind": CREDENTIAL, "encoding": label}
 
 
 def test_each_live_secret_is_refused_by_kind(svc: Service) -> None:
