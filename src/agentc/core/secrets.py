@@ -32,6 +32,7 @@ a long enough run: :func:`_worth_a_look`) is passed after a few searches.
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
@@ -207,28 +208,34 @@ def _label(steps: tuple[str, ...], inner: str) -> str:
 
 
 class Known:
-    """Secrets the caller holds as text, to find as they are (see :func:`scan`). Its needles
-    are ``(bytes, the secret, how they encode it)``: each secret's text and upper case, and
-    for a token its raw bytes and them reversed (found in decoded views). Built once, used for
-    every text of a request."""
+    """Secrets the caller holds as text, to find as they are (see :func:`scan`). Built once
+    for every text of a request; what to look for is worked out only when a text needs it."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.needles: list[tuple[bytes, str, str]] = []
-        odd: list[bytes] = []
-        for secret in secrets:
-            text = secret.encode()
-            self.needles.append((text, secret, "text"))
+        self.secrets = tuple(secrets)
+        # A text holding a token (or any long base64-alphabet run) as it is passes the quick
+        # check anyway; only other secrets are looked for before it.
+        self.odd = tuple(
+            variant
+            for secret in self.secrets
+            if not _TOKEN_TEXT.fullmatch(secret) and not _worth_a_look(secret.encode())
+            for variant in (secret.encode(), secret.encode()[::-1])
+        )
+
+    @functools.cached_property
+    def needles(self) -> list[tuple[bytes, str, str]]:
+        """``(bytes, the secret, how they encode it)``: each secret's text and upper case, and
+        for a token its raw bytes and them reversed (found in decoded views)."""
+        needles = []
+        for secret in self.secrets:
+            needles.append((secret.encode(), secret, "text"))
             if secret.upper() != secret:
-                self.needles.append((secret.upper().encode(), secret, "upper(text)"))
+                needles.append((secret.upper().encode(), secret, "upper(text)"))
             if _TOKEN_TEXT.fullmatch(secret):
                 raw = bytes.fromhex(secret)
-                self.needles.append((raw, secret, "raw bytes"))
-                self.needles.append((raw[::-1], secret, "reversed(raw bytes)"))
-            elif not _worth_a_look(text):
-                # A text holding a token (or any long base64-alphabet run) as it is passes
-                # the quick check anyway; only other secrets are looked for before it.
-                odd += [text, text[::-1]]
-        self.odd = tuple(odd)
+                needles.append((raw, secret, "raw bytes"))
+                needles.append((raw[::-1], secret, "reversed(raw bytes)"))
+        return needles
 
     def in_plain(self, raw: bytes) -> bool:
         """Whether ``raw`` holds, as it is or reversed, a secret the quick check would miss."""
