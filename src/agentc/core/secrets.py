@@ -122,10 +122,11 @@ _NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _URL_SAFE = bytes.maketrans(b"-_", b"+/")
 _SEPARATORS = re.compile(rb"[\r\n :]")
 SMALL = 1 << 16
-_SHORTEST = 20  # the shortest finding: an AWS access key id
-# Ids, UUIDs and short hashes (hex digits and dashes, too short for a hex decoding) hold none:
-# no format is written in hex digits alone, and a real key's base64 is not either.
-_ID = re.compile(rb"[0-9A-Fa-f-]{0,%d}" % (MIN_HEX - 1))
+SHORTEST = 20  # the shortest finding, in characters: an AWS access key id
+# Ids, UUIDs and short hashes (hex digits and dashes) hold none, nor do names in lower case (a
+# field's, a key's), when too short to be a token or a hex decoding: no format and no real
+# key's base64 is written in hex digits alone or in lower-case letters alone.
+_ID = re.compile(rb"[0-9A-Fa-f-]{0,%d}|[a-z_]{0,%d}" % (MIN_HEX - 1, MIN_HEX - 1))
 # The formats shorter than a base64 run worth decoding start with one of these (or, reversed,
 # end with one of their reverses).
 _SHORT_STARTS = tuple(
@@ -145,7 +146,7 @@ def _worth_a_look(raw: bytes) -> bool:
     runs = raw.translate(_B64_MASK)
     if _B64_RUN[0] in runs:
         return True
-    if b"b" * _SHORTEST in runs and any(start in raw for start in _SHORT_STARTS):
+    if b"b" * SHORTEST in runs and any(start in raw for start in _SHORT_STARTS):
         return True
     return any(armour in raw for armour in _ARMOUR) or (
         _HEX_BYTES_RUN[0] in raw.translate(_HEX_MASK)
@@ -370,10 +371,10 @@ def scan(data: bytes | str, *, limit: int | None = None, known: Known = NONE_KNO
     views may total (default :data:`BUDGET_FACTOR` times its size plus
     :data:`BUDGET_FLOOR`); past it, :class:`ScanLimit`."""
     raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
-    if len(raw) < _SHORTEST or (
+    if len(raw) < SHORTEST or (
         len(raw) <= SMALL
-        and not known.in_plain(raw)
         and (_ID.fullmatch(raw) or not _worth_a_look(raw))
+        and not known.in_plain(raw)
     ):
         return Found()
     state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit, known)

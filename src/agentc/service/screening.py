@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.secrets import REFUSED, Known, ScanLimit, described, scan
+from agentc.core.secrets import REFUSED, SHORTEST, Known, ScanLimit, described, scan
 from agentc.store.accounts import live_secret
 
 MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
@@ -96,8 +96,11 @@ def screen(payload: object, key: str, own: Mapping[str, str] | None = None) -> S
     as they are in every view, glued to anything or not."""
     found: dict[str, tuple[str, str]] = {}
     own = own or {}
-    known = Known(own)
+    known: Known | None = None
     for where, text in itertools.chain([("Idempotency-Key", key)], texts(payload)):
+        if len(text) < SHORTEST:
+            continue  # most strings of a request: nothing fits in them
+        known = known or Known(own)
         try:
             result = scan(text, known=known)
         except ScanLimit as exc:
