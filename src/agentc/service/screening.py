@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.secrets import REFUSED, SHORTEST, Known, ScanLimit, described, scan
+from agentc.service.work.refusals import invalid
 from agentc.store.accounts import live_secret
 
 MAX_VERIFIERS = 512  # token-shaped strings (and their reversals) checked per request
@@ -61,12 +62,7 @@ def refused(where: str, kind: str, encoding: str) -> CoordinatorError:
 
 
 def _unscannable(where: str, problem: str) -> CoordinatorError:
-    return CoordinatorError(
-        "invalid_input",
-        f"{where}: cannot be scanned for secrets: {problem}",
-        status=422,
-        details={"field": where},
-    )
+    return invalid(where, f"cannot be scanned for secrets: {problem}")
 
 
 def shown(name: str) -> str:
