@@ -29,6 +29,7 @@ from agentc.core.model import (
     PrincipalRole,
     ProjectRole,
 )
+from agentc.core.secrets import verifier as verifier  # re-exported: the one home is core
 from agentc.service.attempt_scope import AttemptScope
 from agentc.service.work.refusals import project_not_found
 from agentc.store import grants, throttle
@@ -47,10 +48,6 @@ _password_slots = threading.BoundedSemaphore(2)
 
 def new_secret() -> str:
     return secrets.token_hex(32)
-
-
-def verifier(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def csrf_token(cookie: str) -> str:

@@ -9,13 +9,13 @@ attempt with a handoff naming why, unless the agent already submitted it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentc.core import secrets
 from agentc.core.errors import AgentcError
 from agentc.supervisor import launch_root, rundir
 from agentc.supervisor.contracts import implementer_prompt
@@ -140,7 +140,7 @@ class ImplementerLaunch(LeasedLaunch):
         token = coordinator.mint_launch_credential(
             client, str(attempt["id"]), int(attempt["generation"])
         )
-        self.token_digest = hashlib.sha256(token.encode()).hexdigest()
+        self.token_digest = secrets.verifier(token)
         coordinator.hand_over(
             client, self.binding, layout.run / "state/coordinator", self.launch_id, token
         )
