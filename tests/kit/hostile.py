@@ -65,6 +65,7 @@ def check_refused(tries: dict[str, dict[str, Any]], probes: list[str]) -> None:
             tries[name],
         )
     assert tries["push plain token"]["status"] == "refused", tries
+    assert tries["push base64 token"]["status"] == "refused", tries
 
 
 def check_dead(url: str, project: str, token: dict[str, Any]) -> None:

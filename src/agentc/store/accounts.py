@@ -386,13 +386,13 @@ class LiveSecret(NamedTuple):
 
 def live_secret(conn: Connection, verifiers: list[str], now: int) -> LiveSecret | None:
     """The first of ``verifiers`` (SHA-256 digests of token-shaped strings an agent sent) that
-    is a live secret of the coordinator: an agent credential not revoked, an open agent
-    session's proof, a browser session neither ended nor expired. One query, whatever the
+    is a secret of the coordinator: an agent credential (revoked ones too: a launch's credential
+    is revoked the moment the launch ends, before the loop sends on what the launch printed), an
+    open agent session's proof, a browser session neither ended nor expired. One query, whatever the
     number of verifiers (the caller bounds it)."""
     names, params = placeholders("v", verifiers)
     sql = (
         f"SELECT token_hash, 'credential' FROM credentials WHERE token_hash IN ({names}) "
-        "AND revoked_at IS NULL "
         f"UNION ALL SELECT proof_hash, 'agent_session' FROM agent_sessions "
         f"WHERE proof_hash IN ({names}) AND closed_at IS NULL "
         f"UNION ALL SELECT token_hash, 'browser_session' FROM browser_sessions "

@@ -53,14 +53,12 @@ def test_a_handoff_quoting_the_launchs_token_is_sent_again_without_it(
     assert final["outcome"] == "released", final
     kept = loop.state / "loop/unsubmitted" / final["launch_id"] / "setup.log"
     leaked = kept.read_text().split()[0]  # the setup did print the credential, encoded
-    credential = (loop.state / "impl/coordinator/credentials.toml").read_text()
-    token = credential.split('token = "')[1].split('"')[0]
-    assert (
-        token
-        in subprocess.run(
-            ["base64", "-d"], input=leaked, capture_output=True, text=True, check=True
-        ).stdout
-    )
+    decoded = subprocess.run(
+        ["base64", "-d"], input=leaked, capture_output=True, text=True, check=True
+    ).stdout
+    token = decoded.split('token = "')[1].split('"')[0]  # the launch's attempt credential
+    role = (loop.state / "impl/coordinator/credentials.toml").read_text()
+    assert len(token) == 64 and token not in role  # (the role's never enters a launch)
     handoff = loop.attempt(final["attempt"])["attempt"]["handoff"]
     assert "the handoff quoted the launch's output, and the coordinator refused it" in handoff
     assert "an agent credential of this coordinator (base64(text))" in handoff, handoff
