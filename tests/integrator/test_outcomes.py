@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 
 from tests.client.kit import git
+from tests.core.kit import FORMATS
 from tests.integrator.kit import PASS, Setup, make_setup
 from tests.kit.live import LiveServer
 
@@ -136,3 +137,24 @@ def test_fast_forward_policy_sends_a_diverged_candidate_back(
         "the target moved since the candidate's base; fast-forward lands only changes built on "
         "the current target"
     )
+
+
+def test_a_check_log_quoting_a_secret_is_sent_back_with_a_note_instead(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    """The candidate's check prints a secret (a GitHub token, as the candidate's code could):
+    the coordinator refuses the send-back quoting the log's tail, and the integrator sends it
+    back once more with a note in the tail's place, so the candidate is not stuck."""
+    s = make_setup(tmp_path, server.url, admin)
+    secret = FORMATS["a GitHub token"]()
+    check = f"test ! -e c.txt || {{ echo using {secret}; exit 4; }}"
+    s.write_config({"unit": ["/bin/sh", "-c", check]})
+    bad = s.approved({"c.txt": "c\n"})
+    _run(s)
+    assert s.task(bad["task"]["id"])["work_status"] == "ready"
+    back = s.landing(bad["task"]["id"])["sent_back"]
+    assert back["reason"] == "check unit failed (exit 4)"
+    assert "refused it" in back["log_tail"] and "a GitHub token" in back["log_tail"]
+    assert secret not in str(back)
+    [sent] = s.reports()
+    assert sent["event"] == "sent_back"

@@ -35,7 +35,7 @@ import binascii
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 TOKEN_HEX = 64
@@ -380,3 +380,14 @@ def scan(data: bytes | str, *, limit: int | None = None, known: Known = NONE_KNO
     state = _Scan(BUDGET_FACTOR * len(raw) + BUDGET_FLOOR if limit is None else limit, known)
     state.view(raw, (), 0, True)
     return state.found
+
+
+def left_out(details: Mapping[str, object], what: str, quoted: str, kept: str) -> str:
+    """The note that replaces ``what`` (a text quoting ``quoted``) when the coordinator refused
+    it for a secret (``details`` of the refusal): which field, what kind of secret and how it was
+    encoded, never the secret (the refusal names none); ``kept`` says where the text stays."""
+    found = f"{details.get('kind', 'a secret')} ({details.get('encoding', 'unknown encoding')})"
+    return (
+        f"the {what} quoted {quoted}, and the coordinator refused it: its "
+        f"{details.get('field', 'text')} carried {found}. That text is left out here; {kept}."
+    )

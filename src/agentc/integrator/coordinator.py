@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from agentc.client.transport import Transport
+from agentc.core import secrets
 from agentc.core.errors import ConfigError, CoordinatorError
 from agentc.files import UnsafeFile, read_private
 from agentc.integrator.journal import Entry
@@ -140,13 +141,24 @@ class Coordinator:
             "target_revision": entry.target_before,
             "checks": [check_body(c) for c in entry.checks],
         }
-        self._record_once(
-            entry,
-            "send-back",
-            body,
-            f"send-back:{entry.activity_id}:{entry.submission_id}",
-            lambda act: bool(act.get("sent_back")),
-        )
+        key = f"send-back:{entry.activity_id}:{entry.submission_id}"
+        try:
+            self._record_once(entry, "send-back", body, key, lambda act: bool(act.get("sent_back")))
+        except CoordinatorError as exc:
+            if exc.code != secrets.REFUSED:
+                raise
+            # A check's output (the candidate's code) quoted a secret: the reason stays the
+            # integrator's own words, the log's tail is replaced by a note (it stays in the logs).
+            kept = "it stays in the check's log on the integrator's host"
+            note = "agentc-integrator: " + secrets.left_out(
+                exc.details, "send-back", "a check's output", kept
+            )
+            retry = {**body, "log_tail": note}
+            if exc.details.get("field") == "reason":
+                retry["reason"] = f"{code}: the reason quoted a secret and is left out"
+            self._record_once(
+                entry, "send-back", retry, key + ":note", lambda act: bool(act.get("sent_back"))
+            )
 
     def _record_once(
         self,

@@ -160,13 +160,8 @@ def secret_left_out(exc: CoordinatorError, what: str) -> str:
     """The note that replaces ``what`` (a text quoting agent output) when the coordinator
     refused it for a secret: which field, what kind of secret and how it was encoded, never
     the secret (the refusal names none)."""
-    details = exc.details
-    found = f"{details.get('kind', 'a secret')} ({details.get('encoding', 'unknown encoding')})"
-    return (
-        f"agentc-supervisor: the {what} quoted the launch's output, and the coordinator refused "
-        f"it: its {details.get('field', 'text')} carried {found}. That output is left out here; "
-        "it stays in the launch's logs on the supervisor's host."
-    )
+    kept = "it stays in the launch's logs on the supervisor's host"
+    return "agentc-supervisor: " + secrets.left_out(exc.details, what, "the launch's output", kept)
 
 
 def without_secrets(send: Callable[[str], object], text: str, what: str) -> None:
