@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from agentc.core.errors import ConfigError
 from agentc.store.engine import Database, head_revision, is_migrated, migrate, open_engine
@@ -155,5 +157,80 @@ def test_0007_existing_projects_hold_agent_tasks_and_tasks_start_with_no_try(
             task = conn.execute(text("SELECT proposed_at, tries FROM tasks")).one()
         assert (bool(project[0]), project[1]) == (False, 3)
         assert tuple(task) == (None, 0)
+    finally:
+        engine.dispose()
+
+
+def test_0009_renames_names_that_differ_only_in_case(database: str) -> None:
+    """Names become unique without regard to case: of each such group the principal made first
+    keeps its name, the others get the first free `<name>-N`, each renaming is an event, and
+    nothing else about them changes."""
+    from alembic import command
+
+    from agentc.store.engine import _alembic_config
+
+    engine = open_engine(Database.parse(database))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(_alembic_config(conn), "0008")
+        made = [  # id, name, kind, role, created_at
+            ("a", "admin2", "human", "operator", 1),
+            ("b", "ADMIN2", "human", "admin", 2),
+            ("c", "Admin2", "agent", "agent", 2),
+            ("d", "admin2-2", "human", "operator", 3),  # the first free name skips this one
+            ("e", "Bot", "agent", "agent", 5),
+            ("f", "bot", "agent", "agent", 4),  # made earlier: it keeps its name
+            ("g", "solo", "human", "operator", 6),
+        ]
+        with engine.begin() as conn:
+            for pid, name, kind, role, created in made:
+                conn.execute(
+                    text(
+                        "INSERT INTO principals (id, name, kind, role, created_at, disabled_at) "
+                        "VALUES (:id, :name, :kind, :role, :created, :disabled)"
+                    ),
+                    {"id": pid, "name": name, "kind": kind, "role": role, "created": created,
+                     "disabled": 9 if pid == "b" else None},
+                )  # fmt: skip
+            conn.execute(
+                text(
+                    "INSERT INTO browser_sessions (id, principal_id, token_hash, created_at, "
+                    "expires_at) VALUES ('s1', 'a', 'h', 0, 99999999999999)"
+                )
+            )
+        assert migrate(engine) == head_revision()
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT id, name, name_key, role, disabled_at FROM principals ORDER BY id")
+            ).all()
+            events = conn.execute(
+                text(
+                    "SELECT record_id, data_json FROM events WHERE kind = 'principal_renamed' "
+                    "ORDER BY record_id"
+                )
+            ).all()
+            origin = conn.execute(text("SELECT origin FROM browser_sessions")).scalar_one()
+        assert [tuple(r) for r in rows] == [
+            ("a", "admin2", "admin2", "operator", None),
+            ("b", "ADMIN2-3", "admin2-3", "admin", 9),
+            ("c", "Admin2-4", "admin2-4", "agent", None),
+            ("d", "admin2-2", "admin2-2", "operator", None),
+            ("e", "Bot-2", "bot-2", "agent", None),
+            ("f", "bot", "bot", "agent", None),
+            ("g", "solo", "solo", "operator", None),
+        ]
+        assert [(r[0], json.loads(r[1])["to"]) for r in events] == [
+            ("b", "ADMIN2-3"),
+            ("c", "Admin2-4"),
+            ("e", "Bot-2"),
+        ]
+        assert origin is None  # an older session is good nowhere: its person signs in again
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO principals (id, name, kind, role, created_at, name_key) "
+                    "VALUES ('x', 'SOLO', 'human', 'operator', 7, 'solo')"
+                )
+            )
     finally:
         engine.dispose()

@@ -17,7 +17,7 @@ def test_rows_round_trip_and_a_duplicate_key_is_an_integrity_error(database: str
     migrate(engine)
     executor = Executor(engine)
     try:
-        admin = Principal("p1", "admin", "human", "admin", None, None, 1)
+        admin = Principal("p1", "admin", "human", "admin", None, None, 1, "admin")
         executor.write(lambda tx: insert(tx.conn, admin))
         assert executor.read(lambda tx: fetch_row(tx.conn, Principal, "p1")) == admin
         assert executor.read(lambda tx: fetch_row(tx.conn, Principal, "p2")) is None
@@ -36,14 +36,14 @@ def test_deferred_writes_are_seen_later_committed_with_the_transaction_or_not_at
     engine = open_engine(Database.parse(database))
     migrate(engine)
     executor = Executor(engine)
-    admin = Principal("p1", "admin", "human", "admin", None, None, 1)
+    admin = Principal("p1", "admin", "human", "admin", None, None, 1, "admin")
 
     def insert_then_read(tx: Tx, row: Principal) -> Principal | None:
         insert(tx.conn, row, deferred=True)
         return fetch_row(tx.conn, Principal, "p1")
 
     def refused(tx: Tx) -> None:
-        insert(tx.conn, admin._replace(id="p9", name="nine"), deferred=True)
+        insert(tx.conn, admin._replace(id="p9", name="nine", name_key="nine"), deferred=True)
         raise CoordinatorError("invalid_input", "no", status=422)
 
     try:
@@ -59,7 +59,9 @@ def test_deferred_writes_are_seen_later_committed_with_the_transaction_or_not_at
         assert executor.read(lambda tx: fetch_row(tx.conn, Principal, "p9")) is None
         assert executor.read(lambda tx: fetch_row(tx.conn, Principal, "p1")) == admin
         # The connections went back to the pool in the driver's own transaction mode.
-        executor.write(lambda tx: insert(tx.conn, admin._replace(id="p2", name="two")))
+        executor.write(
+            lambda tx: insert(tx.conn, admin._replace(id="p2", name="two", name_key="two"))
+        )
         assert executor.read(lambda tx: fetch_row(tx.conn, Principal, "p2")) is not None
     finally:
         executor.close()

@@ -16,7 +16,7 @@ from agentc.store.tx import Executor, Tx
 
 
 def _principal(n: int) -> Principal:
-    return Principal(f"p{n}", f"name{n}", "human", "operator", None, None, 1)
+    return Principal(f"p{n}", f"name{n}", "human", "operator", None, None, 1, f"name{n}")
 
 
 def _executor(database: str):

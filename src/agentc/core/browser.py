@@ -11,6 +11,8 @@ import re
 
 HOST_COOKIE = "__Host-coordinator"
 LOCAL_COOKIE = "coordinator_local"
+HOST_DEVICE_COOKIE = "__Host-coordinator-device"
+LOCAL_DEVICE_COOKIE = "coordinator_device"
 # A session secret (the cookie's value, a CSRF token): printable ASCII without spaces.
 SECRET = re.compile(r"^[\x21-\x7e]{32,512}$")
 
@@ -19,6 +21,12 @@ def cookie_name(https: bool) -> str:
     """The browser session cookie's name: on an https origin only the __Host- cookie counts,
     so a sibling host cannot fix a session with a plain-name cookie."""
     return HOST_COOKIE if https else LOCAL_COOKIE
+
+
+def device_cookie_name(https: bool) -> str:
+    """The sign-in device cookie's name (a browser that signed in to an account before), named
+    like the session cookie."""
+    return HOST_DEVICE_COOKIE if https else LOCAL_DEVICE_COOKIE
 
 
 def is_secret(value: str) -> bool:

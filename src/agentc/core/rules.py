@@ -22,6 +22,7 @@ NAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,100}$"
 """A person's or an agent's name (and a credential's): ASCII letters, digits, ``_.@-``."""
 NAME_RULE = "1-100 ASCII letters, digits, '_', '.', '@' or '-'"
 _NAME = re.compile(NAME_PATTERN)
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _TASK_CURSOR = re.compile(r"(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
@@ -59,6 +60,13 @@ def bad_request(field: str, problem: str) -> CoordinatorError:
 def is_name(value: str) -> bool:
     """Whether ``value`` is a valid person or agent name (:data:`NAME_PATTERN`)."""
     return _NAME.fullmatch(value) is not None
+
+
+def fold_name(name: str) -> str:
+    """A person's or an agent's name as names are compared: without regard to (ASCII) case, so
+    ``ADMIN2`` is ``admin2``. Only ASCII letters fold, as SQLite's ``lower()`` does, so the
+    key is the same whichever database computes it."""
+    return name.translate(_ASCII_FOLD)
 
 
 def is_id(value: object) -> TypeGuard[str]:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
+from agentc.core.rules import fold_name
 from agentc.store.audit import Receipt
 from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, placeholders, run, table
 
@@ -20,6 +21,7 @@ class Principal(NamedTuple):
     password_hash: str | None
     disabled_at: int | None
     created_at: int
+    name_key: str  # the name as names are compared (agentc.core.rules.fold_name): unique
 
 
 @table("credentials")
@@ -57,6 +59,7 @@ class BrowserSession(NamedTuple):
     created_at: int
     expires_at: int
     revoked_at: int | None
+    origin: str | None  # the public origin it was made at, the only one it is good at
 
 
 class CredentialAuth(NamedTuple):
@@ -126,10 +129,11 @@ class BrowserAuth(NamedTuple):
     kind: str
     role: str
     disabled_at: int | None
+    origin: str | None
 
 
 _PRINCIPAL = f"SELECT {columns(Principal)} FROM principals"
-_PRINCIPAL_BY_NAME = _PRINCIPAL + " WHERE name = :name"
+_PRINCIPAL_BY_NAME = _PRINCIPAL + " WHERE name_key = :key"
 _REVOKE = "UPDATE credentials SET revoked_at = :now WHERE id = :id"
 _CLOSE_SESSIONS_OF = (
     "UPDATE agent_sessions SET closed_at = :now WHERE credential_id = :id AND closed_at IS NULL"
@@ -167,7 +171,8 @@ _AGENT_AUTH_RECEIPT = _with(
 )
 _BROWSER_AUTH = (
     "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name, p.kind, "
-    "p.role, p.disabled_at FROM browser_sessions b JOIN principals p ON p.id = b.principal_id "
+    "p.role, p.disabled_at, b.origin FROM browser_sessions b "
+    "JOIN principals p ON p.id = b.principal_id "
     "WHERE b.token_hash = :token_hash"
 )
 
@@ -237,7 +242,8 @@ def any_principal(conn: Connection) -> bool:
 
 
 def principal_by_name(conn: Connection, name: str) -> Principal | None:
-    return fetch_one(conn, _PRINCIPAL_BY_NAME, Principal, name=name)
+    """The principal of that name, without regard to case (names are unique so)."""
+    return fetch_one(conn, _PRINCIPAL_BY_NAME, Principal, key=fold_name(name))
 
 
 def revoke_credential(conn: Connection, credential_id: str, now: int) -> None:
@@ -400,3 +406,8 @@ def live_secret(conn: Connection, verifiers: list[str], now: int) -> LiveSecret 
         "LIMIT 1"
     )
     return fetch_one(conn, sql, LiveSecret, now=now, **params)
+
+
+def delete_all_browser_sessions(conn: Connection) -> int:
+    """End every browser session (their verifiers are deleted); how many there were."""
+    return run(conn, "DELETE FROM browser_sessions")

@@ -36,6 +36,10 @@ principals = Table(
     Column("password_hash", Text),
     Column("disabled_at", Ms),
     Column("created_at", Ms, nullable=False),
+    # The name as names are compared (agentc.core.rules.fold_name): unique, so `ADMIN2` cannot
+    # stand beside `admin2`. The default only serves the migration that added it (0007).
+    Column("name_key", String(100), nullable=False, server_default=text("''")),
+    Index("ux_principals_name_key", "name_key", unique=True),
 )
 
 credentials = Table(
@@ -77,6 +81,9 @@ browser_sessions = Table(
     Column("created_at", Ms, nullable=False),
     Column("expires_at", Ms, nullable=False),
     Column("revoked_at", Ms),
+    # The public origin the session was made at: it is good only there (None: made before
+    # sessions recorded it, good nowhere).
+    Column("origin", String(300)),
 )
 
 agent_sessions = Table(
@@ -330,8 +337,13 @@ sign_in_failures = Table(
     Column("address", String(64), nullable=False),
     Column("name", String(100), nullable=False),
     Column("failed_at", Ms, nullable=False),
+    # The device cookie's id when the failure came with a valid one for the account (its own
+    # lane), else None (the account's lane for every other client).
+    Column("device", String(64)),
     Index("ix_sign_in_failures_address", "address", "failed_at"),
     Index("ix_sign_in_failures_failed_at", "failed_at"),
+    Index("ix_sign_in_failures_name", "name", "failed_at"),
+    Index("ix_sign_in_failures_device", "device", "failed_at"),
 )
 
 service_state = Table(
