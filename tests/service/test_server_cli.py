@@ -249,6 +249,7 @@ def test_host_commands_on_a_migrated_database_load_neither_the_web_stack_nor_ale
     for args, code in (
         (("issue-credential", "--agent", "bot"), "0"),
         (("designate-digest-sender", "--project", "nope", "--agent", "bot"), "2"),
+        (("end-browser-sessions",), "0"),
     ):
         out = subprocess.run(
             [sys.executable, "-c", _LOADED, "--database", db, *args],

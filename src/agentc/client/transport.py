@@ -12,11 +12,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import httpx
 
 from agentc import __version__
 from agentc.client.errors import TransportFailure
+from agentc.core.addresses import is_localhost_name
 from agentc.core.browser import cookie_name, is_secret
 from agentc.core.errors import ConfigError, CoordinatorError
 
@@ -80,8 +82,15 @@ class Transport(Closing):
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         self.origin = origin
+        base = origin
+        parts = urlsplit(origin)
+        if parts.scheme == "http" and is_localhost_name(parts.hostname or ""):
+            # A name under .localhost is loopback (RFC 6761), as browsers take it: connect to
+            # 127.0.0.1 and say the name in Host, without asking a resolver that may not know.
+            base = f"http://127.0.0.1:{parts.port or 80}"
+            headers["Host"] = parts.netloc
         self._client = httpx.Client(
-            base_url=origin,
+            base_url=base,
             headers=headers,
             follow_redirects=False,
             trust_env=False,

@@ -6,12 +6,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentc import __version__
+from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.service import console, routes_access, routes_work
 from agentc.service.api import error_response, install_error_handlers
+from agentc.service.console.render import html
+from agentc.service.hosts import Hosts, Under
 from agentc.service.lane import LeaseLane
 from agentc.service.ops import Runtime
 from agentc.service.request import BodyTooLarge, read_body, replayed
@@ -45,13 +49,28 @@ SECURITY_HEADERS = [
 ]
 
 
-class Guard:
-    """Before routing: refuse oversized bodies, answer 401 to private paths without any
-    credential (authentication before existence), and add the security headers."""
+def _console_path(path: str) -> bool:
+    """A path of the console's pages and forms (its static files are public)."""
+    return (path in ("/", "/console") or path.startswith("/console/")) and not path.startswith(
+        "/console/static/"
+    )
 
-    def __init__(self, app: ASGIApp, limit: int, https: bool) -> None:
+
+def misdirected(message: str) -> CoordinatorError:
+    return CoordinatorError("misdirected_request", message, status=421)
+
+
+class Guard:
+    """Before routing: refuse a request under a name that is not the service's (browser
+    sessions only under the console's own, `agentc.service.hosts`), refuse oversized bodies,
+    answer 401 to private paths without any credential (authentication before existence), and
+    add the security headers."""
+
+    def __init__(self, app: ASGIApp, limit: int, hosts: Hosts, https: bool) -> None:
         self.app = app
         self.limit = limit
+        self.hosts = hosts
+        self.cookie = cookie_name(https)
         self.headers = SECURITY_HEADERS + (
             [(b"strict-transport-security", b"max-age=31536000")] if https else []
         )
@@ -61,6 +80,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        under = self.hosts.under(headers.get(b"host"))
+        if under is not Under.CONSOLE and await self._elsewhere(under, scope, receive, send):
+            return
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             await self._reject(scope, receive, send, self._too_large())
@@ -87,12 +109,53 @@ class Guard:
                 return  # the client left: nobody to answer, and a partial body is no request
             receive = replayed(body, receive)
 
+        await self.app(scope, receive, self._with_headers(send))
+
+    async def _elsewhere(self, under: Under, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer a request made under a name that is not the console's when it is refused
+        (True): a console page or form (the page that says where the console is, naming no
+        address), a sign-in, a browser session, or anything under a name that is not
+        loopback's. The console's name itself is never given here."""
+        path: str = scope["path"]
+        if _console_path(path):
+            page = html("elsewhere.html", http_status=421)
+            await page(scope, receive, self._with_headers(send))
+            return True
+        refusal = None
+        if under is Under.FOREIGN:
+            refusal = misdirected(
+                "this service does not answer under this name: browsers reach the console at "
+                "its public origin, programs the API on loopback"
+            )
+        elif path == "/api/v1/auth/login":
+            refusal = misdirected(
+                "sign in at the console's own address (the public origin), never here: a "
+                "session cookie set here would reach every server on this host"
+            )
+        elif self._has_session_cookie(scope):
+            from agentc.service.auth import unauthenticated
+
+            refusal = unauthenticated(
+                "a browser session is good only at the console's own address (the public origin)"
+            )
+        if refusal is None:
+            return False
+        await self._reject(scope, receive, send, refusal)
+        return True
+
+    def _has_session_cookie(self, scope: Scope) -> bool:
+        return any(
+            name == b"cookie" and self.cookie in cookie_parser(value.decode("latin-1"))
+            for name, value in scope["headers"]
+        )
+
+    def _with_headers(self, send: Send) -> Send:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = list(message.get("headers", [])) + self.headers
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        return send_with_headers
 
     def _too_large(self) -> CoordinatorError:
         return CoordinatorError(
@@ -102,12 +165,7 @@ class Guard:
     async def _reject(
         self, scope: Scope, receive: Receive, send: Send, err: CoordinatorError
     ) -> None:
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = list(message.get("headers", [])) + self.headers
-            await send(message)
-
-        await error_response(err)(scope, receive, send_with_headers)
+        await error_response(err)(scope, receive, self._with_headers(send))
 
 
 def create_app(
@@ -150,5 +208,7 @@ def create_app(
     app.include_router(routes_access.router)
     app.include_router(console.router)
     app.add_middleware(LeaseLane, routes=routes_work.LANE)  # inside the Guard
-    app.add_middleware(Guard, limit=settings.json_body_limit_bytes, https=settings.https)
+    app.add_middleware(
+        Guard, limit=settings.json_body_limit_bytes, hosts=runtime.hosts, https=settings.https
+    )
     return app

@@ -32,7 +32,7 @@ from agentc.core.model import (
 from agentc.core.secrets import verifier as verifier  # re-exported: the one home is core
 from agentc.service.attempt_scope import AttemptScope
 from agentc.service.work.refusals import project_not_found
-from agentc.store import grants, throttle
+from agentc.store import grants
 from agentc.store.accounts import AgentAuth, agent_auth, browser_by_token
 from agentc.store.audit import Receipt, get_receipt
 from agentc.store.projects import Project, all_projects
@@ -85,65 +85,6 @@ def verify_password(stored_hash: str | None, password: str) -> bool:
         return False
     finally:
         _password_slots.release()
-
-
-class LoginLimiter:
-    """Sign-in throttling an attacker cannot turn into a lockout of someone else.
-
-    Failures are counted per client address (at most ``per_address`` in ``window_s``) and per
-    name *from that address*, where each failure past ``free_per_name`` (in the last
-    ``max_backoff_s``) doubles the wait after the latest one, up to ``max_backoff_s``. Nothing
-    is global: failures with made-up names from one address slow that address only, and
-    guessing one person's password from one address never locks that person out from another.
-    A success clears the name's record on that address. The failures are rows in the database
-    (`agentc.store.throttle`), so every service process (`serve --workers N`) counts the same
-    ones; times are the service clock's (ms).
-    """
-
-    def __init__(
-        self,
-        per_address: int = 30,
-        free_per_name: int = 5,
-        window_s: float = 60.0,
-        max_backoff_s: float = 900.0,
-    ) -> None:
-        self.per_address, self.free_per_name = per_address, free_per_name
-        self.window_ms, self.max_backoff_ms = int(window_s * 1000), int(max_backoff_s * 1000)
-
-    def _wait_ms(self, failures: int) -> int:
-        if failures < self.free_per_name:
-            return 0
-        doublings: int = failures - self.free_per_name + 1
-        return min(self.max_backoff_ms, 1000 << doublings)
-
-    def check(self, conn: Connection, username: str, address: str, now: int) -> None:
-        """Refuse (429) when this address, or this name from this address, must wait."""
-        found = throttle.failures(
-            conn, *_key(address, username), now - self.window_ms, now - self.max_backoff_ms
-        )
-        waiting = found.last_of_name is not None and (
-            now - found.last_of_name < self._wait_ms(found.of_name)
-        )
-        if found.of_address >= self.per_address or waiting:
-            raise CoordinatorError(
-                "rate_limited",
-                "too many failed sign-ins from this address; wait and retry",
-                status=429,
-                retryable=True,
-            )
-
-    def failed(self, conn: Connection, username: str, address: str, now: int) -> None:
-        throttle.record_failure(conn, *_key(address, username), now)
-        throttle.forget_before(conn, now - max(self.window_ms, self.max_backoff_ms))
-
-    def succeeded(self, conn: Connection, username: str, address: str) -> None:
-        throttle.forget_name(conn, *_key(address, username))
-
-
-def _key(address: str, username: str) -> tuple[str, str]:
-    """The address and the name as the throttle keys them (cut to the widths the failures
-    table keeps): case does not make another name."""
-    return address[:64], username.lower()[:100]
 
 
 @dataclass(frozen=True)
@@ -216,11 +157,12 @@ def authenticate(
     project_id: str | None = None,
     route: str | None = None,
 ) -> Actor:
-    """Who is calling, checked for what the request is: a write (read-only credentials make
-    none), when the route names a project (its `{project_id}`) that project, and for an attempt
-    credential the request itself (``route``, ``METHOD /path``; None: a flow for people only).
-    Every API read and mutation and every console page and form comes through here, so this is
-    the one place project scoping is enforced."""
+    """Who is calling, checked for what the request is (``public_origin``: the one a browser
+    session must have been made at, and a browser write's Origin): a write (read-only
+    credentials make none), when the route names a project (its `{project_id}`) that project,
+    and for an attempt credential the request itself (``route``, ``METHOD /path``; None: a
+    flow for people only). Every API read and mutation and every console page and form comes
+    through here, so this is the one place project scoping is enforced."""
     actor, _receipt = _authenticate(
         conn, p, now, write, public_origin, lone_proof, project_id, route
     )
@@ -411,6 +353,10 @@ def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_or
     row = browser_by_token(conn, verifier(p.cookie))
     if row is None or row.revoked_at is not None or row.expires_at <= now or row.disabled_at:
         raise unauthenticated("the browser session is unknown, expired or revoked")
+    if row.origin != public_origin:
+        # Made at another address of the console (its port changed, or before sessions kept
+        # theirs): whoever was sent the cookie there must not use it here.
+        raise unauthenticated("this browser session was made at another address; sign in again")
     if write:
         if p.origin != public_origin:
             raise denied("browser writes must come from the configured public origin")

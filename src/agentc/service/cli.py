@@ -257,8 +257,11 @@ def issue_credential(
         _fail(f"--agent: {NAME_RULE}")
 
     def run() -> None:
+        from agentc.service.work.accounts import issue_from_host
+
         data = _write_once(
-            settings, lambda tx: _issue(tx, agent, credential_class, access, projects)
+            settings,
+            lambda tx: issue_from_host(tx.conn, tx.now, agent, credential_class, access, projects),
         )
         granted = ", ".join(data["projects"]) or "none yet (grant them as an admin)"
         click.echo(
@@ -315,32 +318,9 @@ def designate_digest_sender(
     _guard(run)
 
 
-def _issue(
-    tx: Any, agent: str, credential_class: str, access: str, projects: tuple[str, ...]
-) -> Any:
-    from agentc.service.work.accounts import issue_agent_credential
-    from agentc.store.audit import write_event
-    from agentc.store.projects import Project, project_id_named
-    from agentc.store.sql import fetch_row
-
-    ids = []
-    for given in projects:
-        found = given if fetch_row(tx.conn, Project, given) else project_id_named(tx.conn, given)
-        if found is None:
-            raise ConfigError(f"--project: no project with the id or name {given!r}")
-        ids.append(found)
-    data = issue_agent_credential(tx.conn, tx.now, agent, credential_class, access, None, ids)
-    write_event(
-        tx.conn,
-        tx.now,
-        None,
-        None,
-        "agent_credential_issued",
-        None,
-        data["credential_id"],
-        {"agent": agent, "credential_class": credential_class, "access": access, "via": "host"},
-    )
-    return data
+def _warn_shared(settings: ServerSettings) -> None:
+    if settings.shared_origin:
+        click.echo(f"agentc coordinator: warning: {settings.shared_origin_warning}", err=True)
 
 
 def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -> None:
@@ -363,6 +343,7 @@ def _serve(settings: ServerSettings, banner: Callable[[], None] | None = None) -
             f"(public origin {settings.public_origin})",
             err=True,
         )
+        _warn_shared(settings)
         settle_heap()
         uvicorn.Server(uvicorn_config(app, host, port)).run()
 
@@ -396,6 +377,7 @@ def _serve_workers(
         f"master pid {os.getpid()})",
         err=True,
     )
+    _warn_shared(settings)
     settle_heap()  # before the fork: the workers share these pages
     sys.exit(
         serve_forked(
@@ -433,11 +415,11 @@ def serve(ctx: click.Context, serve_workers: int | None) -> None:
 @click.pass_context
 def up(ctx: click.Context, state_dir: Path, port: int) -> None:
     """Personal quick start: SQLite in STATE_DIR, loopback http, a first admin, the URL."""
-    from agentc.service.work.accounts import create_admin
+    from agentc.service.work.accounts import create_admin, end_all_browser_sessions
 
     def run() -> None:
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        origin = f"http://127.0.0.1:{port}"
+        origin = _console_origin(state_dir / "console-origin", port)
         settings = _settings(
             ctx,
             database=str(state_dir / "coordinator.sqlite3"),
@@ -461,6 +443,8 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
                 fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as fh:
                     fh.write(password + "\n")
+            # A cookie a program collected while the port was free is no session any more.
+            ex.write(lambda tx: end_all_browser_sessions(tx.conn, tx.now, "up"))
 
         def banner() -> None:
             click.echo(f"agentc coordinator: {origin}")
@@ -474,6 +458,34 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
             sys.stdout.flush()
 
         _serve(settings, banner)
+
+    _guard(run)
+
+
+def _console_origin(path: Path, port: int) -> str:
+    """The console's own name, kept in path (0600): the same while the port is, else new."""
+    from agentc.core.addresses import local_console_origin
+    from agentc.files import read_private, write_atomic
+
+    kept = read_private(path, max_bytes=512).decode().strip() if path.exists() else None
+    origin = local_console_origin(kept, port)
+    if origin != kept:
+        write_atomic(path, (origin + "\n").encode(), mode=0o600)
+    return origin
+
+
+@main.command("end-browser-sessions")
+@click.pass_context
+def end_browser_sessions(ctx: click.Context) -> None:
+    """End every browser session: everyone signs in again (audited). `agentc up` runs it each
+    time it starts."""
+    from agentc.service.work.accounts import end_all_browser_sessions
+
+    settings = _settings(ctx)
+
+    def run() -> None:
+        ended = _write_once(settings, lambda tx: end_all_browser_sessions(tx.conn, tx.now, "host"))
+        click.echo(f"ended {ended} browser session(s)")
 
     _guard(run)
 

@@ -8,9 +8,12 @@ import os
 import random
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from agentc.service.auth import Actor, LoginLimiter
+from agentc.service.auth import Actor
+from agentc.service.hosts import Hosts
+from agentc.service.limiter import LoginLimiter
 from agentc.service.settings import ServerSettings
 from agentc.store.audit import write_event
 from agentc.store.tx import Executor, Tx
@@ -33,6 +36,11 @@ class Runtime:
     settings: ServerSettings
     executor: Executor
     limiter: LoginLimiter = field(default_factory=LoginLimiter)
+
+    @cached_property
+    def hosts(self) -> Hosts:
+        """The names requests come under (the console's own, loopback, any other)."""
+        return Hosts(self.settings.public_origin)
 
 
 class Op:

@@ -10,35 +10,41 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agentc import __version__
-from agentc.core.addresses import is_loopback_host
 from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import PrincipalKind, PrincipalRole
+from agentc.core.model import PrincipalRole
 from agentc.core.wire import Body, ByValue, text
 from agentc.service.api import JSON, _dumps, envelope, mutate, presented, read, runtime_of
 from agentc.service.auth import (
-    BROWSER_SESSION_MS,
     Actor,
     Presented,
     authenticate,
     browser_cookie,
     csrf_token,
     hash_password,
-    new_secret,
     require_admin,
+    unauthenticated,
     verifier,
-    verify_password,
     visible_projects,
 )
+from agentc.service.hosts import Under
+from agentc.service.limiter import Client
 from agentc.service.ops import JsonObject, Runtime, new_id
 from agentc.service.request import ApiRoute
 from agentc.service.schemas import AgentIn, GrantIn, LoginIn, Name, SessionIn
+from agentc.service.signin import (
+    check_current_password,
+    check_origin,
+    client_of,
+    set_session_cookie,
+    sign_in,
+)
 from agentc.service.work import accounts
 from agentc.service.work import grants as project_grants
 from agentc.service.work.refusals import not_found
 from agentc.store import grants
-from agentc.store.accounts import BrowserSession, Principal, end_browser_session, principal_by_name
-from agentc.store.sql import fetch_row, insert
+from agentc.store.accounts import Principal, end_browser_session
+from agentc.store.sql import fetch_row
 from agentc.store.tx import Tx
 
 router = APIRouter(route_class=ApiRoute)
@@ -68,12 +74,15 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/api/v1/info", tags=["public"])
 async def info(request: Request) -> Response:
+    """The public origin is named only to a request made under it: under `agentc up` its name
+    is the secret that keeps the console's cookies from other servers on the machine."""
     rt = runtime_of(request)
+    under = rt.hosts.under(request.headers.get("host", "").encode("latin-1") or None)
     data = {
         "service": "agentc coordinator",
         "version": __version__,
         "api_version": 1,
-        "public_origin": rt.settings.public_origin,
+        "public_origin": rt.settings.public_origin if under is Under.CONSOLE else None,
         "authentication_help": "/api/v1/help/authentication",
     }
     return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
@@ -97,89 +106,16 @@ async def auth_help(request: Request) -> Response:
     return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
 
 
-def client_address(request: Request, trusted_header: str | None) -> str:
-    """The address sign-in throttling counts: the peer, or, when a trusted proxy header is
-    configured and the peer is the loopback proxy, the last address that proxy appended."""
-    peer = request.client.host if request.client else "unknown"
-    if trusted_header and is_loopback_host(peer):
-        value = request.headers.get(trusted_header, "")
-        forwarded = value.rsplit(",", 1)[-1].strip()
-        if forwarded:
-            return forwarded[:64]
-    return peer
-
-
-async def sign_in(
-    rt: Runtime, username: str, password: str, address: str
-) -> tuple[str, JsonObject, int]:
-    """Check the password (throttled per address and per name on that address) and open a
-    browser session. Returns the cookie, the actor and the time."""
-    limiter = rt.limiter
-
-    def look(tx: Tx) -> Principal | None:
-        limiter.check(tx.conn, username, address, tx.now)  # the failures every process counts
-        return principal_by_name(tx.conn, username)
-
-    row = await run_in_threadpool(rt.executor.read, look)
-    if row is not None and row.kind != PrincipalKind.HUMAN:
-        row = None  # agents do not sign in
-    ok = await run_in_threadpool(verify_password, row.password_hash if row else None, password)
-    if not ok or row is None or row.disabled_at is not None:
-        await rt.executor.write_async(lambda tx: limiter.failed(tx.conn, username, address, tx.now))
-        raise CoordinatorError("authentication_required", "wrong username or password", status=401)
-    cookie = new_secret()
-    principal_id = row.id
-
-    def work(tx: Tx) -> int:
-        limiter.succeeded(tx.conn, username, address)
-        insert(
-            tx.conn,
-            BrowserSession(
-                id=new_id(),
-                principal_id=principal_id,
-                token_hash=verifier(cookie),
-                created_at=tx.now,
-                expires_at=tx.now + BROWSER_SESSION_MS,
-                revoked_at=None,
-            ),
-        )
-        return tx.now
-
-    now = await rt.executor.write_async(work)
-    return cookie, {"id": row.id, "name": row.name, "role": row.role}, now
-
-
-def set_session_cookie(rt: Runtime, resp: Response, cookie: str) -> None:
-    resp.set_cookie(
-        cookie_name(rt.settings.https),
-        cookie,
-        max_age=BROWSER_SESSION_MS // 1000,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=rt.settings.https,
-    )
-
-
-def check_origin(rt: Runtime, request: Request, what: str) -> None:
-    if request.headers.get("origin") != rt.settings.public_origin:
-        raise CoordinatorError(
-            "operation_not_permitted",
-            f"{what} must come from the configured public origin",
-            status=403,
-        )
-
-
 @router.post("/api/v1/auth/login", tags=["access"])
 async def login(request: Request, body: LoginIn) -> Response:
+    """A session for a program that signs in as a person (the console's own sign-in is its
+    form, which also sets the device cookie); a device cookie it sends is honored."""
     rt = runtime_of(request)
     check_origin(rt, request, "sign-in")
-    cookie, actor, now = await sign_in(
-        rt, body.username, body.password, client_address(request, rt.settings.trusted_proxy_header)
-    )
-    data = {"actor": actor, "csrf_token": csrf_token(cookie)}
-    resp = Response(_dumps(envelope(data, new_id(), now)), media_type=JSON)
-    set_session_cookie(rt, resp, cookie)
+    done = await sign_in(rt, body.username, body.password, client_of(rt, request))
+    data = {"actor": done.actor, "csrf_token": csrf_token(done.cookie)}
+    resp = Response(_dumps(envelope(data, new_id(), done.now)), media_type=JSON)
+    set_session_cookie(rt, resp, done.cookie)
     return resp
 
 
@@ -206,26 +142,30 @@ async def sign_out(rt: Runtime, creds: Presented) -> None:
     await browser_write(rt, creds, fn)
 
 
-async def change_password(rt: Runtime, creds: Presented, current: str, new: str) -> None:
-    """Check the current password, store the new one, end the person's other sessions."""
+async def change_password(
+    rt: Runtime, creds: Presented, current: str, new: str, client: Client
+) -> None:
+    """Check the current password (throttled as a sign-in is), store the new one, end the
+    person's other sessions."""
     new_hash = await run_in_threadpool(hash_password, new)
     origin = rt.settings.public_origin
 
-    def who(tx: Tx) -> str | None:
+    def who(tx: Tx) -> Principal:
         actor = authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin)
         row = fetch_row(tx.conn, Principal, actor.principal_id)
-        return row.password_hash if row else None
+        if row is None or not actor.is_human:
+            raise CoordinatorError(
+                "operation_not_permitted", "this is for signed-in people", status=403
+            )
+        return row
 
-    stored = await run_in_threadpool(rt.executor.read, who)
-    if not await run_in_threadpool(verify_password, stored, current):
-        raise CoordinatorError(
-            "authentication_required",
-            "the current password is wrong",
-            status=401,
-            details={"field": "current_password"},
-        )
+    person = await run_in_threadpool(rt.executor.read, who)
+    device = await check_current_password(rt, person, current, client)
 
     def fn(tx: Tx, actor: Actor, token_hash: str) -> None:
+        if actor.principal_id != person.id:
+            raise unauthenticated("the browser session changed; sign in again")
+        rt.limiter.succeeded(tx.conn, device)
         accounts.change_password(tx.conn, tx.now, actor.principal_id, new_hash, token_hash)
 
     await browser_write(rt, creds, fn)
@@ -251,7 +191,8 @@ async def logout(request: Request) -> Response:
 @router.post("/api/v1/me/password", tags=["access"])
 async def me_password(request: Request, body: PasswordIn) -> Response:
     rt = runtime_of(request)
-    await change_password(rt, presented(request), body.current_password, body.new_password)
+    creds, client = presented(request), client_of(rt, request)
+    await change_password(rt, creds, body.current_password, body.new_password, client)
     data = {"password_changed": True, "other_sessions_ended": True}
     return Response(_dumps(envelope(data, new_id(), rt.executor.clock())), media_type=JSON)
 

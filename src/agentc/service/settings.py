@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentc.core.addresses import is_loopback_host
+from agentc.core.addresses import is_localhost_name, is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.core.model import AGENT_TASK_WEEKLY_BUDGET_DEFAULT
 from agentc.store.engine import is_postgres_url
@@ -123,10 +123,12 @@ class ServerSettings(BaseModel):
             )
         parts = urlsplit(self.public_origin)
         if parts.scheme == "http":
-            if not is_loopback_host(parts.hostname or ""):
+            host = parts.hostname or ""
+            if not (is_loopback_host(host) or is_localhost_name(host)):
                 raise ConfigError(
                     f"--public-origin {self.public_origin} is plain http off loopback; use "
-                    "https behind a TLS proxy"
+                    "https behind a TLS proxy (or, on this machine alone, a name under "
+                    ".localhost such as http://agentc-<random>.localhost:PORT)"
                 )
             if not self.allow_insecure_loopback:
                 raise ConfigError(
@@ -137,3 +139,20 @@ class ServerSettings(BaseModel):
     @property
     def https(self) -> bool:
         return self.public_origin.startswith("https://")
+
+    @property
+    def shared_origin(self) -> bool:
+        """An http public origin on a loopback address or ``localhost``: every program on the
+        machine may serve pages under that host, and a browser sends the console's cookies to
+        all of them (a name of the console's own, under .localhost, is not shared)."""
+        parts = urlsplit(self.public_origin)
+        return parts.scheme == "http" and is_loopback_host(parts.hostname or "")
+
+    @property
+    def shared_origin_warning(self) -> str:
+        return (
+            f"the public origin {self.public_origin} is an address every program on this "
+            "machine can serve pages at, and a browser sends the console's session cookie to "
+            "all of them; give the console a name of its own (http://agentc-<random>.localhost"
+            ":PORT, as `agentc up` does) or https"
+        )

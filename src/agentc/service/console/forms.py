@@ -31,15 +31,7 @@ from agentc.service.auth import Presented, hash_password
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
 from agentc.service.ops import JsonObject, Op, Result
-from agentc.service.routes_access import (
-    PersonIn,
-    change_password,
-    check_origin,
-    client_address,
-    set_session_cookie,
-    sign_in,
-    sign_out,
-)
+from agentc.service.routes_access import PersonIn, change_password, sign_out
 from agentc.service.schemas import (
     AgentIn,
     ApproveIn,
@@ -51,6 +43,13 @@ from agentc.service.schemas import (
     TaskEditIn,
     TaskIn,
     UnblockIn,
+)
+from agentc.service.signin import (
+    check_origin,
+    client_of,
+    set_device_cookie,
+    set_session_cookie,
+    sign_in,
 )
 from agentc.service.work import accounts, grants, projects, reviews, tasks
 
@@ -138,16 +137,15 @@ async def sign_in_form(request: Request, form: FormData) -> Response:
     check_origin(rt, request, "sign-in")
     username, password = _field(form, "username"), _field(form, "password")
     try:
-        cookie, _actor, _now = await sign_in(
-            rt, username, password, client_address(request, rt.settings.trusted_proxy_header)
-        )
+        done = await sign_in(rt, username, password, client_of(rt, request))
     except CoordinatorError as err:
-        if err.status != 401:
+        if err.status not in (401, 429):
             raise
         nxt = _local(_field(form, "next"))
-        return html("sign_in.html", http_status=401, next=nxt, message=err.message)
+        return html("sign_in.html", http_status=err.status, next=nxt, message=err.message)
     resp = _go(_local(_field(form, "next")))
-    set_session_cookie(rt, resp, cookie)
+    set_session_cookie(rt, resp, done.cookie)
+    set_device_cookie(rt, resp, done.device_cookie)  # this browser's own lane from now on
     return resp
 
 
@@ -166,7 +164,8 @@ async def password_form(request: Request, form: FormData) -> Response:
     new = _field(form, "new_password")
     if new != _field(form, "confirm_password"):
         raise CoordinatorError("invalid_input", "the new passwords differ", status=422)
-    await change_password(rt, _credentials(request, form), _field(form, "current_password"), new)
+    current = _field(form, "current_password")
+    await change_password(rt, _credentials(request, form), current, new, client_of(rt, request))
     return _go("/console/account?changed=1")
 
 

@@ -149,9 +149,14 @@ def _task_events(tx: Tx, project_id: str, task: dict[str, Any]) -> list[dict[str
 @router.get("/console/access")
 async def access_page(request: Request) -> Response:
     def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
+        # Who has an account, and who else may do what, is for admins, who manage them; a
+        # person who is not an admin sees their own account only.
+        everyone = all_principals(tx.conn)
+        shown = everyone if v.is_admin else [p for p in everyone if p.id == v.actor.principal_id]
+        live = live_browser_sessions(tx.conn, tx.now)
         return "access.html", {
-            "principals": all_principals(tx.conn),
-            "sessions": live_browser_sessions(tx.conn, tx.now),
+            "principals": shown,
+            "sessions": {p.id: live.get(p.id, 0) for p in shown},
             "session_list": _sessions(tx, v) if v.is_admin else [],
             # Credentials and who reaches which project are for admins, who manage them.
             "credentials": all_credentials(tx.conn) if v.is_admin else [],

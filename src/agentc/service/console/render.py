@@ -60,9 +60,11 @@ def viewer_of(tx: Tx, request: Request) -> Viewer | None:
     creds = presented(request)
     if creds.cookie is None or creds.bearer is not None:
         return None
+    origin = runtime_of(request).settings.public_origin
     try:
+        project_id = project_of(request)
         actor = authenticate(
-            tx.conn, creds, tx.now, write=False, public_origin="", project_id=project_of(request)
+            tx.conn, creds, tx.now, write=False, public_origin=origin, project_id=project_id
         )
     except CoordinatorError as err:
         if err.status != 401:

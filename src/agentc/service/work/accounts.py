@@ -6,8 +6,9 @@ import json
 
 from sqlalchemy.engine import Connection
 
+from agentc.core.errors import ConfigError
 from agentc.core.model import CredentialClass, PrincipalKind, PrincipalRole
-from agentc.core.rules import rfc3339
+from agentc.core.rules import fold_name, rfc3339
 from agentc.service.auth import (
     Actor,
     denied,
@@ -25,6 +26,7 @@ from agentc.store import accounts, leases
 from agentc.store import grants as grant_rows
 from agentc.store.accounts import AgentSession, BrowserSession, Credential, Principal
 from agentc.store.audit import write_event
+from agentc.store.projects import Project, project_id_named
 from agentc.store.sql import fetch_row, insert
 
 
@@ -40,6 +42,18 @@ def create_admin(conn: Connection, now: int, username: str, password: str) -> st
     )
 
 
+def _check_same_name(found: Principal | None, name: str) -> None:
+    """Names are unique without regard to case: a name that differs from a principal's only in
+    case is that principal's, refused rather than taken as another (or the same) account."""
+    if found is not None and found.name != name:
+        raise conflict(
+            "record_conflict",
+            f"the name {name} is taken: it differs only in case from {found.name}, and names "
+            "are unique without regard to case",
+            name=found.name,
+        )
+
+
 def _add_principal(
     conn: Connection,
     now: int,
@@ -50,7 +64,8 @@ def _add_principal(
 ) -> str:
     """A new enabled account; returns its id."""
     pid = new_id()
-    insert(conn, Principal(pid, name, kind.value, role.value, password_hash, None, now))
+    row = Principal(pid, name, kind.value, role.value, password_hash, None, now, fold_name(name))
+    insert(conn, row)
     return pid
 
 
@@ -73,6 +88,7 @@ def issue_agent_credential(
             "attempt credentials are minted by the session holding an attempt, never issued",
         )
     agent = accounts.principal_by_name(conn, name)
+    _check_same_name(agent, name)
     if agent is not None and agent.kind != PrincipalKind.AGENT:
         raise conflict("record_conflict", f"{name} is a human account, not an agent")
     if agent is None:
@@ -84,6 +100,28 @@ def issue_agent_credential(
         conn, now, agent.id, (name, credential_name), credential_class, access, issued_by
     )
     data["projects"] = [g.project_id for g in grant_rows.grants_of(conn, agent.id)]
+    return data
+
+
+def issue_from_host(
+    conn: Connection,
+    now: int,
+    agent: str,
+    credential_class: str,
+    access: str,
+    projects: tuple[str, ...],
+) -> JsonObject:
+    """``issue-credential`` on the host: the projects named by id or name; audited."""
+    ids = []
+    for given in projects:
+        found = given if fetch_row(conn, Project, given) else project_id_named(conn, given)
+        if found is None:
+            raise ConfigError(f"--project: no project with the id or name {given!r}")
+        ids.append(found)
+    data = issue_agent_credential(conn, now, agent, credential_class, access, None, ids)
+    event = {"agent": agent, "credential_class": credential_class, "access": access}
+    kind = "agent_credential_issued"
+    write_event(conn, now, None, None, kind, None, data["credential_id"], {**event, "via": "host"})
     return data
 
 
@@ -291,7 +329,9 @@ def set_disabled(op: Op, principal_id: str, disabled: bool) -> Result:
 def add_person(op: Op, name: str, role: PrincipalRole, password_hash: str) -> Result:
     """An admin adds a person (the password was hashed before the transaction)."""
     require_admin(op.actor, "add people")
-    if accounts.principal_by_name(op.conn, name) is not None:
+    taken = accounts.principal_by_name(op.conn, name)
+    _check_same_name(taken, name)
+    if taken is not None:
         raise conflict("record_conflict", f"the name {name} is taken")
     pid = _add_principal(op.conn, op.now, name, PrincipalKind.HUMAN, role, password_hash)
     op.event("person_added", None, pid, name=name, role=role.value)
@@ -343,3 +383,11 @@ def end_browser_session(op: Op, session_id: str) -> Result:
     accounts.delete_browser_session(op.conn, session_id)
     op.event("browser_session_ended", None, session_id, principal_id=row.principal_id)
     return Result({"session_id": session_id, "principal_id": row.principal_id, "ended": True})
+
+
+def end_all_browser_sessions(conn: Connection, now: int, via: str) -> int:
+    """End every browser session from the host (``via``: the command); audited."""
+    ended = accounts.delete_all_browser_sessions(conn)
+    data = {"count": ended, "via": via}
+    write_event(conn, now, None, None, "browser_sessions_ended", None, None, data)
+    return ended

@@ -5,22 +5,22 @@ from __future__ import annotations
 import json
 from typing import TypeVar
 
-from agentc.service.auth import require_admin, require_human
+from agentc.service.auth import require_admin
 from agentc.service.ops import Op, Result, new_id
 from agentc.service.schemas import PolicyIn, ProjectIn
-from agentc.service.work import grants
 from agentc.service.work.refusals import conflict, invalid
 from agentc.service.work.views import project_row, project_view
 from agentc.store import projects
-from agentc.store.accounts import Principal
 from agentc.store.projects import Project
-from agentc.store.sql import fetch_row, insert
+from agentc.store.sql import insert
 
 T = TypeVar("T")
 
 
 def create_project(op: Op, body: ProjectIn) -> Result:
-    require_human(op.actor, "create projects")
+    """An admin creates a project (admins reach every project, so a name in use tells them
+    nothing they cannot see); anyone else is refused before any name is looked at."""
+    require_admin(op.actor, "create projects")
     if projects.project_name_taken(op.conn, body.name):
         raise conflict("project_exists", f"a project named {body.name!r} exists")
     _check_max_attempt(body.max_attempt_seconds)
@@ -44,10 +44,6 @@ def create_project(op: Op, body: ProjectIn) -> Result:
     )
     insert(op.conn, project)
     op.event("project.created", project.id, project.id, name=body.name)
-    if not op.actor.has_every_project:  # an operator reaches the project they made
-        creator = fetch_row(op.conn, Principal, op.actor.principal_id)
-        assert creator is not None
-        grants.grant(op.conn, op.now, creator, project.id, None, op.actor.principal_id)
     return Result(project_view(project), status=201)
 
 
