@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
+from agentc.core.addresses import new_local_console_origin
 from tests.kit.pg import free_port
 
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
@@ -27,10 +29,14 @@ def children(pid: int) -> set[int]:
 
 @dataclass
 class LiveServer:
-    url: str
+    url: str  # where programs reach it (loopback)
     database: str
     process: subprocess.Popen[bytes]
     log: Path
+    console: str = ""  # its public origin, where people sign in (the url unless it has a name)
+
+    def __post_init__(self) -> None:
+        self.console = self.console or self.url
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -74,14 +80,16 @@ class LiveServer:
     def admin_client(self) -> httpx.Client:
         """A signed-in admin: cookie plus the CSRF and Origin headers browser writes need."""
         client = httpx.Client(base_url=self.url, timeout=30)
+        if self.console != self.url:  # the console's own name, reached on loopback
+            client.headers["Host"] = urlsplit(self.console).netloc
         resp = client.post(
             "/api/v1/auth/login",
             json={"username": "admin", "password": ADMIN_PASSWORD},
-            headers={"Origin": self.url},
+            headers={"Origin": self.console},
         )
         resp.raise_for_status()
         client.headers.update(
-            {"Origin": self.url, "X-CSRF-Token": resp.json()["data"]["csrf_token"]}
+            {"Origin": self.console, "X-CSRF-Token": resp.json()["data"]["csrf_token"]}
         )
         return client
 
@@ -95,15 +103,20 @@ class LiveServer:
                 self.process.wait()
 
 
-def start_server(database: str, workdir: Path, *extra: str) -> LiveServer:
-    port = free_port()
+def start_server(
+    database: str, workdir: Path, *extra: str, port: int | None = None, named: bool = False
+) -> LiveServer:
+    """`named`: the console at a name of its own (``http://agentc-<random>.localhost:PORT``,
+    as `agentc up` serves it), programs still on ``127.0.0.1:PORT``."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
+    console = new_local_console_origin(port) if named else url
     base = [
         SERVER,
         "--database",
         database,
         "--public-origin",
-        url,
+        console,
         "--allow-insecure-loopback",
         "--listen",
         f"127.0.0.1:{port}",
@@ -126,7 +139,7 @@ def start_server(database: str, workdir: Path, *extra: str) -> LiveServer:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    server = LiveServer(url, database, proc, log)
+    server = LiveServer(url, database, proc, log, console)
     deadline = time.monotonic() + 60
     while True:
         if proc.poll() is not None:
@@ -143,8 +156,10 @@ def start_server(database: str, workdir: Path, *extra: str) -> LiveServer:
 
 
 @contextmanager
-def live_server(database: str, workdir: Path, *extra: str) -> Iterator[LiveServer]:
-    server = start_server(database, workdir, *extra)
+def live_server(
+    database: str, workdir: Path, *extra: str, port: int | None = None, named: bool = False
+) -> Iterator[LiveServer]:
+    server = start_server(database, workdir, *extra, port=port, named=named)
     try:
         yield server
     finally:

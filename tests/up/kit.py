@@ -11,9 +11,11 @@ import signal
 import subprocess
 import time
 import uuid
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -112,17 +114,35 @@ def processes_of(uid: int) -> list[str]:
     return found
 
 
-def file_task(origin: str, state: Path, project: str, title: str, criteria: list[str]) -> str:
-    """A task filed by ``up``'s admin (its password from the state directory); its id."""
+def console_of(state: Path) -> str:
+    """The console's origin ``up`` keeps in its record (its own name, on the coordinator's
+    port)."""
+    console: str = json.loads((state / "up.json").read_text())["console"]
+    return console
+
+
+def admin_client(state: Path) -> httpx.Client:
+    """``up``'s admin (its password from the state directory), signed in at the console's own
+    name: connected to 127.0.0.1, the name in Host, as a browser reaches a .localhost name."""
+    console = console_of(state)
+    parts = urlsplit(console)
+    client = httpx.Client(
+        base_url=f"http://127.0.0.1:{parts.port}", headers={"Host": parts.netloc}, timeout=30
+    )
     password = (state / "admin-password").read_text().strip()
-    with httpx.Client(base_url=origin, timeout=30) as admin:
-        login = admin.post(
-            "/api/v1/auth/login",
-            json={"username": "admin", "password": password},
-            headers={"Origin": origin},
-        )
-        login.raise_for_status()
-        admin.headers.update({"Origin": origin, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
+    login = client.post(
+        "/api/v1/auth/login",
+        json={"username": "admin", "password": password},
+        headers={"Origin": console},
+    )
+    login.raise_for_status()
+    client.headers.update({"Origin": console, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
+    return client
+
+
+def file_task(state: Path, project: str, title: str, criteria: list[str]) -> str:
+    """A task filed by ``up``'s admin; its id."""
+    with closing(admin_client(state)) as admin:
         made = admin.post(
             f"/api/v1/projects/{project}/tasks",
             json={"title": title, "acceptance_criteria": criteria},
@@ -144,4 +164,14 @@ def git_log(repo: Path, ref: str = "main") -> list[str]:
     return out.splitlines()
 
 
-__all__ = ["file_task", "free_port", "git_log", "processes_of", "stop", "wait_for", "Runner"]
+__all__ = [
+    "admin_client",
+    "console_of",
+    "file_task",
+    "free_port",
+    "git_log",
+    "processes_of",
+    "stop",
+    "wait_for",
+    "Runner",
+]

@@ -57,7 +57,6 @@ def test_claude_through_the_gateway_up_runs(tmp_path: Path) -> None:
                 lambda: proc.poll(),
             )
             task = file_task(
-                f"http://127.0.0.1:{port}",
                 state,
                 record["project_id"],
                 "add a greeting",

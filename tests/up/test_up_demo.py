@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import socket
 import tomllib
 import uuid
@@ -59,7 +60,12 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out
-    assert "agentc is up: console http://127.0.0.1:" in out
+    # The console at its own name (the one in the record), on the coordinator's port.
+    console = re.search(r"agentc is up: console (\S+)/console", out)
+    assert console and re.fullmatch(
+        rf"http://agentc-[0-9a-f]{{32}}\.localhost:{port}", console.group(1)
+    ), out
+    assert snap["console"] == console.group(1) + "/console"
     assert "stopped; `agentc up` again resumes" in out
     assert {k: v for k, v in snap["tasks"].items() if v} == {"done": 3}
     subjects = git_log(state / "remote.git")

@@ -87,9 +87,7 @@ def test_a_hidden_file_in_the_candidates_history_never_lands(user: str) -> None:
             120,
             lambda: proc.poll(),
         )
-        task = file_task(
-            f"http://127.0.0.1:{port}", state, record["project_id"], TITLE, ["feature.txt exists"]
-        )
+        task = file_task(state, record["project_id"], TITLE, ["feature.txt exists"])
 
         def done() -> bool:
             if proc.poll() is not None:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.kit import hostile
 from tests.supervisor.kit import create_user, delete_user
-from tests.up.kit import Runner, free_port, stop, wait_for
+from tests.up.kit import Runner, admin_client, free_port, stop, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
 
@@ -36,16 +36,8 @@ def user() -> Iterator[str]:
 class Admin:
     """The console's admin over the API, with the password ``up`` wrote."""
 
-    def __init__(self, url: str, password: str) -> None:
-        self.client = httpx.Client(base_url=url, timeout=30)
-        login = self.client.post(
-            "/api/v1/auth/login",
-            json={"username": "admin", "password": password},
-            headers={"Origin": url},
-        )
-        login.raise_for_status()
-        csrf = login.json()["data"]["csrf_token"]
-        self.client.headers.update({"Origin": url, "X-CSRF-Token": csrf})
+    def __init__(self, state: Path) -> None:
+        self.client = admin_client(state)  # signed in at the console's own name
 
     def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         answer = self.client.post(
@@ -126,7 +118,7 @@ def test_a_hostile_agent_holds_only_its_attempt(user: str) -> None:
             lambda: proc.poll(),
         )
         project = record["project_id"]
-        admin = Admin(url, (state / "admin-password").read_text().strip())
+        admin = Admin(state)
         admins.append(admin)
         victim_task, victim_attempt = _victim(admin, url, project)
         probes = [

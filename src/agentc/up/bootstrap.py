@@ -119,6 +119,16 @@ def init_admin(layout: Layout, password: str) -> None:
         out.write(password + "\n")
 
 
+def end_browser_sessions(layout: Layout) -> None:
+    """End every browser session of an earlier ``up`` (the server's own host command): while
+    ``up`` was stopped its port was free, and a program that took it may have collected the
+    cookie a browser tab sent there."""
+    argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
+    done = subprocess.run([*argv, "end-browser-sessions"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"ending the earlier browser sessions failed: {done.stderr.strip()}")
+
+
 def make_remote(layout: Layout, repo: Path | None, branch: str) -> None:
     """The bare repository the project lives in: ``--repo``'s current branch, or the sample.
     Private (``core.sharedRepository`` 0600) whatever the umask of whoever writes it."""
@@ -167,10 +177,13 @@ def _post(admin: Transport, path: str, body: dict[str, Any]) -> Any:
 
 
 def after_server(
-    options: Options, layout: Layout, origin: str, password: str, branch: str
+    options: Options, layout: Layout, origins: tuple[str, str], password: str, branch: str
 ) -> dict[str, Any]:
-    """The project, the role credentials and the configurations; returns the record."""
-    with Transport(origin, None) as admin:
+    """The project, the role credentials and the configurations; returns the record.
+    ``origins``: the API's (loopback, what the programs' credentials name) and the console's
+    (where a person, and so the admin here, signs in)."""
+    origin, console = origins
+    with Transport(console, None) as admin:
         admin.sign_in("admin", password)
         checks = options.checks or [" ".join(sample.TEST_CHECK)]
         project = _post(
@@ -204,9 +217,10 @@ def after_server(
     }
 
 
-def seed_demo(origin: str, layout: Layout, project_id: str) -> None:
+def seed_demo(console: str, layout: Layout, project_id: str) -> None:
+    """The demo tasks, filed by the admin signed in at the console's origin."""
     password = layout.admin_password.read_text().strip()
-    with Transport(origin, None) as admin:
+    with Transport(console, None) as admin:
         admin.sign_in("admin", password)
         for body in sample.demo_tasks():
             _post(admin, f"/api/v1/projects/{project_id}/tasks", body)

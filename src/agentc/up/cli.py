@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.live import Live
 
 from agentc.client.errors import TransportFailure
+from agentc.core.addresses import local_console_origin, new_local_console_origin
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files.sockets import sun_path
 from agentc.up import bootstrap, configs, status
@@ -130,6 +131,7 @@ class Up:
 
     @property
     def origin(self) -> str:
+        """The API's origin: what the programs' credentials name (loopback, bearer tokens)."""
         return f"http://127.0.0.1:{self.options.port}"
 
     def check(self, record: dict[str, Any] | None) -> str:
@@ -172,17 +174,17 @@ class Up:
         make_private(layout.root)
         if record is None:
             password = bootstrap.before_server(options, layout, branch)
-        coordinator = [*program("agent-coordinator-server"), "--database", str(layout.database)]
-        coordinator += ["--public-origin", self.origin, "--allow-insecure-loopback"]
-        coordinator += ["--listen", f"127.0.0.1:{options.port}", "serve"]
-        self.tree.start("coordinator", coordinator, layout.log("coordinator"), child_env())
-        wait_healthy(self.origin, self.tree)
+        else:
+            bootstrap.end_browser_sessions(layout)
+        console = local_console_origin(record and record.get("console"), options.port)
+        self.start_coordinator(console)
         if record is None:
             assert password is not None
-            record = bootstrap.after_server(options, layout, self.origin, password, branch)
+            origins = (self.origin, console)
+            record = bootstrap.after_server(options, layout, origins, password, branch)
         elif record.get("port") != options.port:
             bootstrap.rewrite_origin(layout, self.origin)
-        record.update(port=options.port, harness=options.harness)
+        record.update(port=options.port, harness=options.harness, console=console)
         gw = write_gateway(layout, self.access) if self.access is not None else None
         if gw is not None:
             argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
@@ -201,7 +203,7 @@ class Up:
         )
         configs.write_integrator(layout, record, self.origin)
         if options.seed_demo and not record.get("demo_seeded"):
-            bootstrap.seed_demo(self.origin, layout, record["project_id"])
+            bootstrap.seed_demo(console, layout, record["project_id"])
             record["demo_seeded"] = True
         record["pid"] = os.getpid()
         record.pop("children", None)  # a previous up's, until this one's are all started
@@ -215,12 +217,24 @@ class Up:
         layout.write_record(record)
         return record
 
+    def start_coordinator(self, console: str) -> None:
+        """The coordinator on loopback, its public origin the console's own name. The name
+        goes in the environment, never on the command line: every local user can read a
+        process's command line, and the name is what keeps the console's cookies from them."""
+        layout = self.layout
+        argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
+        argv += ["--allow-insecure-loopback", "--listen", f"127.0.0.1:{self.options.port}"]
+        env = {**child_env(), "COORDINATOR_PUBLIC_ORIGIN": console}
+        self.tree.start("coordinator", [*argv, "serve"], layout.log("coordinator"), env)
+        wait_healthy(self.origin, self.tree)
+
     def processes(self) -> dict[str, int | None]:
         return {c.name: c.proc.pid if c.proc.poll() is None else None for c in self.tree.children}
 
     def watch(self, record: dict[str, Any]) -> int:
         console = Console()
-        console.print(f"agentc is up: console {self.origin}/console")
+        # Never folded: the whole address is what a person copies into the browser.
+        console.print(f"agentc is up: console {record['console']}/console", soft_wrap=True)
         console.print(f"  sign in as admin; the password is in {self.layout.admin_password}")
         console.print(f"  logs in {self.layout.root / 'logs'}; Ctrl-C stops everything")
         no_reviews = configs.reviews_by_agents(self.options.harness)
@@ -402,9 +416,10 @@ def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:
     origin = f"http://127.0.0.1:{port}"
     tree = Tree()
     argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
-    argv += ["--public-origin", origin, "--allow-insecure-loopback"]
-    argv += ["--listen", f"127.0.0.1:{port}", "serve"]
-    tree.start("coordinator", argv, layout.log("status-coordinator"), child_env())
+    argv += ["--allow-insecure-loopback", "--listen", f"127.0.0.1:{port}", "serve"]
+    # A console nobody is told of: no browser session can be made on the shared address.
+    env = {**child_env(), "COORDINATOR_PUBLIC_ORIGIN": new_local_console_origin(port)}
+    tree.start("coordinator", argv, layout.log("status-coordinator"), env)
     try:
         wait_healthy(origin, tree)
         return status.snapshot(origin, layout, record, processes)

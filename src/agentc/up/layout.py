@@ -4,7 +4,8 @@
 .agentc/                  0700, the user's own (`agentc up` refuses another account's)
   coordinator.sqlite3     the coordinator's database
   admin-password          the first admin's password (0600)
-  up.json                 the project, port and harness, and the running ``up``'s pid
+  up.json                 the project, port, harness and console address (its own name,
+                          ``http://agentc-<random>.localhost:PORT``), the running ``up``'s pid
   credentials/            one client credentials file per role (0600): implementer,
                           reviewer, integrator, status (read-only)
   remote.git              the project's repository: candidates and landings go here

@@ -92,7 +92,7 @@ def snapshot(
     """The status object (``agentc status --json``)."""
     return {
         "project_id": record["project_id"],
-        "console": f"{origin}/console",
+        "console": f"{record.get('console') or origin}/console",
         "tasks": task_counts(origin, layout, record["project_id"]),
         "processes": {
             name: {"pid": pid, "running": pid is not None and alive(pid)}
