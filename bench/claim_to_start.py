@@ -35,8 +35,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -314,16 +312,9 @@ def measure(
 ) -> int:
     """The measured part, in a process of its own: a launch reaps every process below the one
     that started it (the child subreaper), which must not include the coordinator."""
-    from tests.kit.live import ADMIN_PASSWORD
+    from tests.kit.live import ADMIN_PASSWORD, admin_at
 
-    admin = httpx.Client(base_url=url, timeout=30)
-    resp = admin.post(
-        "/api/v1/auth/login",
-        json={"username": "admin", "password": ADMIN_PASSWORD},
-        headers={"Origin": url},
-    )
-    resp.raise_for_status()
-    admin.headers.update({"Origin": url, "X-CSRF-Token": resp.json()["data"]["csrf_token"]})
+    admin = admin_at(url, url, ADMIN_PASSWORD)
     loop = Loop(load_config(config_path))
     loop.start()
     if profile:

@@ -79,19 +79,7 @@ class LiveServer:
 
     def admin_client(self) -> httpx.Client:
         """A signed-in admin: cookie plus the CSRF and Origin headers browser writes need."""
-        client = httpx.Client(base_url=self.url, timeout=30)
-        if self.console != self.url:  # the console's own name, reached on loopback
-            client.headers["Host"] = urlsplit(self.console).netloc
-        resp = client.post(
-            "/api/v1/auth/login",
-            json={"username": "admin", "password": ADMIN_PASSWORD},
-            headers={"Origin": self.console},
-        )
-        resp.raise_for_status()
-        client.headers.update(
-            {"Origin": self.console, "X-CSRF-Token": resp.json()["data"]["csrf_token"]}
-        )
-        return client
+        return admin_at(self.url, self.console, ADMIN_PASSWORD)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process.poll() is None:
@@ -101,6 +89,23 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def admin_at(url: str, console: str, password: str) -> httpx.Client:
+    """The admin signed in at the console's origin, reached at url (loopback): the console's
+    name, when it has its own, goes in Host (as a browser reaches a .localhost name). The
+    client carries the cookie, the Origin and the CSRF token a person's writes need."""
+    client = httpx.Client(base_url=url, timeout=30)
+    if console != url:
+        client.headers["Host"] = urlsplit(console).netloc
+    resp = client.post(
+        "/api/v1/auth/login",
+        json={"username": "admin", "password": password},
+        headers={"Origin": console},
+    )
+    resp.raise_for_status()
+    client.headers.update({"Origin": console, "X-CSRF-Token": resp.json()["data"]["csrf_token"]})
+    return client
 
 
 def start_server(

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests.kit.live import admin_at
 from tests.kit.pg import free_port
 from tests.supervisor.kit import REPO, VENV_SITE
 
@@ -123,21 +124,10 @@ def console_of(state: Path) -> str:
 
 def admin_client(state: Path) -> httpx.Client:
     """``up``'s admin (its password from the state directory), signed in at the console's own
-    name: connected to 127.0.0.1, the name in Host, as a browser reaches a .localhost name."""
+    name (tests.kit.live.admin_at)."""
     console = console_of(state)
-    parts = urlsplit(console)
-    client = httpx.Client(
-        base_url=f"http://127.0.0.1:{parts.port}", headers={"Host": parts.netloc}, timeout=30
-    )
-    password = (state / "admin-password").read_text().strip()
-    login = client.post(
-        "/api/v1/auth/login",
-        json={"username": "admin", "password": password},
-        headers={"Origin": console},
-    )
-    login.raise_for_status()
-    client.headers.update({"Origin": console, "X-CSRF-Token": login.json()["data"]["csrf_token"]})
-    return client
+    url = f"http://127.0.0.1:{urlsplit(console).port}"
+    return admin_at(url, console, (state / "admin-password").read_text().strip())
 
 
 def file_task(state: Path, project: str, title: str, criteria: list[str]) -> str:
