@@ -5,22 +5,31 @@ ports) is tests/service/console/test_console_users.py."""
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import httpx2
 import pytest
 from starlette.testclient import TestClient
 
 from agentc.service.app import create_app
 from agentc.service.hosts import Hosts, Under
+from tests.kit.live import admin_at, live_server
+from tests.kit.pg import free_port
 from tests.service.kit import ADMIN_PASSWORD, ORIGIN, Service
 
 LABEL = "agentc-0123456789abcdef0123456789abcdef"
 NAMED = f"http://{LABEL}.localhost:8080"
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
+COOKIE = "coordinator_local"
 
 
 @pytest.mark.parametrize(
@@ -203,3 +212,75 @@ def test_the_host_ends_every_browser_session(svc: Service) -> None:
         ).all()
     )
     assert [k[0] for k in kinds] == ['{"count":2,"via":"host"}']
+
+
+def _quick_start(state: Path, port: int) -> tuple[subprocess.Popen[str], str]:
+    """`agent-coordinator-server up`: the coordinator alone; its console's address (banner)."""
+    proc = subprocess.Popen(
+        [SERVER, "up", "--state-dir", str(state), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.match(r"agentc coordinator: (http://agentc-[0-9a-f]{32}\.localhost:\d+)$", line)
+    assert found, line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc, found.group(1)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError("the coordinator did not answer")
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    return err
+
+
+def test_the_quick_start_serves_the_console_at_a_name_of_its_own(tmp_path: Path) -> None:
+    state, port = tmp_path / "state", free_port()
+    proc, console = _quick_start(state, port)
+    try:
+        assert console.endswith(f":{port}")
+        assert oct((state / "console-origin").stat().st_mode & 0o777) == "0o600"
+        password = (state / "admin-password").read_text().strip()
+        with closing(admin_at(f"http://127.0.0.1:{port}", console, password)) as admin:
+            assert admin.get("/api/v1/me").status_code == 200
+            cookie = admin.cookies["coordinator_local"]
+    finally:
+        log = _stop(proc)
+    assert "warning" not in log, log  # a name of its own is no shared address
+    proc, again = _quick_start(state, port)  # the same port: the same name...
+    try:
+        assert again == console
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as program:
+            program.headers.update(
+                {"Host": urlsplit(console).netloc, "Cookie": f"{COOKIE}={cookie}"}
+            )
+            assert (
+                program.get("/api/v1/me").status_code == 401
+            )  # ...and the last run's sessions end
+    finally:
+        _stop(proc)
+    moved = free_port()
+    proc, renamed = _quick_start(state, moved)  # another port: another name
+    try:
+        assert renamed != console and renamed.endswith(f":{moved}")
+    finally:
+        _stop(proc)
+
+
+def test_serving_at_a_shared_address_warns(sqlite_database: str, tmp_path: Path) -> None:
+    """A public origin of 127.0.0.1 (development, these tests' own servers) shares the
+    console's cookie with every server on 127.0.0.1: `serve` says so."""
+    with live_server(sqlite_database, tmp_path) as shared:
+        pass
+    with live_server(sqlite_database, tmp_path, named=True) as named_server:
+        pass
+    assert "warning: the public origin http://127.0.0.1" in shared.log.read_text()
+    assert "warning" not in named_server.log.read_text()
