@@ -14,7 +14,7 @@ from fastapi.routing import iter_route_contexts
 
 from agentc.core.model import CHECKPOINTS_PER_ATTEMPT_MAX, CredentialClass
 from agentc.service.attempt_scope import AttemptScope
-from agentc.service.auth import verifier
+from agentc.service.auth import hash_password, verifier
 from agentc.store.accounts import Credential
 from agentc.store.sql import fetch_row, insert
 from tests.service.kit import ApiError, Caller, Service, claim, submit_general
@@ -379,3 +379,36 @@ def test_a_launch_credential_cannot_reach_another_project_its_agent_is_granted(
     assert run.loop.get(f"/api/v1/projects/{second}")["id"] == second
     for path in (f"/api/v1/projects/{second}", f"/api/v1/projects/{second}/tasks"):
         assert refused(run.agent, "GET", path) == (403, "operation_not_permitted")
+
+
+def test_no_password_is_hashed_for_a_caller_who_may_not_add_people(
+    svc: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Argon2 hash is the costly part of adding a person or changing a password: it runs only
+    after the caller was checked, so a launch's credential (or anyone) cannot make the service
+    hash for it."""
+    from agentc.service import routes_access
+    from agentc.service.console import forms
+
+    hashed: list[str] = []
+    real = hash_password
+
+    def counting(password: str) -> str:
+        hashed.append(password)
+        return real(password)
+
+    run = launch(svc)
+    operator = svc.person(run.pid)
+    agent = svc.agent(run.pid)
+    monkeypatch.setattr(routes_access, "hash_password", counting)
+    monkeypatch.setattr(forms, "hash_password", counting)
+    body = {"name": "newcomer", "role": "operator", "password": "x" * 16}
+    for caller in (run.agent, agent, operator, svc.anonymous()):
+        resp = caller.raw("POST", "/api/v1/admin/people", body)
+        assert resp.status_code in (401, 403), resp.text
+    form = {"name": "newcomer", "role": "operator", "password": "x" * 16}
+    resp = svc.client.post("/console/access/people", data=form, follow_redirects=False)
+    assert resp.status_code in (303, 401, 403), resp.text
+    assert hashed == []
+    svc.admin.post("/api/v1/admin/people", body)  # an admin's request is hashed, once
+    assert len(hashed) == 1

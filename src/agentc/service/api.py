@@ -169,6 +169,20 @@ async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Respo
     return Response(body, media_type=JSON)
 
 
+async def authorized(
+    rt: Runtime, creds: Presented, route: str, check: Callable[[Actor], None]
+) -> None:
+    """Who asks, checked (as a write) before costly work runs for them: a route that hashes a
+    password hashes it only after this, so an outsider's request costs no Argon2 hash. The
+    mutation authenticates again under the write lock."""
+    origin = rt.settings.public_origin
+
+    def work(tx: Tx) -> None:
+        check(authenticate(tx.conn, creds, tx.now, write=True, public_origin=origin, route=route))
+
+    await run_in_threadpool(rt.executor.read, work)
+
+
 def mutation(
     rt: Runtime,
     creds: Presented,

@@ -14,7 +14,17 @@ from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PrincipalRole
 from agentc.core.wire import Body, ByValue, text
-from agentc.service.api import JSON, _dumps, envelope, mutate, presented, read, runtime_of
+from agentc.service.api import (
+    JSON,
+    _dumps,
+    authorized,
+    envelope,
+    mutate,
+    operation_of,
+    presented,
+    read,
+    runtime_of,
+)
 from agentc.service.auth import (
     Actor,
     Presented,
@@ -146,8 +156,7 @@ async def change_password(
     rt: Runtime, creds: Presented, current: str, new: str, client: Client
 ) -> None:
     """Check the current password (throttled as a sign-in is), store the new one, end the
-    person's other sessions."""
-    new_hash = await run_in_threadpool(hash_password, new)
+    person's other sessions. The new password is hashed only once the current one checked."""
     origin = rt.settings.public_origin
 
     def who(tx: Tx) -> Principal:
@@ -161,6 +170,7 @@ async def change_password(
 
     person = await run_in_threadpool(rt.executor.read, who)
     device = await check_current_password(rt, person, current, client)
+    new_hash = await run_in_threadpool(hash_password, new)
 
     def fn(tx: Tx, actor: Actor, token_hash: str) -> None:
         if actor.principal_id != person.id:
@@ -307,6 +317,8 @@ async def admin_revoke_grant(request: Request, principal_id: str, project_id: st
 async def admin_people(request: Request, body: NewPersonIn) -> Response:
     if body.role == PrincipalRole.AGENT:
         raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+    rt, route = runtime_of(request), operation_of(request)
+    await authorized(rt, presented(request), route, lambda a: require_admin(a, "add people"))
     password_hash = await run_in_threadpool(hash_password, body.password)
     person = PersonIn(name=body.name, role=body.role)
     return await mutate(

@@ -20,6 +20,7 @@ from agentc.core.errors import CoordinatorError
 from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
 from agentc.core.rules import check_idempotency_key
 from agentc.service.api import (
+    authorized,
     hidden_project,
     mutation,
     operation_of,
@@ -27,7 +28,7 @@ from agentc.service.api import (
     project_of,
     runtime_of,
 )
-from agentc.service.auth import Presented, hash_password
+from agentc.service.auth import Presented, hash_password, require_admin
 from agentc.service.console.pages import _local
 from agentc.service.console.render import html, invalid_form, problem, router
 from agentc.service.ops import JsonObject, Op, Result
@@ -290,6 +291,15 @@ async def person_form(request: Request, form: FormData) -> Response:
     assert isinstance(body, PersonIn)
     if body.role not in (PrincipalRole.ADMIN, PrincipalRole.OPERATOR):
         raise CoordinatorError("invalid_input", "role: admin or operator", status=422)
+    creds = _credentials(request, form)
+    if creds.bearer is not None or creds.cookie is None:
+        raise CoordinatorError("authentication_required", "sign in first", status=401)
+    await authorized(
+        runtime_of(request),
+        creds,
+        operation_of(request),
+        lambda actor: require_admin(actor, "add people"),
+    )
     password_hash = await run_in_threadpool(hash_password, _field(form, "password"))
     role = body.role
     return await _write_then_go(
