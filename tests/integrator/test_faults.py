@@ -265,3 +265,26 @@ def test_a_remote_that_refuses_the_push_lands_later_without_new_checks(
     s.lands_exactly(s.tip(), before, sub["submission"])
     assert len(s.landings()) == 1
     assert log.stat().st_mtime_ns == checked_at
+
+
+def test_an_older_git_is_refused_naming_the_version(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+) -> None:
+    """Landings are built with `git merge-tree --write-tree` (git 2.38): with an older git the
+    poll fails once, saying so, and nothing is tried."""
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS)
+    fake = tmp_path / "old-git"
+    fake.mkdir()
+    real = shutil.which("git")
+    assert real is not None
+    (fake / "git").write_text(
+        '#!/bin/sh\nfor a; do [ "$a" = version ] && { echo "git version 2.30.2"; exit 0; }; done\n'
+        f'exec {real} "$@"\n'
+    )
+    (fake / "git").chmod(0o755)
+    env = {**clean_env(), "PATH": f"{fake}:{clean_env()['PATH']}"}
+    out = subprocess.run(s.argv("run", "--once"), capture_output=True, text=True, env=env)
+    assert out.returncode == 1, out.stderr
+    assert "needs git 2.38 or newer (merge-tree --write-tree); this is 2.30" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -15,6 +15,7 @@ Every commit it makes is authored and committed by the integrator's identity.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -43,7 +44,8 @@ _CONFIG = (
     "-c",
     "merge.renames=false",
 )
-MAX_COMPARE_BYTES = 8 * 1024 * 1024  # a larger blob changed on both sides is not compared
+MAX_COMPARE_BYTES = 8 * 1024 * 1024
+MIN_GIT = (2, 38)  # a larger blob changed on both sides is not compared
 
 
 class GitFailure(AgentcError):
@@ -79,6 +81,7 @@ class Repo:
         ssh_key: Path | None = None,
     ) -> None:
         self.path = path
+        self.git_version: tuple[int, int] | None = None
         self.remote = remote
         self.branch = branch
         name, email = identity
@@ -117,12 +120,26 @@ class Repo:
         """Create the bare repository on first use. A work directory of an earlier version
         holds a non-bare one (``repo/.git``, checked out for rebases): it only caches what the
         remote has, so it is replaced."""
+        self.check_version()
         if (self.path / ".git").exists():
             shutil.rmtree(self.path)
         if not (self.path / "HEAD").exists():
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.git("init", "--quiet", "--bare", "--template=", ".")
             self.git("config", "core.hooksPath", "/dev/null")
+
+    def check_version(self) -> None:
+        """Landings are built with ``git merge-tree --write-tree`` (git 2.38 or newer): an older
+        git is refused here, naming the version, rather than failing each candidate."""
+        if self.git_version is None:
+            said = self.git("version", cwd=Path("/")).stdout.strip()
+            found = re.search(r"(\d+)\.(\d+)", said)
+            self.git_version = (int(found[1]), int(found[2])) if found else (0, 0)
+        if self.git_version < MIN_GIT:
+            raise GitFailure(
+                f"the integrator needs git {MIN_GIT[0]}.{MIN_GIT[1]} or newer "
+                f"(merge-tree --write-tree); this is {self.git_version[0]}.{self.git_version[1]}"
+            )
 
     def ls_remote(self, pattern: str) -> dict[str, str]:
         """The remote's refs matching ``pattern`` (git's tail match; callers check the names
