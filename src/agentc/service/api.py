@@ -145,16 +145,14 @@ def runtime_of(request: Request) -> Runtime:
     return rt
 
 
-async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Response:
-    """An authenticated read: the data in the envelope."""
-    rt = runtime_of(request)
-    creds = presented(request)
-    origin = rt.settings.public_origin
-    project_id = project_of(request)
-    route = operation_of(request)
+def reader(request: Request) -> Callable[[Tx], Actor]:
+    """Who makes ``request``, for a read (its credentials, route and project taken now, checked
+    in the transaction the returned function is called in)."""
+    creds, route = presented(request), operation_of(request)
+    origin, project_id = runtime_of(request).settings.public_origin, project_of(request)
 
-    def work(tx: Tx) -> bytes:
-        actor = authenticate(
+    def actor(tx: Tx) -> Actor:
+        return authenticate(
             tx.conn,
             creds,
             tx.now,
@@ -163,7 +161,17 @@ async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Respo
             project_id=project_id,
             route=route,
         )
-        return _dumps(envelope(fn(tx, actor), new_id(), tx.now))
+
+    return actor
+
+
+async def read(request: Request, fn: Callable[[Tx, Actor], JsonObject]) -> Response:
+    """An authenticated read: the data in the envelope."""
+    rt = runtime_of(request)
+    who = reader(request)
+
+    def work(tx: Tx) -> bytes:
+        return _dumps(envelope(fn(tx, who(tx)), new_id(), tx.now))
 
     body = await run_in_threadpool(rt.executor.read, work)
     return Response(body, media_type=JSON)
@@ -357,24 +365,10 @@ async def hidden_project(request: Request) -> CoordinatorError | None:
     request itself (403: an attempt credential outside its attempt's scope) comes first too."""
     project_id = project_of(request)
     rt = runtime_of(request)
-    creds, origin = presented(request), rt.settings.public_origin
-    if project_id is None and creds.bearer is None:
+    if project_id is None and presented(request).bearer is None:
         return None
-    route = operation_of(request)
-
-    def check(tx: Tx) -> None:
-        authenticate(
-            tx.conn,
-            creds,
-            tx.now,
-            write=False,
-            public_origin=origin,
-            project_id=project_id,
-            route=route,
-        )
-
     try:
-        await run_in_threadpool(rt.executor.read, check)
+        await run_in_threadpool(rt.executor.read, reader(request))
     except CoordinatorError as err:
         return err if project_id is not None or err.status == 403 else None
     return None

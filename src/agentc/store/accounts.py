@@ -9,7 +9,16 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.rules import fold_name
 from agentc.store.audit import Receipt
-from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, placeholders, run, table
+from agentc.store.sql import (
+    columns,
+    fetch_all,
+    fetch_count,
+    fetch_exists,
+    fetch_one,
+    placeholders,
+    run,
+    table,
+)
 
 
 @table("principals")
@@ -268,13 +277,11 @@ def revoke_attempt_credentials(conn: Connection, attempt_id: str, now: int) -> i
 
 def live_attempt_credentials(conn: Connection, attempt_id: str) -> int:
     """How many unrevoked credentials are bound to the attempt."""
-    found = fetch_one(
+    return fetch_count(
         conn,
         "SELECT COUNT(*) FROM credentials WHERE attempt_id = :a AND revoked_at IS NULL",
-        lambda count: int(count),
         a=attempt_id,
     )
-    return found or 0
 
 
 _PRINCIPALS = _PRINCIPAL + " ORDER BY kind, name"

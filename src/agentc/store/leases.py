@@ -10,7 +10,16 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.model import AttemptState, Lifecycle, Phase
 from agentc.core.status import backoff_steps
-from agentc.store.sql import columns, defer, fetch_all, fetch_exists, fetch_one, run, table
+from agentc.store.sql import (
+    columns,
+    defer,
+    fetch_all,
+    fetch_count,
+    fetch_exists,
+    fetch_one,
+    run,
+    table,
+)
 from agentc.store.tasks import Task
 from agentc.store.tx import Tx
 
@@ -310,13 +319,7 @@ def owner_lost_at(conn: Connection, attempt_id: str) -> int | None:
 
 def checkpoint_count(conn: Connection, attempt_id: str) -> int:
     """How many checkpoints the attempt recorded."""
-    found = fetch_one(
-        conn,
-        "SELECT COUNT(*) FROM checkpoints WHERE attempt_id = :attempt_id",
-        lambda count: int(count),
-        attempt_id=attempt_id,
-    )
-    return found or 0
+    return fetch_count(conn, "SELECT COUNT(*) FROM checkpoints WHERE attempt_id = :a", a=attempt_id)
 
 
 def last_checkpoint(conn: Connection, attempt_id: str) -> Checkpoint | None:

@@ -156,6 +156,12 @@ def fetch_one(conn: Connection, sql: str, make: Callable[..., R], **params: Valu
     return None if row is None else make(*row)
 
 
+def fetch_count(conn: Connection, sql: str, **params: Value) -> int:
+    """The one number a ``SELECT COUNT(*) ...`` answers."""
+    count: int = _execute(conn, sql, params).fetchone()[0]
+    return count
+
+
 def fetch_exists(conn: Connection, sql: str, **params: Value) -> bool:
     """Whether sql yields a row."""
     return _execute(conn, sql, params).fetchone() is not None
