@@ -34,12 +34,25 @@ ALLOWED: dict[str, frozenset[str]] = {
     "integrator": frozenset({"client", "core", "files", "supervisor", "push"}),
     # agentc up starts the other programs as processes and reaches the coordinator over HTTP
     # through the client; nothing imports it.
-    "up": frozenset({"client", "core", "files", "push"}),
+    "up": frozenset({"client", "core", "files", "push", "attention"}),
+    # agentc-attention: paging, the digest by mail, the end-to-end canary; the coordinator
+    # over HTTP through the client.
+    "attention": frozenset({"client", "core", "files"}),
     # agentns-claude is installed and run on its own.
     "agentns": frozenset(),
     # Test doubles and harness drivers for tests and benchmarks: they may use anything.
     "testing": frozenset(
-        {"core", "files", "store", "service", "client", "supervisor", "agentns", "push"}
+        {
+            "core",
+            "files",
+            "store",
+            "service",
+            "client",
+            "supervisor",
+            "agentns",
+            "push",
+            "attention",
+        }
     ),
 }
 

@@ -76,7 +76,12 @@ class Transport(Closing):
     """A synchronous coordinator client for one origin and one bearer token."""
 
     def __init__(
-        self, origin: str, token: str | None, transport: httpx.BaseTransport | None = None
+        self,
+        origin: str,
+        token: str | None,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        timeout: httpx.Timeout = TIMEOUT,
     ) -> None:
         headers = {"User-Agent": f"agent-coordinator/{__version__}", "Accept": "application/json"}
         if token is not None:
@@ -94,7 +99,7 @@ class Transport(Closing):
             headers=headers,
             follow_redirects=False,
             trust_env=False,
-            timeout=TIMEOUT,
+            timeout=timeout,
             transport=transport,
         )
 

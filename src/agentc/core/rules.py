@@ -194,6 +194,20 @@ def rfc3339(ms: int | None) -> str | None:
     return f"{_rfc3339_second(second)}{milli:03d}Z"
 
 
+def ms_of(text: object) -> int | None:
+    """An RFC 3339 time (as :func:`rfc3339` writes it, or with an offset) in ms since the
+    epoch; None for anything else (a time without an offset is not taken)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return int(at.timestamp() * 1000)
+
+
 @functools.lru_cache(maxsize=1024)
 def _rfc3339_second(second: int) -> str:
     # Every view formats several times from the last few seconds: formatting each second

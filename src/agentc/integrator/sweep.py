@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from agentc.core.errors import ConfigError, CoordinatorError
+from agentc.core.rules import ms_of
 from agentc.integrator.coordinator import Coordinator
 from agentc.integrator.repo import Repo
 from agentc.push.refs import CANDIDATES, check_id
@@ -83,19 +83,9 @@ def parse(refs: Mapping[str, str]) -> list[Published]:
     return found
 
 
-def _ms(value: object) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return None if moment.tzinfo is None else int(moment.timestamp() * 1000)
-
-
 def ended(task: Mapping[str, Any]) -> Ended | None:
     """The task's end and its candidate refs' use, or None (not ended, or not readable)."""
-    ended_ms = _ms(task.get("updated_at"))
+    ended_ms = ms_of(task.get("updated_at"))
     flow = task.get("workflow")
     if task.get("lifecycle") not in ENDED or ended_ms is None or not isinstance(flow, dict):
         return None

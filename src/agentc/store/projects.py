@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
@@ -75,3 +76,31 @@ def set_digest_sender(conn: Connection, project_id: str, principal_id: str | Non
     run(conn, _CLEAR_SENDER, key=key)
     if principal_id is not None:
         run(conn, _ADD_SENDER, key=key, value=principal_id)
+
+
+# The last read of a project's attention digest: a service_state entry per project holding
+# {"at": ms, "by": principal id, "via": "console" | "link"}; no entry, never read.
+_READ_KEY = "digest_read:{project_id}"
+_SAVE_READ = (
+    "INSERT INTO service_state (key, value) VALUES (:key, :value) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+class DigestRead(NamedTuple):
+    at: int
+    by: str
+    via: str
+
+
+def digest_read(conn: Connection, project_id: str) -> DigestRead | None:
+    raw = fetch_one(conn, _SENDER, str, key=_READ_KEY.format(project_id=project_id))
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return DigestRead(int(data["at"]), str(data["by"]), str(data["via"]))
+
+
+def record_digest_read(conn: Connection, project_id: str, read: DigestRead) -> None:
+    key = _READ_KEY.format(project_id=project_id)
+    run(conn, _SAVE_READ, key=key, value=json.dumps(read._asdict(), sort_keys=True))

@@ -53,6 +53,7 @@ class Options:
     harness: str = "example"
     seed_demo: bool = False
     password: str | None = None  # None: generated
+    quiet_hours: str | None = None  # the window new work may be claimed in; None: as before
 
 
 PROGRAMS = {

@@ -21,6 +21,7 @@ from rich.live import Live
 from agentc.client.errors import TransportFailure
 from agentc.core.addresses import local_console_origin, new_local_console_origin
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.core.quiet import parse_window
 from agentc.files.sockets import sun_path
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
@@ -185,6 +186,8 @@ class Up:
         elif record.get("port") != options.port:
             bootstrap.rewrite_origin(layout, self.origin)
         record.update(port=options.port, harness=options.harness, console=console)
+        if options.quiet_hours is not None:  # "off" ends them; not given keeps the last run's
+            record["quiet_hours"] = None if options.quiet_hours == "off" else options.quiet_hours
         gw = write_gateway(layout, self.access) if self.access is not None else None
         if gw is not None:
             argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
@@ -341,6 +344,12 @@ class Up:
 @click.option(
     "--live/--no-live", default=None, help="The live status table (default: on a terminal)."
 )
+@click.option(
+    "--quiet-hours",
+    default=None,
+    metavar="HH:MM-HH:MM",
+    help="Claim new work only in this local-time window (off: always; kept for later runs).",
+)
 def up(
     state_dir: Path,
     port: int | None,
@@ -349,8 +358,14 @@ def up(
     harness: str,
     seed_demo: bool,
     live: bool | None,
+    quiet_hours: str | None,
 ) -> None:
     """Run the whole system on this machine: coordinator, supervisor, integrator."""
+    if quiet_hours is not None and quiet_hours != "off":
+        try:
+            parse_window(quiet_hours)
+        except ValueError as exc:
+            fail(f"--quiet-hours: {exc}")
     layout = Layout(state_dir.absolute())
     try:
         check_owner(layout.root)  # before anything of it is read: another account's is refused
@@ -380,6 +395,7 @@ def up(
         harness=harness,
         seed_demo=seed_demo,
         password=password,
+        quiet_hours=quiet_hours,
     )
     sys.exit(Up(options, sys.stdout.isatty() if live is None else live).run())
 

@@ -113,6 +113,8 @@ def write_supervisor(
         "run.reviewer_binding": {"credential_file": layout.credential("reviewer").resolve()},
         f"setup.{project}": {"repository_url": str(layout.remote.resolve())},
     }
+    if record.get("quiet_hours"):
+        health["quiet_hours"] = record["quiet_hours"]
     if health:
         tables["health"] = health
     if harness == "claude":

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
+from agentc.core.rules import rfc3339
 from agentc.service.work.attention import designate_sender
 from tests.service.console.kit import browse_as, form_of, post_form
-from tests.service.kit import Caller, Service, claim
+from tests.service.kit import Caller, Clock, Service, claim
 
 OLGA = "olga's passphrase"
 
@@ -165,6 +166,33 @@ def test_the_attention_page_shows_the_digest_and_its_sender(svc: Service) -> Non
         assert '<strong class="sender">digest-bot</strong>' in page
         assert "not-olgas" not in page  # only the projects she is granted
     assert svc.client.get(f"/console/projects/{hidden}/attention").status_code == 404
+
+
+def test_only_a_person_opening_the_project_s_digest_records_a_read(
+    svc: Service, clock: Clock
+) -> None:
+    pid = svc.project()
+    bot = svc.agent(pid, name="digest-bot", session=False)
+    svc.executor.write(lambda tx: designate_sender(tx.conn, tx.now, pid, "digest-bot"))
+    # Neither the agent's read over the API, a person's over the API, nor the page of all
+    # projects is a read of this digest.
+    assert svc.admin.get(f"/api/v1/projects/{pid}/attention")["last_read"] is None
+    olga = _operator(svc, pid)
+    browse_as(svc, olga)
+    assert "never read" in svc.client.get("/console/attention").text
+    assert bot.get(f"/api/v1/projects/{pid}/attention")["last_read"] is None
+    browse_as(svc, olga)
+    clock.advance(60)
+    page = svc.client.get(f"/console/projects/{pid}/attention").text
+    assert "never read" in page  # the page shows the read before this one
+    read = bot.get(f"/api/v1/projects/{pid}/attention")["last_read"]
+    assert read == {"at": rfc3339(clock.now), "by": "olga", "via": "console"}
+    clock.advance(60)
+    browse_as(svc, olga)
+    assert "by olga (this page)" in svc.client.get(f"/console/projects/{pid}/attention").text
+    assert bot.get(f"/api/v1/projects/{pid}/attention")["last_read"]["at"] == rfc3339(clock.now)
+    kinds = [e["kind"] for e in svc.admin.get(f"/api/v1/projects/{pid}/events")["items"]]
+    assert kinds.count("digest_read") == 2
 
 
 def test_sessions_are_ended_one_at_a_time_from_access_and_my_account(svc: Service) -> None:

@@ -134,12 +134,21 @@ async def attention_page(request: Request) -> Response:
 
 @router.get("/console/projects/{project_id}/attention")
 async def project_attention_page(request: Request, project_id: str) -> Response:
-    budget = runtime_of(request).settings.agent_task_weekly_budget
+    """The project's digest; a person opening it has read it (the neglect page's clock)."""
+    rt = runtime_of(request)
+    budget = rt.settings.agent_task_weekly_budget
+    readers: list[str] = []
 
-    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
-        return "attention.html", {
-            "digests": [attention.digest(tx.conn, project_id, tx.now, budget)],
-            "single": True,
-        }
+    def build(tx: Tx, v: Viewer) -> tuple[str, dict[str, Any]]:
+        found = attention.digest(tx.conn, project_id, tx.now, budget)
+        readers.append(v.actor.principal_id)
+        return "attention.html", {"digests": [found], "single": True}
 
-    return await page(request, build)
+    shown = await page(request, build)
+    if readers and shown.status_code == 200:
+
+        def read(tx: Tx) -> None:
+            attention.record_read(tx.conn, tx.now, project_id, readers[0], "console")
+
+        await rt.executor.write_async(read)
+    return shown

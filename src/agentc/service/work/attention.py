@@ -48,6 +48,23 @@ def may_read(conn: Connection, actor: Actor, project_id: str) -> None:
     raise denied("an agent reads a project's digest only when designated to send it")
 
 
+def read_view(conn: Connection, project_id: str) -> JsonObject | None:
+    """When a person last read the project's digest, who, and how (None: never)."""
+    read = projects.digest_read(conn, project_id)
+    if read is None:
+        return None
+    who = fetch_row(conn, Principal, read.by)
+    return {"at": rfc3339(read.at), "by": who.name if who else None, "via": read.via}
+
+
+def record_read(conn: Connection, now: int, project_id: str, principal_id: str, via: str) -> None:
+    """A read of the digest: a person opening the project's Attention page in the console
+    (``via`` console) or pressing *I read this* behind a mailed link (``via`` link, the
+    principal that minted the link). Nothing else counts (docs/attention.md); audited."""
+    projects.record_digest_read(conn, project_id, projects.DigestRead(now, principal_id, via))
+    write_event(conn, now, principal_id, None, "digest_read", project_id, project_id, {"via": via})
+
+
 def sender_view(conn: Connection, project_id: str) -> JsonObject | None:
     sender_id = projects.digest_sender(conn, project_id)
     if sender_id is None:
@@ -83,6 +100,7 @@ def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> J
         "generated_at": rfc3339(now),
         "recent_since": rfc3339(since),
         "digest_sender": sender_view(conn, project_id),
+        "last_read": read_view(conn, project_id),
         "needs_attention": sum(len(v) for v in sections.values()),
         **sections,
         "spend": {

@@ -1,16 +1,19 @@
 """Measuring the host for admission (free disk, kill switch, spend, vendors); the decision itself
-is :func:`agentc.supervisor.loop.gates.admission_problems`."""
+is :func:`agentc.supervisor.loop.gates.admission_holds`."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
+from agentc.core.quiet import outside_reason
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop import signin
-from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
+from agentc.supervisor.loop.gates import HostState, Vendor, admission_holds, choose_vendor, unusable
 from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
 from agentc.supervisor.roles import role_slug
@@ -111,40 +114,54 @@ def vendors(
     return result
 
 
-def admit(
-    config: SupervisorConfig, role: str = "implementer"
-) -> tuple[dict[str, str] | None, list[str]]:
-    """The vendor to claim with for ``role``, or None and every reason this host must not claim
-    now (the role's own daily cap: ``implementer_daily_usd`` or ``reviewer_daily_usd``)."""
+class Admission(NamedTuple):
+    """What admission found: the vendor to claim with (None: hold), every hold by its code
+    (:func:`.gates.admission_holds`) and the vendors unusable now (:func:`.gates.unusable`)."""
+
+    choice: dict[str, str] | None
+    holds: dict[str, str]
+    unusable: list[dict[str, object]]
+
+
+def measure(config: SupervisorConfig, role: str = "implementer") -> Admission:
+    """Admission for ``role`` (its own daily cap: ``implementer_daily_usd`` or
+    ``reviewer_daily_usd``), with the kill switch and ``[health] quiet_hours``."""
     kill, ledger, vendor_file = paths(config)
     now = now_ms()
     state = config.resolved_state_dir()
+    health = config.health
     host = HostState(
         free_mib=free_mib(state),
         kill_switch=kill_switch_set(kill),
         # The gateway's ledger and the rows of launches costed from their own events.
         spent_24h_usd=spent_24h(ledger, role_slug(role), now)
         + spent_24h(state / "loop" / HARNESS_LEDGER, role_slug(role), now),
+        quiet=outside_reason(health.quiet_hours, datetime.now()),
     )
-    health = config.health
     cap = (
         health.reviewer_daily_usd if role == "reviewer" else health.implementer_daily_usd
     ) or None
     choices = vendors(config, vendor_file, role)
-    chosen, problems = admission_problems(
-        host,
-        min_free_mib=config.run.min_free_mib,
-        daily_cap_usd=cap,
-        vendors=[v for v, _ in choices],
-        now_ms=now,
+    found = [v for v, _ in choices]
+    chosen, holds = admission_holds(
+        host, min_free_mib=config.run.min_free_mib, daily_cap_usd=cap, vendors=found, now_ms=now
     )
     if chosen is None:
-        return None, problems
-    _chosen, skipped = choose_vendor([v for v, _ in choices], now)
+        return Admission(None, holds, unusable(found, now))
+    _chosen, skipped = choose_vendor(found, now)
     if skipped:
         print(
             f"agentc-supervisor run: {role} vendor skipped: {'; '.join(skipped)}",
             file=sys.stderr,
             flush=True,
         )
-    return next(c for v, c in choices if v is chosen), problems
+    return Admission(next(c for v, c in choices if v is chosen), holds, unusable(found, now))
+
+
+def admit(
+    config: SupervisorConfig, role: str = "implementer"
+) -> tuple[dict[str, str] | None, list[str]]:
+    """The vendor to claim with for ``role``, or None and every reason this host must not claim
+    now (:func:`measure`)."""
+    found = measure(config, role)
+    return found.choice, list(found.holds.values())

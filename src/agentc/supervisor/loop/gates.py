@@ -103,6 +103,35 @@ class HostState:
     free_mib: int
     kill_switch: bool  # the kill-switch file exists (an unreadable path counts as set)
     spent_24h_usd: float
+    quiet: str | None = None  # why quiet hours hold new claims now (core.quiet), if they do
+
+
+def admission_holds(
+    host: HostState,
+    *,
+    min_free_mib: int,
+    daily_cap_usd: float | None,
+    vendors: Sequence[Vendor],
+    now_ms: int,
+) -> tuple[Vendor | None, dict[str, str]]:
+    """The vendor to claim with, or None and every reason this host must not claim now, each
+    under its code (``kill_switch``, ``quiet_hours``, ``disk``, ``cost_cap``, ``vendor``: the
+    heartbeat carries them for the attention checks)."""
+    holds: dict[str, str] = {}
+    if host.kill_switch:
+        holds["kill_switch"] = "the kill switch is set"
+    if host.quiet is not None:
+        holds["quiet_hours"] = host.quiet
+    if host.free_mib < min_free_mib:
+        holds["disk"] = f"only {host.free_mib} MiB free (min_free_mib is {min_free_mib})"
+    if daily_cap_usd is not None and host.spent_24h_usd >= daily_cap_usd:
+        holds["cost_cap"] = (
+            f"the daily cost cap is reached (${host.spent_24h_usd:.2f} of ${daily_cap_usd:.2f})"
+        )
+    vendor, skipped = choose_vendor(vendors, now_ms)
+    if vendor is None:
+        holds["vendor"] = "no vendor is usable: " + "; ".join(skipped or ["none configured"])
+    return (vendor if not holds else None), holds
 
 
 def admission_problems(
@@ -114,19 +143,19 @@ def admission_problems(
     now_ms: int,
 ) -> tuple[Vendor | None, list[str]]:
     """The vendor to claim with, or None and every reason this host must not claim now."""
-    problems: list[str] = []
-    if host.kill_switch:
-        problems.append("the kill switch is set")
-    if host.free_mib < min_free_mib:
-        problems.append(f"only {host.free_mib} MiB free (min_free_mib is {min_free_mib})")
-    if daily_cap_usd is not None and host.spent_24h_usd >= daily_cap_usd:
-        problems.append(
-            f"the daily cost cap is reached (${host.spent_24h_usd:.2f} of ${daily_cap_usd:.2f})"
-        )
-    vendor, skipped = choose_vendor(vendors, now_ms)
-    if vendor is None:
-        problems.append("no vendor is usable: " + "; ".join(skipped or ["none configured"]))
-    return (vendor if not problems else None), problems
+    vendor, holds = admission_holds(
+        host, min_free_mib=min_free_mib, daily_cap_usd=daily_cap_usd, vendors=vendors, now_ms=now_ms
+    )
+    return vendor, list(holds.values())
+
+
+def unusable(vendors: Sequence[Vendor], now_ms: int) -> list[dict[str, object]]:
+    """The vendors that cannot be used now and why (for the heartbeat)."""
+    return [
+        {"name": v.name, "reason": v.unusable_reason, "until_ms": v.unusable_until_ms}
+        for v in vendors
+        if v.unusable_reason or (v.unusable_until_ms is not None and v.unusable_until_ms > now_ms)
+    ]
 
 
 def _epoch_ms(value: object) -> int | None:

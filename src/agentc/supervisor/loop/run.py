@@ -83,6 +83,8 @@ class Loop:
         self.given_up: set[str] = set()
         self.costs_retry_at = 0
         self.expiry_warned_at = float("-inf")
+        # The last admission's holds and unusable vendors, in the heartbeat (docs/attention.md).
+        self.admission = admission.Admission(None, {}, [])
 
     def vendors_in_use(self) -> list[tuple[str, Role]]:
         """(harness, role) of every vendor this loop may launch: the implementer's primary and
@@ -198,7 +200,12 @@ class Loop:
             return self.review_client() if reviewing else self.client()
 
     def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
-        data: dict[str, Any] = {"iteration": self.iteration, "outcome": self.outcome}
+        data: dict[str, Any] = {
+            "iteration": self.iteration,
+            "outcome": self.outcome,
+            "holds": self.admission.holds,
+            "vendors": self.admission.unusable,
+        }
         if launch is not None:
             data["launch"] = launch
         self.records.write_heartbeat(data)
@@ -243,7 +250,8 @@ class Loop:
 
     def implement(self) -> str:
         """The implementer's part of a poll: admission, ``next``, at most one launch."""
-        vendor, problems = admission.admit(self.config)
+        self.admission = admission.measure(self.config)
+        vendor, problems = self.admission.choice, list(self.admission.holds.values())
         if vendor is None:
             return f"Refused({'; '.join(problems)!r})"
         failed: list[str] = []

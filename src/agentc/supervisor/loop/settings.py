@@ -14,6 +14,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from agentc.core.addresses import is_loopback_host
+from agentc.core.quiet import parse_window
 from agentc.files.settings import (
     Check,
     Settings,
@@ -148,10 +149,18 @@ class Fallback(Settings):
     effort: str = setting(string, default="high")
 
 
+def quiet_window(value: object) -> str:
+    text = string(value)
+    parse_window(text)  # ValueError naming the problem
+    return text
+
+
 class HealthSettings(Settings):
     """``[health]``: admission (kill switch, daily caps) and vendor health."""
 
     kill_switch: Path | None = setting(optional(absolute_path), default=None)  # <state>/kill-switch
+    # The local-time window in which new work may be claimed (core.quiet; None: always).
+    quiet_hours: str | None = setting(optional(quiet_window), default=None)
     # The gateway's ledger and vendor state, read only (None: <state>/gateway/ledger.jsonl and
     # <state>/vendors.json).
     ledger: Path | None = setting(optional(absolute_path), default=None)

@@ -1,0 +1,103 @@
+"""``agentc-attention [--config PATH] check|digest|canary|units`` (docs/attention.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from agentc.attention import watch
+from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
+from agentc.attention.paging import read_secret
+from agentc.core.errors import AgentcError
+
+EXIT_CONFIG = 2
+
+
+def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
+    click.echo(f"agentc-attention: {message}", err=True)
+    sys.exit(code)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@contextlib.contextmanager
+def locked(state_dir: Path, name: str) -> Iterator[None]:
+    """One run at a time per state directory and job (a second waits for the first)."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(state_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def load(
+    path: Path | None, *, state_dir: Path | None = None, heartbeat: Path | None = None
+) -> AttentionConfig:
+    """The configuration, with a hand test's own state directory or heartbeat file."""
+    config = AttentionConfig.load(path or DEFAULT_CONFIG, what="attention configuration")
+    if heartbeat is not None:
+        checks = dataclasses.replace(config.checks, heartbeat=heartbeat.absolute())
+        config = dataclasses.replace(config, checks=checks)
+    if state_dir is not None:
+        config = dataclasses.replace(config, state_dir=state_dir.absolute())
+    return config
+
+
+@click.group()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help=f"The configuration file (default {DEFAULT_CONFIG}).",
+)
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None) -> None:
+    """Paging, the digest by mail and the end-to-end canary of one agentc project."""
+    os.umask(0o077)
+    ctx.obj = config_path
+
+
+@main.command()
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Another state directory (its own paged set), for a hand test.",
+)
+@click.option(
+    "--heartbeat",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Another heartbeat file (a missing one fails the heartbeat check).",
+)
+@click.pass_context
+def check(ctx: click.Context, state_dir: Path | None, heartbeat: Path | None) -> None:
+    """Run every check; page what newly fails and note what recovered.
+
+    Exit 0 healthy, 1 a check fails, 2 a page could not be delivered (retried next run)."""
+    try:
+        config = load(ctx.obj, state_dir=state_dir, heartbeat=heartbeat)
+        token = read_secret(config.token_file, "token_file")
+        with locked(config.state_dir, "check"):
+            code = watch.run(config, token, now_ms)
+    except (AgentcError, OSError) as exc:
+        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}", watch.UNDELIVERED)
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m agentc.attention.cli
+    main()
