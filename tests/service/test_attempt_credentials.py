@@ -144,6 +144,7 @@ def test_every_other_route_of_the_app_is_refused(svc: Service) -> None:
         "principal_id": run.loop.issued["agent_id"],
         "name": "console.css",
         "action": "disable",
+        "token": "not-a-digest-link",
     }
     variants = [
         own,

@@ -3,15 +3,19 @@ admins and by the project's designated digest sender only."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agentc.core.errors import CoordinatorError
+from agentc.core.rules import rfc3339
 from agentc.service.work.attention import designate_sender
 from tests.service.kit import (
     ADMIN_PASSWORD,
+    ORIGIN,
     SHA_A,
     SHA_B,
     ApiError,
@@ -240,3 +244,55 @@ def test_designating_refuses_unknown_projects_and_agents(svc: Service) -> None:
             _designate(svc, project, agent)
         assert err.value.message == message
     assert _digest(svc.admin, pid)["digest_sender"] is None
+
+
+def _link(caller: Caller, pid: str) -> str:
+    url: str = caller.get(f"/api/v1/projects/{pid}/digest/read-link")["url"]
+    return url.removeprefix(ORIGIN)
+
+
+def test_a_read_link_records_only_when_pressed_and_only_until_it_expires(
+    svc: Service, clock: Clock
+) -> None:
+    pid, other = svc.project(), svc.project()
+    bot = svc.agent(pid, other, name="digest-bot", access="read", session=False)
+    _designate(svc, pid, "digest-bot")
+    worker = svc.agent(pid, name="worker", session=False)
+    with pytest.raises(ApiError) as refused:
+        worker.get(f"/api/v1/projects/{pid}/digest/read-link")
+    assert refused.value.status == 403 and "digest sender" in str(refused.value.body)
+    with pytest.raises(ApiError):  # designated for pid only
+        bot.get(f"/api/v1/projects/{other}/digest/read-link")
+
+    path = _link(bot, pid)
+    assert path.startswith("/console/digest-read/")
+    svc.client.cookies.clear()
+    shown = svc.client.get(path)
+    assert shown.status_code == 200 and "I read this" in shown.text
+    assert _digest(svc.admin, pid)["last_read"] is None  # opening it records nothing
+    svc.client.cookies.clear()
+    pressed = svc.client.post(path)
+    assert pressed.status_code == 200 and "is recorded" in pressed.text
+    read = _digest(svc.admin, pid)["last_read"]
+    assert read == {"at": rfc3339(clock.now), "by": "digest-bot", "via": "link"}
+    assert _digest(svc.admin, other)["last_read"] is None
+
+    # The payload names its project: another project's id in it breaks the signature.
+    payload, mac = path.rsplit("/", 1)[1].split(".")
+    body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    forged = base64.urlsafe_b64encode(json.dumps({**body, "p": other}).encode()).decode()
+    svc.client.cookies.clear()
+    assert svc.client.post(f"/console/digest-read/{forged.rstrip('=')}.{mac}").status_code == 404
+    assert _digest(svc.admin, other)["last_read"] is None
+
+    person = _link(svc.admin, pid)  # a person's link records under that person
+    clock.advance(7 * DAY + 1)
+    for stale in (path, person):
+        svc.client.cookies.clear()
+        late = svc.client.post(stale)
+        assert late.status_code == 404 and "expired" in late.text
+    admin = svc.login("admin", ADMIN_PASSWORD)  # the old browser session has ended too
+    fresh = _link(admin, pid)
+    svc.client.cookies.clear()
+    assert svc.client.post(fresh).status_code == 200
+    assert _digest(admin, pid)["last_read"]["by"] == "admin"

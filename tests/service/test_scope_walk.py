@@ -19,7 +19,7 @@ from tests.service.kit import Caller, Service, claim, submit_general
 PROJECT_RECORDS = ("project_id", "task_id", "attempt_id", "activity_id")
 # Path parameters that name nothing of a project: the answer must not depend on whether the
 # id is project B's or made up.
-OTHER_PARAMETERS = ("session_id", "credential_id", "principal_id", "name", "action")
+OTHER_PARAMETERS = ("session_id", "credential_id", "principal_id", "name", "action", "token")
 MADE_UP = "00000000-0000-4000-8000-00000000beef"
 
 
@@ -49,8 +49,9 @@ def _world(svc: Service, name: str) -> World:
         "principal_id": worker.issued["agent_id"],
         "name": "console.css",
         "action": "disable",
+        "token": "not-a-digest-link",  # a mailed digest's read link (none is valid here)
     }
-    secret_ids = [v for k, v in ids.items() if k not in ("name", "action")]
+    secret_ids = [v for k, v in ids.items() if k not in ("name", "action", "token")]
     return World(ids, (name, f"the task of {name}", *secret_ids))
 
 

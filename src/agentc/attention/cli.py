@@ -14,6 +14,7 @@ from typing import NoReturn
 
 import click
 
+from agentc.attention import digest as digest_job
 from agentc.attention import watch
 from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
 from agentc.attention.paging import read_secret
@@ -96,6 +97,21 @@ def check(ctx: click.Context, state_dir: Path | None, heartbeat: Path | None) ->
             code = watch.run(config, token, now_ms)
     except (AgentcError, OSError) as exc:
         fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}", watch.UNDELIVERED)
+    sys.exit(code)
+
+
+@main.command()
+@click.pass_context
+def digest(ctx: click.Context) -> None:
+    """Print the project's attention digest; with [mail], mail it with an "I read this" link.
+
+    Exit 0 done, 1 the mail was not sent, 2 the digest could not be read."""
+    try:
+        config = load(ctx.obj)
+        token = read_secret(config.token_file, "token_file")
+        code = digest_job.run(config, token)
+    except (AgentcError, OSError) as exc:
+        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
     sys.exit(code)
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
@@ -42,6 +43,7 @@ from agentc.service.schemas import (
 )
 from agentc.service.work import (
     attention,
+    digest_link,
     integration,
     launch_access,
     leases,
@@ -175,6 +177,19 @@ async def get_attention(request: Request, project_id: str) -> Response:
         project_row(tx.conn, project_id)
         attention.may_read(tx.conn, actor, project_id)
         return attention.digest(tx.conn, project_id, tx.now, weekly_budget)
+
+    return await read(request, fn)
+
+
+@router.get(P + "/digest/read-link", tags=["projects"])
+async def digest_read_link(request: Request, project_id: str) -> Response:
+    rt = runtime_of(request)
+    origin = rt.settings.public_origin
+    if not await run_in_threadpool(rt.executor.read, lambda tx: digest_link.has_key(tx.conn)):
+        await rt.executor.write_async(lambda tx: digest_link.key_made(tx.conn))
+
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        return digest_link.mint(tx.conn, actor, project_id, tx.now, origin)
 
     return await read(request, fn)
 

@@ -84,15 +84,25 @@ def forget_before(conn: Connection, before: int) -> None:
     run(conn, _FORGET_BEFORE, before=before)
 
 
+def service_key(conn: Connection, name: str) -> str | None:
+    """A signing key of the service (hex) kept in ``service_state``, None until it is made."""
+    return fetch_one(conn, _READ_KEY, str, key=name)
+
+
+def service_key_made(conn: Connection, name: str) -> str:
+    """The signing key ``name``, made (32 random bytes) the first time: the first writer's key
+    wins, so every service process signs with the same one."""
+    run(conn, _ADD_KEY, key=name, value=secrets.token_hex(32))
+    key = service_key(conn, name)
+    assert key is not None
+    return key
+
+
 def device_key(conn: Connection) -> str | None:
     """The key that signs device cookies (hex), None until the first is made."""
-    return fetch_one(conn, _READ_KEY, str, key=_DEVICE_KEY)
+    return service_key(conn, _DEVICE_KEY)
 
 
 def device_key_made(conn: Connection) -> str:
-    """The key that signs device cookies, made (32 random bytes) the first time: the first
-    writer's key wins, so every service process signs with the same one."""
-    run(conn, _ADD_KEY, key=_DEVICE_KEY, value=secrets.token_hex(32))
-    key = device_key(conn)
-    assert key is not None
-    return key
+    """The key that signs device cookies, made the first time (:func:`service_key_made`)."""
+    return service_key_made(conn, _DEVICE_KEY)

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agentc.core import model as m
 from agentc.service.api import runtime_of
 from agentc.service.auth import visible_projects
 from agentc.service.console.charts import Chart, bars, columns
-from agentc.service.console.render import Viewer, page, router
+from agentc.service.console.render import Viewer, html, page, router
 from agentc.service.ops import JsonObject
-from agentc.service.work import attention, spend
+from agentc.service.work import attention, digest_link, spend
 from agentc.service.work.views import project_row, project_view
 from agentc.store.tx import Tx
 
@@ -152,3 +153,27 @@ async def project_attention_page(request: Request, project_id: str) -> Response:
 
         await rt.executor.write_async(read)
     return shown
+
+
+@router.get("/console/digest-read/{token}")
+async def digest_read_page(request: Request, token: str) -> Response:
+    """A mailed digest's link: only a button (a mail scanner fetching it records nothing)."""
+    rt = runtime_of(request)
+    try:
+        shown = await run_in_threadpool(
+            rt.executor.read, lambda tx: digest_link.view(tx.conn, token, tx.now)
+        )
+    except digest_link.BadLink as bad:
+        return html("digest_read.html", 404, project={"name": "a project"}, problem=str(bad))
+    return html("digest_read.html", project=shown["project"], problem=None, recorded=False)
+
+
+@router.post("/console/digest-read/{token}")
+async def digest_read(request: Request, token: str) -> Response:
+    """*I read this*: the read is recorded under the principal that minted the link."""
+    rt = runtime_of(request)
+    try:
+        done = await rt.executor.write_async(lambda tx: digest_link.record(tx.conn, token, tx.now))
+    except digest_link.BadLink as bad:
+        return html("digest_read.html", 404, project={"name": "a project"}, problem=str(bad))
+    return html("digest_read.html", project=done["project"], problem=None, recorded=True)

@@ -101,6 +101,7 @@ def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> J
         "recent_since": rfc3339(since),
         "digest_sender": sender_view(conn, project_id),
         "last_read": read_view(conn, project_id),
+        "last_landing_at": _last_landing(conn, project_id),
         "needs_attention": sum(len(v) for v in sections.values()),
         **sections,
         "spend": {
@@ -255,6 +256,12 @@ def _ended(conn: Connection, project_id: str, since: int, titles: _Titles) -> li
         }
         for a in leases.ended_attempts_since(conn, project_id, since, LISTED)
     ]
+
+
+def _last_landing(conn: Connection, project_id: str) -> str | None:
+    """When the integrator last landed a change in the project (the progress clock)."""
+    found = audit.recent_events(conn, project_id, ["integration.completed"], 0, 1)
+    return rfc3339(found[0].created_at) if found else None
 
 
 def _stale_hosts(conn: Connection, project_id: str, now: int) -> list[JsonObject]:
