@@ -195,3 +195,58 @@ def claimed(
         )
         assert resp.status_code in (200, 201), resp.text
         yield agent, resp.json()["data"]["claim"]["attempt"]
+
+
+def set_review_mode(server: LiveServer, project_id: str, mode: str) -> None:
+    with admin(server) as person:
+        view = person.get(f"/api/v1/projects/{project_id}").json()["data"]
+        body = {"review_mode": mode, "expected_revision": view["policy"]["revision"]}
+        resp = person.patch(f"/api/v1/projects/{project_id}/policy", json=body, headers=_key())
+    assert resp.status_code == 200, resp.text
+
+
+def submit_code(
+    agent: httpx.Client, project_id: str, task: dict[str, Any], attempt: dict[str, Any]
+) -> dict[str, Any]:
+    resp = agent.post(
+        f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
+        json={
+            "generation": attempt["generation"],
+            "kind": "code",
+            "summary": "done",
+            "acceptance_evidence": [
+                {"criterion": c, "evidence": "checked"} for c in task["acceptance_criteria"]
+            ],
+            "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
+            "candidate_revision": "a" * 40,
+            "base_revision": "b" * 40,
+        },
+        headers=_key(),
+    )
+    assert resp.status_code == 201, resp.text
+    data: dict[str, Any] = resp.json()["data"]
+    return data
+
+
+def land(server: LiveServer, project_id: str, task: dict[str, Any], integrator: str) -> None:
+    """The pipeline by hand: an agent claims and submits the task (no review), the integrator
+    records its landing; the task is done."""
+    with claimed(server, project_id, task) as (agent, attempt):
+        sub = submit_code(agent, project_id, task, attempt)
+    activity = next(a for a in sub["activities"] if a["kind"] == "integration")
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {integrator}"}) as it:
+        resp = it.post(
+            f"/api/v1/projects/{project_id}/workflow-activities/{activity['id']}/landing",
+            json={"submission_id": sub["submission"]["id"], "landed_revision": "c" * 40},
+            headers=_key(),
+        )
+    assert resp.status_code in (200, 201), resp.text
+
+
+def ready_tasks(server: LiveServer, project_id: str, token: str) -> list[dict[str, Any]]:
+    resp = httpx.get(
+        f"{server.url}/api/v1/projects/{project_id}/tasks?work_status=ready",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    items: list[dict[str, Any]] = resp.json()["data"]["items"]
+    return items

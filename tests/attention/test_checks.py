@@ -5,7 +5,6 @@ and the repeat and recovery rules of :func:`agentc.attention.watch.settle`."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,15 @@ from agentc.attention.checks import Observation, run_checks
 from agentc.attention.config import AttentionConfig
 from agentc.attention.state import State
 from agentc.core.rules import rfc3339
-from tests.attention.kit import Setup, admin, attention, claimed, new_task
+from tests.attention.kit import (
+    Setup,
+    admin,
+    attention,
+    claimed,
+    new_task,
+    set_review_mode,
+    submit_code,
+)
 
 HOUR_MS = 3600_000
 DAY_MS = 24 * HOUR_MS
@@ -83,28 +90,10 @@ def _report(path: Path, event: str, target: str, at_ms: int, **extra: Any) -> No
 def _waiting_task(setup: Setup) -> None:
     """A task waiting in integration: claimed, submitted, no review (the project's policy)."""
     server, pid = setup.server, setup.project_id
-    with admin(server) as person:
-        key = {"Idempotency-Key": os.urandom(8).hex()}
-        revision = person.get(f"/api/v1/projects/{pid}").json()["data"]["policy"]["revision"]
-        body = {"review_mode": "none", "expected_revision": revision}
-        patched = person.patch(f"/api/v1/projects/{pid}/policy", json=body, headers=key)
-        assert patched.status_code == 200, patched.text
+    set_review_mode(server, pid, "none")
     task = new_task(server, pid, "waits")
     with claimed(server, pid, task) as (agent, attempt):
-        sub = agent.post(
-            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-            json={
-                "generation": attempt["generation"],
-                "kind": "code",
-                "summary": "done",
-                "acceptance_evidence": [{"criterion": "ok", "evidence": "checked"}],
-                "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/s1",
-                "candidate_revision": "a" * 40,
-                "base_revision": "b" * 40,
-            },
-            headers={"Idempotency-Key": os.urandom(8).hex()},
-        )
-        assert sub.status_code == 201, sub.text
+        submit_code(agent, pid, task, attempt)
 
 
 def test_a_red_target_blocking_integration_pages_after_the_minutes_and_repeats(

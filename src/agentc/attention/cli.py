@@ -14,11 +14,12 @@ from typing import NoReturn
 
 import click
 
+from agentc.attention import canary as canary_job
 from agentc.attention import digest as digest_job
 from agentc.attention import watch
 from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
 from agentc.attention.paging import read_secret
-from agentc.core.errors import AgentcError
+from agentc.core.errors import AgentcError, ConfigError
 
 EXIT_CONFIG = 2
 
@@ -110,6 +111,27 @@ def digest(ctx: click.Context) -> None:
         config = load(ctx.obj)
         token = read_secret(config.token_file, "token_file")
         code = digest_job.run(config, token)
+    except (AgentcError, OSError) as exc:
+        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
+    sys.exit(code)
+
+
+@main.command()
+@click.option(
+    "--harness", required=True, help="The harness this run canaries (one of [canary] harnesses)."
+)
+@click.pass_context
+def canary(ctx: click.Context, harness: str) -> None:
+    """File one trivial task in the canary project, wait for it, record, report and page.
+
+    Exit 0 passed, 1 failed or timed out, 2 a page could not be delivered."""
+    try:
+        config = load(ctx.obj)
+        if harness not in config.canary.harnesses:
+            known = ", ".join(config.canary.harnesses)
+            raise ConfigError(f"--harness {harness}: not in [canary] harnesses ({known})")
+        with locked(config.state_dir, "canary"):
+            code = canary_job.run(config, harness, now_ms)
     except (AgentcError, OSError) as exc:
         fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
     sys.exit(code)

@@ -16,6 +16,7 @@ from agentc.core.errors import ConfigError
 from agentc.files.settings import (
     Settings,
     absolute_path,
+    absolute_paths,
     boolean,
     integer,
     list_of,
@@ -140,7 +141,7 @@ class CanaryConfig(Settings):
     priority: int = setting(integer(minimum=0, maximum=3), default=0)
     timeout_minutes: float = setting(number(above=0), default=90.0)
     poll_seconds: float = setting(number(above=0, maximum=3600), default=20.0)
-    ledger: Path | None = setting(optional(absolute_path), default=None)
+    ledgers: list[Path] = setting(absolute_paths, default_factory=list)
     report: bool = setting(boolean, default=True)
 
 

@@ -109,12 +109,18 @@ def columns(
 
 
 def bars(
-    key: str, title: str, desc: str, items: list[tuple[str, float, str]], fmt: str, name: str
+    key: str,
+    title: str,
+    desc: str,
+    items: list[tuple[str, float, str]],
+    fmt: str,
+    name: str,
+    columns: tuple[str, str] = ("Dollars", "Rows"),
 ) -> Chart:
     """Horizontal bars, one per item: (label, value, more for the table)."""
     top = _top(max((v for _l, v, _m in items), default=0))
     height = PLOT_TOP + ROW_HEIGHT * max(len(items), 1) + 8
-    chart = Chart(key, title, desc, height, [name, "Dollars", "Rows"], [])
+    chart = Chart(key, title, desc, height, [name, *columns], [])
     room = PLOT_RIGHT - 70 - LABEL_WIDTH
     if not items:
         chart.texts.append(Text(LABEL_WIDTH, PLOT_TOP + 16, "No rows in this window.", "label"))

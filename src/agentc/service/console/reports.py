@@ -102,7 +102,25 @@ def cost_charts(costs: JsonObject, canaries: JsonObject) -> list[Chart]:
         ],
         COUNT,
     )
-    return [per_day, per_task, per_host, canary]
+    pairs = [
+        (f"{r['host']} · {r['harness']}", float(r["passed"]), f"{r['failed']}")
+        for r in canaries["by_host_harness"]
+    ]
+    per_pair = bars(
+        "canary-host",
+        "Canary runs per host and harness",
+        f"Canary runs that passed per host and harness over {span}: {len(pairs)} pair(s)"
+        + (
+            f"; {sum(r['failed'] for r in canaries['by_host_harness'])} failed in all."
+            if pairs
+            else "."
+        ),
+        pairs,
+        COUNT,
+        "Host · harness",
+        ("Passed", "Failed"),
+    )
+    return [per_day, per_task, per_host, canary, per_pair]
 
 
 @router.get("/console/projects/{project_id}/costs")

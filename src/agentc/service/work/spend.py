@@ -158,14 +158,17 @@ def _task_label(conn: Connection, project_id: str, task_id: str | None) -> JsonO
 
 
 def canary_report(conn: Connection, project_id: str, now: int) -> JsonObject:
-    """Canary results per day (passed, failed) and the latest result per host and harness."""
+    """Canary results per day (passed, failed), per host and harness over the window, and the
+    latest result per host and harness."""
     since = window_start(now)
     rows = _canaries(conn, project_id, since, now)
     days = {day_of(since + n * DAY_MS): [0, 0] for n in range(WINDOW_DAYS)}
     latest: dict[tuple[str, str], _Canary] = {}
+    runs: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         days.get(day_of(row.at), [0, 0])[0 if row.passing else 1] += 1
         key = (row.host, row.harness)
+        runs[key][0 if row.passing else 1] += 1
         if key not in latest or row.at > latest[key].at:
             latest[key] = row
     return {
@@ -173,6 +176,10 @@ def canary_report(conn: Connection, project_id: str, now: int) -> JsonObject:
         "window_days": WINDOW_DAYS,
         "rows": len(rows),
         "by_day": [{"day": d, "passed": v[0], "failed": v[1]} for d, v in days.items()],
+        "by_host_harness": [
+            {"host": k[0], "harness": k[1], "passed": v[0], "failed": v[1]}
+            for k, v in sorted(runs.items())
+        ],
         "latest": [
             {
                 "host": r.host,
