@@ -19,6 +19,7 @@ from agentc.attention import digest as digest_job
 from agentc.attention import watch
 from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
 from agentc.attention.paging import read_secret
+from agentc.attention.units import Plan, generate
 from agentc.core.errors import AgentcError, ConfigError
 
 EXIT_CONFIG = 2
@@ -135,6 +136,47 @@ def canary(ctx: click.Context, harness: str) -> None:
     except (AgentcError, OSError) as exc:
         fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
     sys.exit(code)
+
+
+@main.command()
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="The folder to write into (e.g. /etc/systemd/system, or /etc/cron.d with --cron).",
+)
+@click.option("--check-interval", default="10min", show_default=True)
+@click.option("--digest-calendar", default="daily", show_default=True)
+@click.option("--canary-calendar", default="*-*-* 00:00:00", show_default=True)
+@click.option("--harness", "harnesses", multiple=True, help="A canary timer per harness.")
+@click.option("--cron", is_flag=True, help="One /etc/cron.d file instead of systemd units.")
+@click.pass_context
+def units(
+    ctx: click.Context,
+    out: Path,
+    check_interval: str,
+    digest_calendar: str,
+    canary_calendar: str,
+    harnesses: tuple[str, ...],
+    cron: bool,
+) -> None:
+    """Generate the systemd timer units (or cron lines) of this host's attention jobs."""
+    try:
+        config_path = (ctx.obj or DEFAULT_CONFIG).absolute()
+        config = load(config_path)
+        plan = Plan(
+            program=str(Path(sys.argv[0]).absolute()),
+            config=config_path,
+            state_dir=config.state_dir,
+            check_interval=check_interval,
+            digest_calendar=digest_calendar,
+            canary_calendar=canary_calendar,
+            harnesses=harnesses,
+        )
+        for path in generate(plan, out, cron):
+            click.echo(str(path))
+    except (AgentcError, OSError) as exc:
+        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
 
 
 if __name__ == "__main__":  # python -m agentc.attention.cli
