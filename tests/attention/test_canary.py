@@ -83,7 +83,7 @@ def _green(setup: Setup, config: Path, served: str = "example") -> subprocess.Co
         time.sleep(0.1)
     [task] = found
     assert task["priority"] == 0 and task["admission_class"] == "canary"
-    assert "CANARY.md" in task["description"]
+    assert "create the file canary/" in task["description"]
     with (setup.root / "ledger.jsonl").open("a") as fh:
         fh.write(json.dumps({"task": task["id"], "role": "impl", "upstream": served}) + "\n")
     land(setup.server, setup.project_id, task, integrator)

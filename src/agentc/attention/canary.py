@@ -1,8 +1,8 @@
 """``agentc-attention canary --harness NAME``: the end-to-end canary of one host and harness.
 
-Files one trivial task (append a line to ``CANARY.md``) in the canary project at ``[canary]
-priority`` (0, urgent, so a shared project's backlog does not delay it) with the ``canary``
-admission class, waits until it is done (``timeout_minutes``), and records host, harness,
+Files one trivial task (create ``canary/<run>.md`` holding one line) in the canary project at
+``[canary] priority`` (0, urgent, so a shared project's backlog does not delay it) with the
+``canary`` admission class, waits until it is done (``timeout_minutes``), and records host, harness,
 outcome (``ok``, ``failed``, ``timeout``), duration, task id and the harness the cost ledgers
 say served it (a fallback vendor never passes for the primary). Each result is a line of
 ``<state_dir>/canary-results.jsonl`` (the source); the rows the coordinator accepted are listed in
@@ -102,16 +102,19 @@ def served_by(ledgers: list[Path], task_id: str) -> list[str]:
 
 
 def _task_body(c: Canary, run_id: str) -> dict[str, Any]:
+    line = f"canary {c.host} {c.harness} {run_id}"
+    path = f"canary/{run_id}.md"
+    description = (
+        f"End-to-end canary of host {c.host} with {c.harness}: create the file {path} holding "
+        f"the one line '{line}' and change nothing else."
+    )
+    if c.harness.startswith("command:"):  # the bundled example agent follows a plan block
+        plan = {"files": {path: line + "\n"}, "message": f"Canary {run_id}"}
+        description += "\n\n```agentc-example\n" + json.dumps(plan) + "\n```"
     return {
         "title": f"canary {c.host} {c.harness} {run_id}",
-        "description": (
-            f"End-to-end canary of host {c.host} with {c.harness}: append the line "
-            f"'canary {c.host} {c.harness} {run_id}' to CANARY.md (create it if it is missing) "
-            "and change nothing else."
-        ),
-        "acceptance_criteria": [
-            f"CANARY.md ends with the line 'canary {c.host} {c.harness} {run_id}'"
-        ],
+        "description": description,
+        "acceptance_criteria": [f"{path} holds the line '{line}'"],
         "priority": c.config.canary.priority,
         "admission_class": "canary",
     }

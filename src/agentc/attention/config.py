@@ -81,6 +81,12 @@ class WebhookConfig(Settings):
     token_file: Path | None = setting(optional(absolute_path), default=None)
 
 
+class LogConfig(Settings):
+    """``[log]``: pages appended as JSON lines to a file (``agentc up``'s, or a test's)."""
+
+    path: Path = setting(absolute_path)
+
+
 class ChecksConfig(Settings):
     """``[checks]``: what ``agentc-attention check`` looks at (0 turns a limit off)."""
 
@@ -145,6 +151,14 @@ class CanaryConfig(Settings):
     report: bool = setting(boolean, default=True)
 
 
+class ScheduleConfig(Settings):
+    """``[schedule]``: how often ``agentc up``'s built-in scheduler runs each job (seconds)."""
+
+    check_seconds: float = setting(number(minimum=1), default=600.0)
+    digest_seconds: float = setting(number(minimum=1), default=86400.0)
+    canary_seconds: float = setting(number(minimum=1), default=86400.0)
+
+
 class AttentionConfig(Settings):
     """Every ``agentc-attention`` setting; ``origin``, ``project_id`` and ``token_file`` are
     required."""
@@ -156,6 +170,8 @@ class AttentionConfig(Settings):
     state_dir: Path = setting(absolute_path, default=Path("/var/lib/agentc/attention"))
     ntfy: NtfyConfig | None = setting(optional(section(NtfyConfig)), default=None)
     webhook: WebhookConfig | None = setting(optional(section(WebhookConfig)), default=None)
+    log: LogConfig | None = setting(optional(section(LogConfig)), default=None)
+    schedule: ScheduleConfig = setting(section(ScheduleConfig), default_factory=ScheduleConfig)
     checks: ChecksConfig = setting(section(ChecksConfig), default_factory=ChecksConfig)
     mail: MailConfig | None = setting(optional(section(MailConfig)), default=None)
     canary: CanaryConfig = setting(section(CanaryConfig), default_factory=CanaryConfig)

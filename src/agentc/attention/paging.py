@@ -10,6 +10,7 @@ are not followed and no proxy or netrc setting is read from the environment.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import httpx
@@ -18,12 +19,13 @@ from agentc import __version__
 from agentc.attention.config import AttentionConfig
 from agentc.attention.state import Page
 from agentc.core.errors import ConfigError
-from agentc.files import UnsafeFile, read_private
+from agentc.files import JsonLines, UnsafeFile, read_private
 
 TIMEOUT = httpx.Timeout(15.0, connect=10.0)
 MAX_TOKEN_BYTES = 4096
 NTFY = "ntfy"
 WEBHOOK = "webhook"
+LOG = "log"
 
 Send = Callable[[Page], None]
 
@@ -119,15 +121,37 @@ def webhook_sender(config: AttentionConfig) -> Send | None:
     return send
 
 
+def log_sender(config: AttentionConfig) -> Send | None:
+    if config.log is None:
+        return None
+    path = config.log.path
+
+    def send(page: Page) -> None:
+        try:
+            out = JsonLines.open(path)
+        except OSError as exc:
+            raise DeliveryFailed(f"{path}: {exc.strerror}") from None
+        try:
+            out.write({k: v for k, v in asdict(page).items() if k != "to"})
+        finally:
+            out.close()
+
+    return send
+
+
 def senders(config: AttentionConfig) -> dict[str, Send]:
     """The configured destinations by name; at least one is required to page."""
     found = {
         name: send
-        for name, send in ((NTFY, ntfy_sender(config)), (WEBHOOK, webhook_sender(config)))
+        for name, send in (
+            (NTFY, ntfy_sender(config)),
+            (WEBHOOK, webhook_sender(config)),
+            (LOG, log_sender(config)),
+        )
         if send is not None
     }
     if not found:
-        raise ConfigError("no page destination: configure [ntfy] topic or [webhook] url")
+        raise ConfigError("no page destination: configure [ntfy] topic, [webhook] url or [log]")
     return found
 
 

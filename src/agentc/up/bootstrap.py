@@ -32,7 +32,10 @@ PRINCIPALS = {
     "reviewer": ("supervised", "write"),
     "integrator": ("integrator", "write"),
     "status": ("interactive", "read"),
+    # agentc-attention's: the digest sender and the canary agent (it files canary tasks).
+    "attention": ("supervised", "write"),
 }
+ATTENTION_AGENT = "up-attention"
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -60,6 +63,7 @@ PROGRAMS = {
     "agent-coordinator-server": "agentc.service.cli",
     "agentc-supervisor": "agentc.supervisor.cli",
     "agentc-integrator": "agentc.integrator.cli",
+    "agentc-attention": "agentc.attention.cli",
 }
 
 
@@ -216,6 +220,35 @@ def after_server(
         "repo": str(options.repo.resolve()) if options.repo else None,
         "demo_seeded": False,
     }
+
+
+def ensure_attention(console: str, layout: Layout, origin: str, record: dict[str, Any]) -> None:
+    """The attention agent's credential (issued once: a state directory made before it had
+    none), and its designation as the project's digest sender (the server's host command,
+    once: ``record["attention"]``)."""
+    project_id = str(record["project_id"])
+    path = layout.credential("attention")
+    if not path.exists():
+        password = layout.admin_password.read_text().strip()
+        with Transport(console, None) as admin:
+            admin.sign_in("admin", password)
+            klass, access = PRINCIPALS["attention"]
+            body = {
+                "name": ATTENTION_AGENT,
+                "credential_class": klass,
+                "access": access,
+                "projects": [project_id],
+            }
+            issued = _post(admin, "/api/v1/admin/agents", body)
+        write_credential(path, origin, str(issued["token"]))
+    if record.get("attention"):
+        return
+    argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
+    argv += ["designate-digest-sender", "--project", project_id, "--agent", ATTENTION_AGENT]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"designating the digest sender failed: {done.stderr.strip()}")
+    record["attention"] = True
 
 
 def seed_demo(console: str, layout: Layout, project_id: str) -> None:

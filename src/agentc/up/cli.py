@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
+from agentc.attention.config import AttentionConfig
+from agentc.attention.schedule import Scheduler
 from agentc.client.errors import TransportFailure
 from agentc.core.addresses import local_console_origin, new_local_console_origin
 from agentc.core.errors import AgentcError, ConfigError
@@ -129,6 +132,7 @@ class Up:
         self.stopping = False
         self.created = False  # this up created the state directory (removed if setup fails)
         self.access: ModelAccess | None = None
+        self.scheduler: Scheduler | None = None  # the attention jobs (docs/attention.md)
 
     @property
     def origin(self) -> str:
@@ -205,6 +209,8 @@ class Up:
             layout, record, self.origin, options.harness, gw, (EGRESS_INNER, egress)
         )
         configs.write_integrator(layout, record, self.origin)
+        bootstrap.ensure_attention(console, layout, self.origin, record)
+        configs.write_attention(layout, record, self.origin, options.harness, gw)
         if options.seed_demo and not record.get("demo_seeded"):
             bootstrap.seed_demo(console, layout, record["project_id"])
             record["demo_seeded"] = True
@@ -218,6 +224,14 @@ class Up:
         self.tree.start("integrator", [*integrator, "run"], layout.log("integrator"), child_env())
         record["children"] = self.processes()  # for `agentc status` in another terminal
         layout.write_record(record)
+        self.scheduler = Scheduler(
+            program("agentc-attention"),
+            layout.attention_config,
+            AttentionConfig.load(layout.attention_config),
+            configs.harness_value(options.harness),
+            layout.root / "logs",
+            child_env(),
+        )
         return record
 
     def start_coordinator(self, console: str) -> None:
@@ -228,6 +242,7 @@ class Up:
         argv = [*program("agent-coordinator-server"), "--database", str(layout.database)]
         argv += ["--allow-insecure-loopback", "--listen", f"127.0.0.1:{self.options.port}"]
         env = {**child_env(), "COORDINATOR_PUBLIC_ORIGIN": console}
+        env["COORDINATOR_CANARY_PRINCIPALS"] = bootstrap.ATTENTION_AGENT  # its canary tasks
         self.tree.start("coordinator", [*argv, "serve"], layout.log("coordinator"), env)
         wait_healthy(self.origin, self.tree)
 
@@ -274,6 +289,8 @@ class Up:
                         if line != last:
                             console.print(f"tasks: {line or 'none'}")
                             last = line
+                if self.scheduler is not None:
+                    self.scheduler.tick(time.time())
                 self.pause(1.0)
         return 0
 
@@ -284,6 +301,8 @@ class Up:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
         self.tree.stop_all(STOP_ORDER)
         try:
             record = self.layout.read_record()
@@ -419,6 +438,26 @@ def status_cmd(state_dir: Path, as_json: bool) -> None:
         click.echo(json.dumps(snap, indent=2))
     else:
         Console().print(status.table(snap))
+
+
+@main.command("canary")
+@state_option
+def canary_cmd(state_dir: Path) -> None:
+    """Run the end-to-end canary now (agentc up must be running): file a canary task, wait
+    until it lands, record and report the result (docs/attention.md)."""
+    layout = Layout(state_dir.absolute())
+    try:
+        record = layout.read_record()
+    except ConfigError as exc:
+        fail(str(exc))
+        return
+    if record is None or layout.running_pid() is None:
+        fail(f"{layout.root}: agentc up is not running here (start it first)")
+        return
+    argv = [*program("agentc-attention"), "--config", str(layout.attention_config)]
+    harness = configs.harness_value(str(record.get("harness") or "example"))
+    done = subprocess.run([*argv, "canary", "--harness", harness], env=child_env())
+    sys.exit(done.returncode)
 
 
 def _status(layout: Layout, record: dict[str, Any]) -> dict[str, Any]:

@@ -160,3 +160,43 @@ def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> Non
     for name, command in zip(check_names(record["checks"]), record["checks"], strict=True):
         tables[f"checks.{name}"] = {"argv": ["/bin/sh", "-c", command]}
     write_atomic(layout.integrator_config, _toml(tables), mode=0o600)
+
+
+def write_attention(
+    layout: Layout,
+    record: dict[str, Any],
+    origin: str,
+    harness: str,
+    gateway: GatewaySetup | None = None,
+) -> None:
+    """``attention.toml``: agentc-attention for this machine (docs/attention.md). Pages go to
+    ``logs/pages.jsonl`` (and the console shows the digest); the checks read the loop's
+    heartbeat, the integrator's reports and the egress proxy's log; the canary runs in the
+    project itself (shared-project mode) with the harness up runs. ``record["schedule"]``
+    may set the built-in scheduler's intervals."""
+    root = layout.root.resolve()
+    ledgers = [layout.supervisor_state.resolve() / "loop" / "harness-ledger.jsonl"]
+    if gateway is not None:
+        ledgers.insert(0, gateway.ledger)
+    tables: dict[str, dict[str, Any]] = {
+        "": {
+            "origin": origin,
+            "project_id": record["project_id"],
+            "token_file": layout.credential("attention").resolve(),
+            "allow_insecure_loopback": True,
+            "state_dir": layout.attention_state.resolve(),
+        },
+        "log": {"path": root / "logs" / "pages.jsonl"},
+        "checks": {
+            "heartbeat": layout.supervisor_state.resolve() / "loop" / "heartbeat.json",
+            "integrator_reports": layout.integrator_state.resolve() / "reports.jsonl",
+            "egress_log": root / "logs" / "egress.jsonl",
+        },
+        "canary": {
+            "harnesses": [harness_value(harness)],
+            "host": "agentc-up",
+            "ledgers": ledgers,
+        },
+        "schedule": dict(record.get("schedule") or {}),
+    }
+    write_atomic(layout.attention_config, _toml(tables), mode=0o600)

@@ -63,11 +63,13 @@ class Layout:
     integrator_config = _Under("integrator.toml")
     integrator_state = _Under("integrator")
     egress_socket = _Under("egress/proxy.sock")
+    attention_config = _Under("attention.toml")
+    attention_state = _Under("attention")
 
     def credential(self, role: str) -> Path:
-        """A client credentials file; the integrator's is a bare token file
-        (docs/integrator.md)."""
-        suffix = "token" if role == "integrator" else "toml"
+        """A client credentials file; the integrator's and attention's are bare token files
+        (docs/integrator.md, docs/attention.md)."""
+        suffix = "token" if role in ("integrator", "attention") else "toml"
         return self.root / "credentials" / f"{role}.{suffix}"
 
     def log(self, name: str) -> Path:
