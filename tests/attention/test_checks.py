@@ -170,6 +170,18 @@ def test_the_heartbeat_s_holds_page_the_cost_cap_and_an_unusable_vendor(
         checks={"heartbeat": str(beat), "neglect_days": 0, "vendor_limit_minutes": 0}
     )
     assert "rate-limited" in _look(setup, config).failing["vendor:codex"].text
+    # A heartbeat that went missing says nothing of the holds: the cap's page stays, no
+    # recovery note is sent for it.
+    st = State(first_run_ms=now)
+    watch.settle(st, seen, now, ["log"], "p")
+    beat.unlink()
+    gone = _look(setup, config)
+    assert "cost_cap" not in gone.ran and "heartbeat" in gone.failing
+    watch.settle(st, gone, now + 1, ["log"], "p")
+    assert "cost_cap" in st.failing and not [p for p in st.outbox if p.kind == "recovered"]
+    setup.beat(beat)  # fresh and without holds: now the cap has recovered
+    watch.settle(st, _look(setup, config), now + 2, ["log"], "p")
+    assert {p.key for p in st.outbox if p.kind == "recovered"} >= {"cost_cap", "heartbeat"}
 
 
 def test_a_spike_of_egress_refusals_in_one_launch_pages(setup: Setup, tmp_path: Path) -> None:

@@ -181,7 +181,7 @@ def heartbeat(seen: Observation, path: Path, config: AttentionConfig, now: int) 
     """The loop's heartbeat: readable and younger than ``heartbeat_max_age_seconds``; what it
     says of the loop's holds (the daily cost cap, an unusable vendor)."""
     max_age = config.checks.heartbeat_max_age_seconds
-    seen.ran.update({"heartbeat", "cost_cap", "vendor"})
+    seen.ran.add("heartbeat")  # what it says of the holds counts only when it is fresh
     try:
         raw = read_private(path, max_bytes=MAX_HEARTBEAT_BYTES, private=False)
         beat = json.loads(raw)
@@ -208,6 +208,7 @@ def heartbeat(seen: Observation, path: Path, config: AttentionConfig, now: int) 
             "heartbeat", f"supervisor heartbeat is {age:.0f} s old (limit {max_age:g}){during}"
         )
         return
+    seen.ran.update({"cost_cap", "vendor"})
     holds = beat.get("holds") if isinstance(beat.get("holds"), dict) else {}
     assert isinstance(holds, dict)
     if isinstance(holds.get("cost_cap"), str):
