@@ -130,12 +130,17 @@ def admin_client(state: Path) -> httpx.Client:
     return admin_at(url, console, (state / "admin-password").read_text().strip())
 
 
-def file_task(state: Path, project: str, title: str, criteria: list[str]) -> str:
+def file_task(
+    state: Path, project: str, title: str, criteria: list[str], description: str = ""
+) -> str:
     """A task filed by ``up``'s admin; its id."""
+    body: dict[str, Any] = {"title": title, "acceptance_criteria": criteria}
+    if description:
+        body["description"] = description
     with closing(admin_client(state)) as admin:
         made = admin.post(
             f"/api/v1/projects/{project}/tasks",
-            json={"title": title, "acceptance_criteria": criteria},
+            json=body,
             headers={"Idempotency-Key": str(uuid.uuid4())},
         )
         assert made.status_code == 201, made.text

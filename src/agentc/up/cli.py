@@ -31,7 +31,7 @@ from agentc.up.bootstrap import Options, program
 from agentc.up.gateway import free_port, write_gateway
 from agentc.up.harnesses import ModelAccess, check_harness
 from agentc.up.layout import Layout, check_owner, check_writable, make_private
-from agentc.up.procs import Tree
+from agentc.up.procs import GivenUp, Tree
 
 DEFAULT_PORT = 8080
 EGRESS_INNER = "127.0.0.1:3128"  # the egress proxy's address inside every launch
@@ -43,6 +43,9 @@ STOP_ORDER = [
     ("coordinator", 15.0),
 ]
 HEALTH_SECONDS = 60.0
+# The status display's requests: short, so a coordinator that hangs never stalls the watch
+# loop (it restarts children and runs the scheduled jobs).
+WATCH_TIMEOUT = httpx.Timeout(2.0)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -270,14 +273,12 @@ class Up:
                 else None
             )
             while not self.stopping:
-                died = [c for c in self.tree.exited()]
-                if died:
-                    for child in died:
-                        console.print(f"[red]{child.name} exited ({child.proc.returncode})[/red]")
-                        console.print(child.tail())
+                if not self.tend(console, record):
                     return 1
                 try:
-                    snap = status.snapshot(self.origin, self.layout, record, self.processes())
+                    snap = status.snapshot(
+                        self.origin, self.layout, record, self.processes(), WATCH_TIMEOUT
+                    )
                 except (AgentcError, TransportFailure) as exc:
                     snap = None
                     console.print(f"status unavailable: {exc}")
@@ -293,6 +294,26 @@ class Up:
                     self.scheduler.tick(time.time())
                 self.pause(1.0)
         return 0
+
+    def tend(self, console: Console, record: dict[str, Any]) -> bool:
+        """Start again what died (procs.Tree.tend), each restart said on standard output;
+        False when a child is given up on (then everything stops)."""
+        try:
+            said = self.tree.tend(time.monotonic())
+        except GivenUp as exc:
+            console.print(
+                f"agentc: {exc}", style="red", markup=False, highlight=False, soft_wrap=True
+            )
+            console.print("agentc: stopping everything", style="red")
+            return False
+        for line in said:
+            console.print(
+                f"agentc: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True
+            )
+        if any(line.startswith("restarted") for line in said):
+            record["children"] = self.processes()  # for `agentc status`
+            self.layout.write_record(record)
+        return True
 
     def pause(self, seconds: float) -> None:
         """Sleep, waking early when a signal asked us to stop."""

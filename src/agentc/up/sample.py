@@ -44,7 +44,9 @@ def _module(name: str, op: str, expected: int) -> dict[str, str]:
     }
 
 
-def _description(text: str, files: dict[str, str], message: str) -> str:
+def plan_description(text: str, files: dict[str, str], message: str) -> str:
+    """A task's description the bundled example agent follows: ``text``, then the change (new
+    files and the commit message) as an ``agentc-example`` block."""
     block = json.dumps({"files": files, "message": message}, indent=2)
     return f"{text}\n\n```agentc-example\n{block}\n```\n"
 
@@ -55,7 +57,7 @@ def demo_tasks() -> list[dict[str, Any]]:
     return [
         {
             "title": "Add subtract to calc",
-            "description": _description(
+            "description": plan_description(
                 "calc can add; it should also subtract.",
                 _module("subtract", "-", 3),
                 "Add subtract",
@@ -64,14 +66,14 @@ def demo_tasks() -> list[dict[str, Any]]:
         },
         {
             "title": "Add multiply to calc",
-            "description": _description(
+            "description": plan_description(
                 "calc should multiply as well.", _module("multiply", "*", 18), "Add multiply"
             ),
             "acceptance_criteria": ["multiply(6, 3) returns 18", "the tests pass"],
         },
         {
             "title": "Start a changelog",
-            "description": _description(
+            "description": plan_description(
                 "Record what changed in a CHANGELOG.md.", changelog, "Start a changelog"
             ),
             "acceptance_criteria": ["CHANGELOG.md names the new functions"],

@@ -12,9 +12,10 @@ import os
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 from rich.table import Table
 
-from agentc.client.transport import Transport
+from agentc.client.transport import TIMEOUT, Transport
 from agentc.core.model import WorkStatus
 from agentc.files import load_toml
 from agentc.up.layout import Layout
@@ -22,12 +23,14 @@ from agentc.up.layout import Layout
 PAGE = 200
 
 
-def task_counts(origin: str, layout: Layout, project_id: str) -> dict[str, int]:
+def task_counts(
+    origin: str, layout: Layout, project_id: str, timeout: httpx.Timeout = TIMEOUT
+) -> dict[str, int]:
     """Every work status with its number of tasks (zeros included)."""
     token = status_token(layout)
     counts = {status.value: 0 for status in WorkStatus}
     cursor: str | None = None
-    with Transport(origin, token) as client:
+    with Transport(origin, token, timeout=timeout) as client:
         while True:
             path = f"/api/v1/projects/{project_id}/tasks?limit={PAGE}"
             if cursor:
@@ -87,13 +90,17 @@ def alive(pid: int) -> bool:
 
 
 def snapshot(
-    origin: str, layout: Layout, record: dict[str, Any], processes: dict[str, int | None]
+    origin: str,
+    layout: Layout,
+    record: dict[str, Any],
+    processes: dict[str, int | None],
+    timeout: httpx.Timeout = TIMEOUT,
 ) -> dict[str, Any]:
-    """The status object (``agentc status --json``)."""
+    """The status object (``agentc status --json``); ``timeout`` bounds each request."""
     return {
         "project_id": record["project_id"],
         "console": f"{record.get('console') or origin}/console",
-        "tasks": task_counts(origin, layout, record["project_id"]),
+        "tasks": task_counts(origin, layout, record["project_id"], timeout),
         "processes": {
             name: {"pid": pid, "running": pid is not None and alive(pid)}
             for name, pid in processes.items()
