@@ -14,6 +14,7 @@ import tomllib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,8 +88,16 @@ def test_seed_demo_lands_three_tasks_then_stops_and_resumes(user: str) -> None:
     # directory opened up meanwhile (an earlier version's 0755) is made private again.
     os.chmod(state, 0o755)  # noqa: S103 - what the resumed up must undo
     again = runner.start("up", "--seed-demo", "--port", port, "--no-live")
+
+    def resumed_up() -> dict[str, Any] | None:
+        assert again.poll() is None, again.communicate()[0]
+        snap = runner.status()
+        # The resumed up's own answer: until that up has started, `status` answers too, from a
+        # coordinator of its own on the same state (and the up may not have run at all yet).
+        return snap if snap and snap["processes"]["up"]["running"] else None
+
     try:
-        resumed = wait_for(lambda: runner.status() if again.poll() is None else None, 60, "")
+        resumed = wait_for(resumed_up, 120, why)
         assert os.stat(state).st_mode & 0o7777 == 0o700
     finally:
         out = stop(again)
