@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
-from agentc.supervisor.harness import StreamReader, Usage, summarize
-from agentc.supervisor.harness.events import RunSummary
+from agentc.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
+from agentc.supervisor.harness.events import RunSummary, StreamReader, Usage, summarize
 
 
 def price_usage(fresh: int, cached: int, output: int, price: Price) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.net.egress_policy import launch_line
+from agentc.egress.egress_policy import launch_line
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, git_log, processes_of, stop, wait_for
 

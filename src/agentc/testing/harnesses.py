@@ -2,7 +2,7 @@
 
 Each ``*_env`` function builds a throwaway home for one harness that points it at a local base
 URL with a given key and keeps it quiet (no auto-update, telemetry or version checks), using
-the launch layer's own per-harness configuration (``agentc.supervisor.harness_env``), and
+the launch layer's own per-harness configuration (``agentc.supervisor.harness.env``), and
 returns the complete environment: nothing is inherited from the caller, so no credential of
 the calling process can leak into a harness. ``run`` starts the binary and parses its JSON
 event stream.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.files.procs import run_check
-from agentc.supervisor import harness_env
+from agentc.supervisor.harness import env as harness_env
 
 # The pinned binaries live in tools/harnesses (installed by scripts/setup --dev).
 _REPO = Path(__file__).resolve().parents[3]

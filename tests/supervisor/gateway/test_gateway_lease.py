@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor import harness_env
-from agentc.supervisor.gateway.control import HELD_CLOSED, serve_control
-from agentc.supervisor.gateway.errors import GatewayError, SentinelRefused
-from agentc.supervisor.gateway.lease import Lease, LeaseRequest
-from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.control import HELD_CLOSED, serve_control
+from agentc.gateway.errors import GatewayError, SentinelRefused
+from agentc.gateway.lease import Lease, LeaseRequest
+from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.supervisor.harness import env as harness_env
 
 
 @pytest.fixture

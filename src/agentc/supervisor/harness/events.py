@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
-from agentc.supervisor.roles import HARNESSES, Harness
+from agentc.core.roles import HARNESSES, Harness
+from agentc.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
 
 MAX_LINE = 16 << 20  # a longer line is dropped, never buffered without bound
 

@@ -8,12 +8,12 @@ import os
 import sys
 from pathlib import Path
 
+from agentc.core.roles import role_slug
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop import signin
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
 from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
 from agentc.supervisor.loop.settings import COMMAND_PREFIX
-from agentc.supervisor.roles import role_slug
 
 DAY_MS = 24 * 3600 * 1000
 

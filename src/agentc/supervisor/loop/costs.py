@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.roles import Harness, role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines, open_regular
+from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.harness.events import RunSummary, StreamReader
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
 from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
-from agentc.supervisor.roles import Harness, role_slug
 
 BATCH = 500
 DIRECT: tuple[Harness, ...] = ("claude",)  # reach their vendor directly with token_in_env
@@ -203,7 +203,7 @@ def record_harness_cost(
 def _exhausted(config: SupervisorConfig, harness: str, reset_ms: int | None, now: int) -> None:
     """Mark ``harness`` exhausted in ``vendors.json`` until the stream's reset, else for
     ``[health] exhausted_minutes`` (the gateway's rule for a 429 without a reset)."""
-    from agentc.supervisor.gateway.vendors import VendorState
+    from agentc.gateway.vendors import VendorState
     from agentc.supervisor.loop.admission import paths
 
     until = reset_ms if reset_ms and reset_ms > now else None

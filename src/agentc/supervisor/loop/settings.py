@@ -14,6 +14,8 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from agentc.core.addresses import is_loopback_host
+from agentc.core.roles import HARNESSES
+from agentc.egress.addresses import url_relay_address
 from agentc.files.settings import (
     Check,
     Settings,
@@ -28,8 +30,6 @@ from agentc.files.settings import (
     string,
     table_of,
 )
-from agentc.supervisor.net.addresses import url_relay_address
-from agentc.supervisor.roles import HARNESSES
 
 COMMAND_PREFIX = "command:"
 S = TypeVar("S", bound=Settings)
