@@ -147,7 +147,7 @@ def test_hostile_numbers_never_count() -> None:
 
 def test_unknown_harness_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown harness 'gemini'"):
-        StreamReader("gemini")  # type: ignore[arg-type]
+        StreamReader("gemini")
 
 
 def test_one_price_table_and_lookup_for_the_gateway_and_the_streams() -> None:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentc.core.errors import AgentcError
+from agentc.supervisor.harness import registry
 from agentc.supervisor.launch.request import (
-    HARNESSES,
     ROLES,
     LaunchRequest,
     launch_request,
@@ -59,7 +59,10 @@ def launch_options(func: Any) -> Any:
     options = [
         click.option("--role", type=click.Choice(list(ROLES)), required=True),
         click.option(
-            "--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True
+            "--harness",
+            type=click.Choice(list(registry.names())),
+            default="claude",
+            show_default=True,
         ),
         click.option("--run", "run", type=click.Path(path_type=Path), required=True),
         click.option("--clone", type=click.Path(path_type=Path), required=True),
@@ -132,7 +135,9 @@ def launch(ctx: click.Context, /, dry_run: bool, **params: Any) -> None:
 
 @main.command(name="preflight")
 @click.option("--role", type=click.Choice(list(ROLES)), default=None)
-@click.option("--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True)
+@click.option(
+    "--harness", type=click.Choice(list(registry.names())), default="claude", show_default=True
+)
 @click.option("--run", "run", type=click.Path(path_type=Path), default=None)
 @click.option("--clone", type=click.Path(path_type=Path), default=None)
 @click.option("--model", default="default", show_default=True)

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import TypeVar
 
-from agentc.core.roles import HARNESSES, MODES, Mode
+from agentc.core.roles import MODES, Mode
 from agentc.egress.addresses import (
     UNIX_PREFIX,
     UnixTarget,
@@ -45,8 +45,9 @@ from agentc.files.settings import (
 )
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.sandbox.limits import Limits
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.loop.settings import (
-    COMMAND_PREFIX,
     HealthSettings,
     PriceSettings,
     ProjectSetup,
@@ -82,7 +83,7 @@ def _gateway_address(value: object) -> str | None:
 
 
 def _harness_table(check: Check[T]) -> Check[dict[str, T]]:
-    return table_of(check, keys=HARNESSES, kind="harness")
+    return table_of(check, keys=registry.HARNESSES, kind="harness")  # read when checked
 
 
 def _account_name(value: object) -> str:

@@ -30,9 +30,10 @@ from agentc.sandbox import reaper, seccomp
 from agentc.sandbox.bwrap import Relay
 from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.harness import env as harness_env
+from agentc.supervisor.harness import registry
 from agentc.supervisor.launch import prompt as prompt_mod
 from agentc.supervisor.launch import rundir
-from agentc.supervisor.launch.plan import TOKEN_ENV, Plan
+from agentc.supervisor.launch.plan import Plan
 from agentc.supervisor.launch.prompt import SealedPrompt
 
 if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
@@ -167,7 +168,7 @@ def _model_settings(plan_: Plan, sentinel: str) -> dict[str, str]:
     request, layout = plan_.request, plan_.layout
     model = None if request.model == "default" else request.model
     endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model)
-    setup = harness_env.setup(
+    setup = registry.model_setup(
         request.harness,
         endpoint,
         home=layout.run / "state/home",
@@ -287,7 +288,9 @@ def _start(
         sealed.close()
         raise
     if plan_.token is not None:
-        env[TOKEN_ENV[request.harness]] = plan_.token
+        adapter = registry.adapter(request.harness)
+        assert adapter is not None and adapter.token_env is not None  # the plan read it
+        env[adapter.token_env] = plan_.token
     reaper.set_child_subreaper()
     limits = LaunchLimits(plan_.limits, f"agentc-{request.launch_id}")
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import grp
-import json
 import os
 import pwd
 import sys
@@ -20,26 +19,23 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import SupervisorError
-from agentc.core.roles import HARNESSES, role_slug
+from agentc.core.roles import role_slug
 from agentc.files.paths import within
 from agentc.sandbox import bwrap as sandbox
 from agentc.sandbox import toolpaths
 from agentc.sandbox.bwrap import LaunchDescription, Relay
 from agentc.sandbox.limits import Limits
 from agentc.supervisor.config import SupervisorConfig, user_home
-from agentc.supervisor.harness import env as harness_env
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.base import Adapter
 from agentc.supervisor.launch import candidate_shell, rundir, tokens
 from agentc.supervisor.launch import prompt as prompt_mod
 from agentc.supervisor.launch.request import LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop.settings import COMMAND_PREFIX
-from agentc.supervisor.review.verdict import VERDICT_SCHEMA
 
 if TYPE_CHECKING:  # imported where used: a launch without the gateway never needs it
     from agentc.gateway.lease import LeaseRequest
 
-TOKEN_ENV = {"claude": "CLAUDE_CODE_OAUTH_TOKEN"}
-CLAUDE_ENV_FILE = "claude-env.sh"
 NOBODY = 65534
 
 
@@ -78,28 +74,18 @@ class Plan:
 def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
     """Flags per harness; each harness's own sandbox is off because it cannot nest in ours.
     A ``command:<path>`` agent gets none: the prompt on stdin, the clone as its directory."""
-    if is_command(request.harness):
-        return ()
-    if request.harness == "claude":
-        args = ["-p", "--output-format", "stream-json", "--verbose"]
-        args += ["--permission-mode", "dontAsk", "--strict-mcp-config"]
-        args += ["--session-id", request.launch_id]  # Claude Code's session is the launch
-        if request.role == "reviewer":  # read-only tools; the final result is the verdict
-            args += ["--tools", REVIEWER_TOOLS, "--json-schema", verdict_schema_json()]
-        return (*args, *(["--model", request.model] if request.model != "default" else []))
-    if request.harness == "codex":
-        # $CODEX_HOME/config.toml is the launch's own (the gateway provider table).
-        args = ["exec", "--json", "--skip-git-repo-check"]
-        args += ["-s", "danger-full-access", "-c", "approval_policy=never"]
-        args += ["-c", "check_for_update_on_startup=false", "-C", str(request.clone)]
-        return (*args, *(["-m", request.model] if request.model != "default" else []), "-")
-    args = ["-p", "--mode", "json", "--no-session"]
-    model = None if request.model == "default" else request.model
-    return (*args, *harness_env.pi_args(model))
+    return _adapter(request.harness).args(request)
+
+
+def _adapter(harness: str) -> Adapter:
+    found = registry.adapter(harness)
+    if found is None:
+        raise SupervisorError(f"unknown harness {harness!r}")
+    return found
 
 
 def is_command(harness: str) -> bool:
-    return harness.startswith(COMMAND_PREFIX)
+    return registry.is_command(harness)
 
 
 def _agent_cli_dir(config: SupervisorConfig) -> list[str]:
@@ -237,7 +223,7 @@ def build_env(
         "CARGO_HOME": str(run / "state/cargo"),
         "CARGO_TARGET_DIR": str(run / "target"),
         "RUSTUP_HOME": str(config.toolchain_dir / "rustup"),
-        **harness_env.QUIET_ENV,
+        **registry.quiet_env(),
         # What the agent CLI reads (agentc.client.config): its state, session and binding.
         "AGENT_COORDINATOR_STATE_DIR": str(run / "state/coordinator"),
         "AGENTC_SESSION_ID": request.launch_id,
@@ -257,17 +243,7 @@ def build_env(
         for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
             env[name] = proxy
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    if request.harness == "claude":
-        env["CLAUDE_CONFIG_DIR"] = str(layout.claude_config)
-        # Claude Code's Bash runs a login shell, whose profile resets PATH: it sources this file
-        # (written by the launch, read-only inside) ahead of each command to restore it.
-        env["CLAUDE_ENV_FILE"] = str(run / CLAUDE_ENV_FILE)
-        if request.role == "reviewer":
-            env["CLAUDE_CODE_SHELL_PREFIX"] = str(run / candidate_shell.SCRIPT)
-    elif request.harness == "codex":
-        env["CODEX_HOME"] = str(run / "state/codex-home")
-    elif request.role == "reviewer" and is_command(request.harness):
-        env["AGENTC_CANDIDATE_SHELL"] = str(run / candidate_shell.PLAIN_SCRIPT)
+    env.update(_adapter(request.harness).env(layout, request))
     if request.verification is not None and request.role == "reviewer":
         env.update(request.verification.env(run))
     if request.agent_session is not None:  # the harness and its children see their session
@@ -298,7 +274,7 @@ def _check_run(layout: RunLayout) -> bytes:
 
 def _token(config: SupervisorConfig, request: LaunchRequest, layout: RunLayout) -> str | None:
     """The role's token, read only with the token opt-in (``token_in_env``)."""
-    if request.harness not in TOKEN_ENV or not config.token_in_env:
+    if _adapter(request.harness).token_env is None or not config.token_in_env:
         return None
     gid = _role_gid(config, request.role) if config.mode == "host" else None
     return tokens.read_token(layout.token_file, mode=config.mode, group_gid=gid)
@@ -318,7 +294,7 @@ def _gateway(
 ) -> tuple[Relay, GatewayPlan] | None:
     """The gateway's relay and the sentinel to ask for, when the launch uses the gateway."""
     target = config.gateway_target()
-    if target is None or not config.gateway_listen or is_command(request.harness):
+    if target is None or not config.gateway_listen or not _adapter(request.harness).uses_gateway:
         return None  # a command: agent brings its own model access, if any
     upstream = config.gateway_upstreams.get(request.harness)
     if upstream is None:
@@ -381,7 +357,8 @@ def _description(
     masks = _masks(config, layout.state_dir, hidden)
     programs = [Path(harness_argv[0]), *(Path(p) for p in relay_program[:1] if p.startswith("/"))]
     programs += [Path(w) for w in config.wrapper[:1] if w.startswith("/")]
-    readonly = [p for p in (layout.claude_config,) if p.is_dir() and request.harness == "claude"]
+    own = _adapter(request.harness).config_dir(layout)
+    readonly = [own] if own is not None and own.is_dir() else []
     path_env = build_env(config, layout, request)["PATH"]
     readonly += _exposures(config, masks, programs, layout.state_dir, path_env)
     if request.coordinator is not None and request.coordinator.push_socket is not None:
@@ -403,22 +380,12 @@ def _description(
     )
 
 
-# Harnesses whose every command a reviewer launch can confine (candidate-shell): Claude Code
-# runs its Bash commands through CLAUDE_CODE_SHELL_PREFIX; Codex and Pi have no such hook. A
-# command: reviewer is the operator's own program, trusted, and is given $AGENTC_CANDIDATE_SHELL
-# (candidate-run) to run candidate code in the same nested sandbox (docs/security.md).
-REVIEWER_HARNESSES = ("claude",)
-REVIEWER_TOOLS = "Bash,Read,Glob,Grep"
-
-
-def verdict_schema_json() -> str:
-    """The verdict's JSON schema, compact, for Claude Code's ``--json-schema``."""
-    return json.dumps(VERDICT_SCHEMA, separators=(",", ":"), sort_keys=True)
-
-
 def reviewer_refusal(harness: str) -> str | None:
-    """Why ``harness`` may not review (None: it may)."""
-    if harness in REVIEWER_HARNESSES or is_command(harness):
+    """Why ``harness`` may not review (None: it may). Claude Code runs its Bash commands through
+    CLAUDE_CODE_SHELL_PREFIX (candidate-shell); Codex and Pi have no such hook. A command:
+    reviewer is the operator's own program, trusted, and is given $AGENTC_CANDIDATE_SHELL
+    (candidate-run) to run candidate code in the same nested sandbox (docs/security.md)."""
+    if _adapter(harness).confines_reviewer:
         return None
     return (
         f"a {harness} reviewer cannot have its commands confined (only Claude Code's run "
@@ -429,8 +396,7 @@ def reviewer_refusal(harness: str) -> str | None:
 
 def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     """Validate everything and build the argv and environment; writes nothing."""
-    if request.harness not in HARNESSES and not is_command(request.harness):
-        raise SupervisorError(f"unknown harness {request.harness!r}")
+    adapter = _adapter(request.harness)
     refusal = reviewer_refusal(request.harness) if request.role == "reviewer" else None
     if refusal is not None:
         raise SupervisorError(refusal)
@@ -454,7 +420,8 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
     except ValueError as exc:
         raise SupervisorError(str(exc)) from None
     script = None
-    plain = is_command(request.harness)
+    name = adapter.candidate_script
+    plain = name == candidate_shell.PLAIN_SCRIPT
     if request.role == "reviewer":
         script = candidate_shell.script_text(
             list(supervisor_program(config)),
@@ -466,7 +433,6 @@ def plan(config: SupervisorConfig, request: LaunchRequest) -> Plan:
         )
     env = build_env(config, layout, request)
     gateway_plan = gateway[1] if gateway is not None else None
-    name = candidate_shell.PLAIN_SCRIPT if plain else candidate_shell.SCRIPT
     return Plan(
         request,
         layout,

@@ -28,6 +28,7 @@ from agentc.files import write_atomic
 from agentc.files.procs import run_check
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.harness import registry
 from agentc.supervisor.launch import prompt as prompt_mod
 from agentc.supervisor.launch import tokens
 from agentc.supervisor.launch.plan import Plan, plan
@@ -311,6 +312,7 @@ def _mode_problem(path: Path, uid: int | None, gid: int | None, mode: int) -> st
 def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -> list[str]:
     """Owners and modes of the protected seed layout (host) or the private state (personal)."""
     found: list[str | None] = []
+    adapter = registry.adapter(harness)
     if config.mode == "host":
         import pwd
 
@@ -322,11 +324,12 @@ def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -
         found.append(_mode_problem(layout.role_dir, 0, account.pw_gid, 0o750))
         for sub in (layout.runs, layout.clones):
             found.append(_mode_problem(sub, account.pw_uid, None, 0o700))
-        if harness == "claude":
-            found.append(_mode_problem(layout.claude_config, 0, account.pw_gid, 0o750))
-            if layout.claude_config.is_dir():
-                for entry in sorted(os.listdir(layout.claude_config)):
-                    path = layout.claude_config / entry
+        own = adapter.config_dir(layout) if adapter is not None else None
+        if own is not None:
+            found.append(_mode_problem(own, 0, account.pw_gid, 0o750))
+            if own.is_dir():
+                for entry in sorted(os.listdir(own)):
+                    path = own / entry
                     if entry == ".credentials.json":
                         found.append(f"{path}: retired claude auth login credential; remove it")
                     elif entry not in CLAUDE_CONFIG_FILES:
@@ -336,7 +339,7 @@ def layout_problems(config: SupervisorConfig, layout: RunLayout, harness: str) -
     else:
         for sub in (layout.state_dir, layout.runs, layout.clones):
             found.append(_mode_problem(sub, os.getuid(), None, 0o700))
-    if harness == "claude" and config.token_in_env:
+    if adapter is not None and adapter.token_env is not None and config.token_in_env:
         # Only the token opt-in hands the token file to a launch; gateway launches never read it.
         gid = None
         if config.mode == "host":

@@ -30,10 +30,11 @@ from agentc.core.roles import Role
 from agentc.files.procs import run_check
 from agentc.files.sockets import sun_path
 from agentc.sandbox import limits, seccomp
+from agentc.supervisor.harness import registry
+from agentc.supervisor.launch import plan as launch_plan
 from agentc.supervisor.launch import preflight
 from agentc.supervisor.launch import root as launch_root
-from agentc.supervisor.launch.plan import REVIEWER_HARNESSES
-from agentc.supervisor.launch.request import HARNESSES, ROLES, LaunchRequest
+from agentc.supervisor.launch.request import ROLES, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def host_report(config: SupervisorConfig) -> tuple[list[str], list[str]]:
     if not problems:  # a version launch needs a working sandbox and layout
         for harness in harnesses:
             for role in ROLES:
-                if role == "reviewer" and harness not in REVIEWER_HARNESSES:
+                if role == "reviewer" and launch_plan.reviewer_refusal(harness):
                     continue  # refused as a reviewer by every launch (launch_plan)
                 problems += version_problems(config, state, role, harness)
     return problems, limits_notes()
@@ -208,7 +209,7 @@ def configured_harnesses(config: SupervisorConfig) -> tuple[list[str], list[str]
     """(the configured harnesses, problems for those named but missing)."""
     found: list[str] = []
     problems: list[str] = []
-    for harness in HARNESSES:
+    for harness in registry.names():
         program = config.harness_program(harness)
         if harness in config.harness_paths and not os.path.lexists(program):
             problems.append(

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from agentc.core.roles import HARNESSES, ROLES, Role
+from agentc.core.roles import ROLES, Role
 from agentc.sandbox.bwrap import Relay
+from agentc.supervisor.harness import registry
 
 if TYPE_CHECKING:
     from agentc.supervisor.launch.agentsession import AgentSession
 
 __all__ = [
-    "HARNESSES",
     "ROLES",
     "CoordinatorAccess",
     "LaunchRequest",
@@ -150,7 +150,7 @@ def _convert(name: str, value: str) -> Any:
     if name == "role":
         return value if value in ROLES else None
     if name == "harness":
-        return value if value in HARNESSES else None
+        return value if registry.named(value) is not None else None
     if name in ("run", "clone"):
         return Path(value)
     if name == "generation":

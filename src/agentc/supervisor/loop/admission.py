@@ -10,10 +10,10 @@ from pathlib import Path
 
 from agentc.core.roles import role_slug
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.loop import signin
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_problems, choose_vendor
 from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
-from agentc.supervisor.loop.settings import COMMAND_PREFIX
 
 DAY_MS = 24 * 3600 * 1000
 

@@ -319,7 +319,7 @@ class ReviewLaunch(LeasedLaunch):
             data = read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
             lines = [x for x in data.decode("utf-8", "replace").splitlines() if x.strip()]
             return verdict_from_text(None, lines[-1] if lines else None)
-        summary = summarize("claude", read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
+        summary = summarize(harness, read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
         return verdict_from_text(summary.structured_output, summary.final_text)
 
     def _judge(

@@ -34,8 +34,9 @@ from agentc.core.rules import rfc3339
 from agentc.files.procs import run_check
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.launch import tokens
-from agentc.supervisor.loop.settings import COMMAND_PREFIX
 
 CHECK_TIMEOUT = 30.0
 SIGNED_IN_SECONDS = 600.0
@@ -190,11 +191,17 @@ def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
     return None
 
 
+def token_opt_in(config: SupervisorConfig, harness: str) -> bool:
+    """``harness`` reaches its vendor directly with the role's own token (``token_in_env``)."""
+    adapter = registry.named(harness)
+    return config.token_in_env and adapter is not None and adapter.token_env is not None
+
+
 def _expiring_file(config: SupervisorConfig, harness: str, role: str) -> Path | None:
     """The credential file of ``harness`` for ``role`` that expires (None: none that does)."""
     if harness.startswith(COMMAND_PREFIX):
         return None
-    if harness == "claude" and config.token_in_env:
+    if token_opt_in(config, harness):
         return config.resolved_state_dir() / role_slug(role) / "claude-token"
     if config.gateway_target() is None:
         return None
@@ -239,7 +246,7 @@ def vendor_problem(config: SupervisorConfig, harness: str, role: str) -> str | N
     if harness.startswith(COMMAND_PREFIX):
         return None
     now = time.time()
-    if harness == "claude" and config.token_in_env:
+    if token_opt_in(config, harness):
         return _own_token(config, role, now)
     if config.gateway_target() is not None:
         return _gateway(config, harness, now)
