@@ -41,7 +41,7 @@ from tests.supervisor.loop.host_kit import HostLoop, _file
 from tests.supervisor.loop.kit import HANGING_AGENT, LoopKit
 from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+pytestmark = pytest.mark.root
 
 
 def _show(loop: LoopKit, ref: str, name: str) -> str:
