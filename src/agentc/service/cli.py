@@ -490,5 +490,13 @@ def end_browser_sessions(ctx: click.Context) -> None:
     _guard(run)
 
 
+def _register_operations() -> None:
+    from agentc.service import operations_cli
+
+    operations_cli.register(main, _settings, _guard)
+
+
+_register_operations()
+
 if __name__ == "__main__":  # python -m agentc.service.cli
     main()

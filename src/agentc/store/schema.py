@@ -84,6 +84,8 @@ browser_sessions = Table(
     # The public origin the session was made at: it is good only there (None: made before
     # sessions recorded it, good nowhere).
     Column("origin", String(300)),
+    # The authority epoch it was made under (migration 0011): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
 )
 
 agent_sessions = Table(
@@ -98,6 +100,8 @@ agent_sessions = Table(
     Column("capabilities_json", Text, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("closed_at", Ms),
+    # The authority epoch it was made under (migration 0011): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
     # Agent text is screened for live session proofs by verifier (service/screening.py).
     Index("ix_agent_sessions_proof_hash", "proof_hash"),
 )
@@ -313,6 +317,8 @@ receipts = Table(
     # The agent credential that made the write (null for people and for receipts written
     # before 0004): only that credential may replay it.
     Column("credential_id", Id),
+    # The authority epoch it was made under (migration 0011): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
 )
 
 telemetry_rows = Table(
