@@ -4,7 +4,9 @@ restore that voids the authority of everything made before it (a real agent mid-
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import stat
 import threading
 import uuid
@@ -240,3 +242,29 @@ def test_the_recovery_exercise_runs_end_to_end(
     else:
         again = live.cli("recovery-exercise", "--repository", str(repo), "--scratch", str(repo))
         assert again.returncode == 2 and "is not empty" in again.stderr
+
+
+def test_an_off_server_copy_is_locked_verified_there_and_ends_the_warning(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    repo, dest = tmp_path / "backups", tmp_path / "offsite"
+    _backup(live, repo)
+    dest.mkdir(mode=0o700)
+    lock = os.open(dest / ".copy.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another copy is running
+        busy = live.cli("backup-copy", "--repository", str(repo), "--destination", str(dest))
+        assert busy.returncode == 2 and "another copy" in busy.stderr
+        assert not (repo / "offsite.json").exists()
+    finally:
+        os.close(lock)
+    out = live.cli("backup-copy", "--repository", str(repo), "--destination", str(dest), "--json")
+    assert out.returncode == 0, out.stderr
+    done = json.loads(out.stdout)
+    # The destination is a repository of its own: its copy verifies there.
+    verified = live.cli("backup-verify", "--repository", str(dest), "--snapshot", done["snapshot"])
+    assert verified.returncode == 0, verified.stderr
+    status = live.cli("backup-status", "--repository", str(repo), "--json")
+    assert status.returncode == 0, status.stdout
+    found = json.loads(status.stdout)
+    assert found["host_loss_protection"] is True and found["problems"] == []

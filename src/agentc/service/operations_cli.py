@@ -108,6 +108,7 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
             raise SystemExit(1)
 
     _register_restore(main, settings_of, guard)
+    _register_copy(main, guard)
 
 
 def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) -> None:
@@ -171,6 +172,29 @@ def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) ->
                 f"recovery exercise: {done['total_seconds']:.1f} s in all ({steps}); "
                 f"{verdict} the one-hour target"
             )
+            _echo(done, as_json, text)
+
+        guard(run)
+
+
+def _register_copy(main: click.Group, guard: Guard) -> None:
+    @main.command("backup-copy")
+    @REPOSITORY
+    @click.option(
+        "--destination",
+        type=click.Path(file_okay=False, path_type=Path),
+        required=True,
+        help="A folder on other storage (a mounted remote file system), private (0700).",
+    )
+    @JSON
+    def backup_copy(repository: Path, destination: Path, as_json: bool) -> None:
+        """Copy the newest verified snapshot off the server and verify it there."""
+        from agentc.service import backup, offsite
+
+        def run() -> None:
+            repo = backup.open_repository(repository, create=False)
+            done = offsite.copy_newest(repo, destination)
+            text = f"copied snapshot {done['snapshot']} to {done['destination']}; verified there"
             _echo(done, as_json, text)
 
         guard(run)
