@@ -1,5 +1,6 @@
 """`agent-coordinator-server` commands for running the coordinator: backup, backup-verify,
-backup-status, backup-copy, restore, recovery-exercise (registered by `agentc.service.cli`)."""
+backup-status, backup-copy, restore, recovery-exercise, recover-clock (registered by
+`agentc.service.cli`)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
 
     _register_restore(main, settings_of, guard)
     _register_copy(main, guard)
+    _register_clock(main, settings_of, guard)
 
 
 def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) -> None:
@@ -196,6 +198,38 @@ def _register_copy(main: click.Group, guard: Guard) -> None:
             done = offsite.copy_newest(repo, destination)
             text = f"copied snapshot {done['snapshot']} to {done['destination']}; verified there"
             _echo(done, as_json, text)
+
+        guard(run)
+
+
+def _register_clock(main: click.Group, settings_of: Settings, guard: Guard) -> None:
+    @main.command("recover-clock")
+    @click.pass_context
+    def recover_clock(ctx: click.Context) -> None:
+        """Confirm that the wall clock is right: the service's high-water mark is set to it and
+        paused writes resume (audited)."""
+        import secrets
+
+        from agentc.store import clock
+        from agentc.store.audit import write_event
+        from agentc.store.engine import migrate, open_engine
+        from agentc.store.tx import wall_clock_ms
+
+        settings = settings_of(ctx)
+
+        def run() -> None:
+            engine = open_engine(_existing(settings.database), create=False, pool_size=1)
+            try:
+                migrate(engine)
+                with engine.begin() as conn:  # not through the executor: it would pause
+                    now = wall_clock_ms()
+                    before = clock.confirm(conn, now, secrets.token_hex(8))
+                    data: dict[str, object] = {"previous_mark": before, "mark": now}
+                    write_event(conn, now, None, None, "clock_confirmed_by_host", None, None, data)
+            finally:
+                engine.dispose()
+            behind = 0 if before is None else max(0, before - now)
+            click.echo(f"the service's clock is the wall clock again ({behind} ms set back)")
 
         guard(run)
 
