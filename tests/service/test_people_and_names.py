@@ -93,6 +93,12 @@ def test_names_are_unique_without_regard_to_case(svc: Service) -> None:
     assert page.status_code == 409 and "differs only in case" in page.text
     # The host's issue-credential too, and nothing is written.
     database = svc.settings.database
+    # The service ran on a fake clock ahead of the host's: the host confirms its own clock
+    # first, or its write would wait for the high-water mark (agentc.store.clock).
+    confirmed = subprocess.run(
+        [SERVER, "--database", database, "recover-clock"], capture_output=True, text=True
+    )
+    assert confirmed.returncode == 0, confirmed.stderr
     out = subprocess.run(
         [SERVER, "--database", database, "issue-credential", "--agent", "bOT"],
         capture_output=True,
