@@ -259,3 +259,33 @@ def test_host_commands_on_a_migrated_database_load_neither_the_web_stack_nor_ale
         )
         assert "Traceback" not in out.stderr and f"exit {code}" in out.stderr, out.stderr
         assert out.stdout.splitlines()[-1] == "", (args, out.stdout)
+
+
+def test_a_database_error_without_a_driver_error_is_a_message_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLAlchemy's own errors (the pool's TimeoutError: every connection busy) end the host
+    command with exit status 1 and one line, as the driver's errors do."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import QueuePool
+
+    from agentc.service.cli import _guard
+
+    engine = create_engine(
+        f"sqlite:///{tmp_path / 'busy.sqlite3'}",
+        poolclass=QueuePool,
+        pool_size=1,
+        max_overflow=0,
+        pool_timeout=0.1,
+    )
+    held = engine.connect()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            _guard(engine.connect)
+    finally:
+        held.close()
+        engine.dispose()
+    assert ended.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agent-coordinator-server: no database connection came free in time")
+    assert "QueuePool limit" in err and "Traceback" not in err and err.count("\n") == 1

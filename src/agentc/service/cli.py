@@ -96,13 +96,19 @@ def _write_once(settings: ServerSettings, write: Callable[[Tx], T], *, create: b
 
 
 def _guard(fn: Callable[[], T]) -> T:
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     try:
         return fn()
     except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         _fail(f"the database refused or could not be reached: {reason}", 1)
+    except PoolTimeout as exc:
+        _fail(f"no database connection came free in time; try again ({exc.args[0]})", 1)
+    except SQLAlchemyError as exc:  # without the driver's own error, its text is the reason
+        reason = str(exc.args[0] if exc.args else type(exc).__name__).splitlines()[0]
+        _fail(f"the database could not be used: {reason}", 1)
     except CoordinatorError as exc:
         _fail(exc.message)
     except AgentcError as exc:
