@@ -192,7 +192,7 @@ class Service:
         service's clock. In production both read the host's clock; a host command on the real
         clock, behind this kit's, would wait for the service's high-water mark
         (agentc.store.clock). libfaketime starts the command's wall clock at the kit clock's
-        time (monotonic time stays real)."""
+        time."""
         found = glob.glob(f"/usr/lib/*/{FAKETIME}")
         assert found, f"no /usr/lib/*/{FAKETIME}: run scripts/setup --dev (libfaketime)"
         start = datetime.fromtimestamp(self.clock.now / 1000, UTC)
@@ -200,7 +200,6 @@ class Service:
             os.environ,
             LD_PRELOAD=found[0],
             FAKETIME=start.strftime("@%Y-%m-%d %H:%M:%S"),
-            FAKETIME_DONT_FAKE_MONOTONIC="1",
             TZ="UTC",
         )
         command = [SERVER, "--database", self.settings.database, *args]

@@ -1,5 +1,5 @@
 """`agent-coordinator-server` commands for running the coordinator: backup, backup-verify,
-backup-status, backup-copy, restore, recovery-exercise, recover-clock (registered by
+backup-status, backup-copy, restore, recovery-exercise, recover-clock, maintenance (registered by
 `agentc.service.cli`)."""
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
     _register_restore(main, settings_of, guard)
     _register_copy(main, guard)
     _register_clock(main, settings_of, guard)
+    _register_maintenance(main, settings_of, guard)
 
 
 def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) -> None:
@@ -230,6 +231,37 @@ def _register_clock(main: click.Group, settings_of: Settings, guard: Guard) -> N
                 engine.dispose()
             behind = 0 if before is None else max(0, before - now)
             click.echo(f"the service's clock is the wall clock again ({behind} ms set back)")
+
+        guard(run)
+
+
+def _register_maintenance(main: click.Group, settings_of: Settings, guard: Guard) -> None:
+    @main.command("maintenance")
+    @JSON
+    @click.pass_context
+    def maintenance_cmd(ctx: click.Context, as_json: bool) -> None:
+        """Compact bounded payloads (old receipts' answers, old canary payloads) in small
+        batches while the service runs; permanent history stays (daily timer)."""
+        from agentc.service import maintenance
+        from agentc.store.engine import migrate, open_engine
+        from agentc.store.tx import Executor
+
+        settings = settings_of(ctx)
+
+        def run() -> None:
+            engine = open_engine(_existing(settings.database), create=False, pool_size=2)
+            migrate(engine)
+            executor = Executor(engine)
+            try:
+                done = maintenance.compact(executor)
+            finally:
+                executor.close()
+            text = "; ".join(
+                f"{name.replace('_', ' ')}: {c.rows} rows, {c.bytes} bytes in {c.batches} "
+                f"batch(es), the longest holding the writer {c.longest_hold_ms} ms"
+                for name, c in done.items()
+            )
+            _echo({name: c.__dict__ for name, c in done.items()}, as_json, text)
 
         guard(run)
 

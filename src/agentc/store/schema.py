@@ -313,12 +313,20 @@ receipts = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("status", Integer, nullable=False),
     Column("body", Text),  # null once compacted after the retention period
-    Column("created_at", Ms, nullable=False, index=True),
+    Column("created_at", Ms, nullable=False),
     # The agent credential that made the write (null for people and for receipts written
     # before 0004): only that credential may replay it.
     Column("credential_id", Id),
     # The authority epoch it was made under (migration 0011): a restore starts a new one.
     Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
+    # The receipts whose answers maintenance has yet to compact, oldest first
+    # (agentc.store.compaction; migration 0011, which replaced the index of every receipt).
+    Index(
+        "ix_receipts_uncompacted",
+        "created_at",
+        sqlite_where=text("body IS NOT NULL"),
+        postgresql_where=text("body IS NOT NULL"),
+    ),
 )
 
 telemetry_rows = Table(

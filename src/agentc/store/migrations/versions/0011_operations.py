@@ -7,6 +7,10 @@ database a new epoch, so every session, lease (an attempt is held through its se
 idempotency receipt of the snapshot belongs to the old one and is refused
 (``request_from_previous_restore``): docs/decisions.md D44.
 
+The index of every receipt by time becomes one of the receipts whose stored answer maintenance
+has yet to compact (``body IS NOT NULL``): the compaction's batches stay a range scan however
+many compacted receipts there are (nothing else reads receipts by time).
+
 Revision ID: 0011
 Revises: 0009
 """
@@ -35,9 +39,20 @@ def upgrade() -> None:
                 server_default=sa.text("''"),
             ),
         )
+    with op.batch_alter_table("receipts") as batch:
+        batch.drop_index("ix_receipts_created_at")
+        batch.create_index(
+            "ix_receipts_uncompacted",
+            ["created_at"],
+            sqlite_where=sa.text("body IS NOT NULL"),
+            postgresql_where=sa.text("body IS NOT NULL"),
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("receipts") as batch:
+        batch.drop_index("ix_receipts_uncompacted")
+        batch.create_index("ix_receipts_created_at", ["created_at"])
     for table in TABLES:
         with op.batch_alter_table(table) as batch:
             batch.drop_column("authority_epoch")
