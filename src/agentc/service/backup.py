@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import ConfigError
-from agentc.files import read_private, write_atomic
+from agentc.files import UnsafeFile, read_private, write_atomic
 from agentc.service import snapshots
 from agentc.store.engine import Database
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 SUFFIX = {"sqlite": ".sqlite3", "postgresql": ".pgdump"}
+MAX_AGE_HOURS = 2.0  # older than this, a snapshot or off-server copy is stale
 NO_HOST_LOSS = "no host-loss protection: no off-server copy has passed destination verification"
 
 
@@ -118,7 +119,12 @@ def write_json(path: Path, value: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    value = json.loads(read_private(path, max_bytes=1 << 20))
+    try:
+        value = json.loads(read_private(path, max_bytes=1 << 20))
+    except UnsafeFile as exc:
+        raise ConfigError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ConfigError(f"{path} is not a JSON object")
     return value
@@ -190,23 +196,25 @@ def prune(repository: Path, hourly: int, daily: int, weekly: int) -> list[str]:
 
 
 def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
-    """The newest verified snapshot and off-server copy with their ages, and what is missing;
-    ``ok`` is false when either is missing or older than max_age_ms."""
+    """The newest verified snapshot and off-server copy with their ages, the last exercise,
+    and what is missing; ``ok`` is false when either is missing or older than max_age_ms.
+    What `backup-status` prints and the console shows admins."""
     found = entries(repository)
     newest = found[-1] if found else None
-    offsite_path, exercise_path = repository / "offsite.json", repository / "exercise.json"
-    offsite = read_json(offsite_path) if offsite_path.exists() else None
-    exercise = read_json(exercise_path) if exercise_path.exists() else None
-    problems = []
+    problems: list[str] = []
+    offsite = _record(repository / "offsite.json", "verified_at", problems)
+    exercise = _record(repository / "exercise.json", "at", problems)
     if newest is None:
         problems.append("no verified snapshot")
     elif at_ms - newest.verified_at > max_age_ms:
-        problems.append(f"the newest verified snapshot is {_age(at_ms - newest.verified_at)} old")
-    if offsite is None:
+        problems.append(
+            f"the newest verified snapshot is {age_text(at_ms - newest.verified_at)} old"
+        )
+    offsite_age = None if offsite is None else at_ms - int(offsite["verified_at"])
+    if offsite_age is None:
         problems.append(NO_HOST_LOSS)
-    elif at_ms - int(offsite["verified_at"]) > max_age_ms:
-        age = _age(at_ms - int(offsite["verified_at"]))
-        problems.append(f"the newest verified off-server copy is {age} old")
+    elif offsite_age > max_age_ms:
+        problems.append(f"the newest verified off-server copy is {age_text(offsite_age)} old")
     return {
         "ok": not problems,
         "problems": problems,
@@ -214,13 +222,28 @@ def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
         "newest_snapshot": None if newest is None else asdict(newest),
         "snapshot_age_ms": None if newest is None else at_ms - newest.verified_at,
         "offsite": offsite,
-        "offsite_age_ms": None if offsite is None else at_ms - int(offsite["verified_at"]),
+        "offsite_age_ms": offsite_age,
         "host_loss_protection": offsite is not None,
         "exercise": exercise,
     }
 
 
-def _age(ms: int) -> str:
+def _record(path: Path, time_key: str, problems: list[str]) -> dict[str, Any] | None:
+    """The repository's record of a copy or an exercise, or None (absent, or unreadable: then
+    a problem says so and the record counts as missing)."""
+    if not path.exists():
+        return None
+    try:
+        found = read_json(path)
+        int(found[time_key])
+    except (ValueError, TypeError, KeyError, ConfigError) as exc:
+        problems.append(f"{path.name} cannot be read ({type(exc).__name__}); it is ignored")
+        return None
+    return found
+
+
+def age_text(ms: int) -> str:
+    """An age for people: minutes up to two hours, then hours."""
     minutes = ms // 60_000
     if minutes < 120:
         return f"{minutes} min"

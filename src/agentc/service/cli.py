@@ -144,6 +144,7 @@ def _setting(name: str, **kwargs: Any) -> Callable[[F], F]:
 @_setting("trusted_proxy_header")
 @_setting("workers", type=click.IntRange(*WORKERS_RANGE), show_default=True)
 @_setting("database_pool_size", type=click.IntRange(*POOL_SIZE_RANGE), show_default=True)
+@_setting("backup_repository")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -156,6 +157,7 @@ def main(
     trusted_proxy_header: str | None,
     workers: int,
     database_pool_size: int,
+    backup_repository: str | None,
 ) -> None:
     """The agentc coordinator service."""
     ctx.obj = {
@@ -170,6 +172,7 @@ def main(
         "trusted_proxy_header": trusted_proxy_header or None,
         "workers": workers,
         "database_pool_size": database_pool_size,
+        "backup_repository": backup_repository or None,
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from agentc.core.errors import ConfigError
+from agentc.service.backup import MAX_AGE_HOURS
 from agentc.store.engine import Database
 
 T = TypeVar("T")
@@ -21,10 +22,24 @@ Guard = Callable[[Callable[[], Any]], Any]
 REPOSITORY = click.option(
     "--repository",
     type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="The backup repository: a private folder (0700) of verified snapshots.",
+    help="The backup repository: a private folder (0700) of verified snapshots (default: the "
+    "global --backup-repository, COORDINATOR_BACKUP_REPOSITORY).",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _repository(ctx: click.Context, given: Path | None, *, create: bool) -> Path:
+    """--repository, else the installation's backup repository setting (the one the console
+    reads), opened and checked private."""
+    from agentc.service import backup
+
+    configured = ctx.obj.get("backup_repository") if ctx.obj else None
+    if given is None and not configured:
+        raise ConfigError(
+            "--repository (or the global --backup-repository, COORDINATOR_BACKUP_REPOSITORY) "
+            "is required: the backup repository's folder"
+        )
+    return backup.open_repository(given or Path(str(configured)), create=create)
 
 
 def _echo(value: dict[str, Any], as_json: bool, text: str) -> None:
@@ -44,7 +59,7 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
     @click.pass_context
     def backup_cmd(
         ctx: click.Context,
-        repository: Path,
+        repository: Path | None,
         keep_hourly: int,
         keep_daily: int,
         keep_weekly: int,
@@ -57,7 +72,7 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
 
         def run() -> None:
             db = _existing(settings.database)
-            repo = backup.open_repository(repository, create=True)
+            repo = _repository(ctx, repository, create=True)
             entry = backup.backup(db, repo)
             removed = backup.prune(repo, keep_hourly, keep_daily, keep_weekly)
             total = sum(entry.rows.values())
@@ -73,12 +88,13 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
     @main.command("backup-verify")
     @REPOSITORY
     @click.option("--snapshot", required=True, help="The snapshot's id.")
-    def backup_verify(repository: Path, snapshot: str) -> None:
+    @click.pass_context
+    def backup_verify(ctx: click.Context, repository: Path | None, snapshot: str) -> None:
         """Verify a stored snapshot again: checksum, integrity, stamp, row counts."""
         from agentc.service import backup, snapshots
 
         def run() -> None:
-            repo = backup.open_repository(repository, create=False)
+            repo = _repository(ctx, repository, create=False)
             entry = backup.find(repo, snapshot)
             snapshots.check(entry.backend, entry.path(repo), entry.migration, entry.rows)
             click.echo(f"snapshot {entry.id} verifies")
@@ -90,17 +106,20 @@ def register(main: click.Group, settings_of: Settings, guard: Guard) -> None:
     @click.option(
         "--max-age-hours",
         type=click.FloatRange(0.01, 24 * 365),
-        default=2.0,
+        default=MAX_AGE_HOURS,
         show_default=True,
         help="Older than this, a snapshot or off-server copy is stale (exit status 1).",
     )
     @JSON
-    def backup_status(repository: Path, max_age_hours: float, as_json: bool) -> None:
+    @click.pass_context
+    def backup_status(
+        ctx: click.Context, repository: Path | None, max_age_hours: float, as_json: bool
+    ) -> None:
         """The age of the newest verified snapshot and off-server copy; exit 1 when stale."""
         from agentc.service import backup
 
         def run() -> bool:
-            repo = backup.open_repository(repository, create=False)
+            repo = _repository(ctx, repository, create=False)
             found = backup.status(repo, backup.now_ms(), int(max_age_hours * backup.HOUR_MS))
             _echo(found, as_json, _status_text(found))
             return bool(found["ok"])
@@ -120,15 +139,17 @@ def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) ->
     @click.option("--snapshot", required=True, help="The verified snapshot's id.")
     @JSON
     @click.pass_context
-    def restore_cmd(ctx: click.Context, repository: Path, snapshot: str, as_json: bool) -> None:
+    def restore_cmd(
+        ctx: click.Context, repository: Path | None, snapshot: str, as_json: bool
+    ) -> None:
         """Restore a verified snapshot into --database, which must be empty; every session,
         lease and request from before the restore is void."""
-        from agentc.service import backup, restore
+        from agentc.service import restore
 
         settings = settings_of(ctx)
 
         def run() -> None:
-            repo = backup.open_repository(repository, create=False)
+            repo = _repository(ctx, repository, create=False)
             done = restore.restore(Database.parse(settings.database), repo, snapshot)
             text = (
                 f"restored snapshot {snapshot} into {Database.parse(settings.database).redacted()}"
@@ -153,20 +174,20 @@ def _register_restore(main: click.Group, settings_of: Settings, guard: Guard) ->
     @click.pass_context
     def recovery_exercise(
         ctx: click.Context,
-        repository: Path,
+        repository: Path | None,
         scratch: Path,
         scratch_database: str | None,
         keep: bool,
         as_json: bool,
     ) -> None:
         """Backup, restore into scratch, start the service on it, read and write; timed."""
-        from agentc.service import backup, exercise
+        from agentc.service import exercise
 
         settings = settings_of(ctx)
 
         def run() -> None:
             live = _existing(settings.database)
-            repo = backup.open_repository(repository, create=True)
+            repo = _repository(ctx, repository, create=True)
             target = exercise.scratch_database(scratch, scratch_database, live)
             done = exercise.run_exercise(live, repo, target, keep=keep)
             verdict = "within" if done["within_target"] else "OVER"
@@ -190,12 +211,15 @@ def _register_copy(main: click.Group, guard: Guard) -> None:
         help="A folder on other storage (a mounted remote file system), private (0700).",
     )
     @JSON
-    def backup_copy(repository: Path, destination: Path, as_json: bool) -> None:
+    @click.pass_context
+    def backup_copy(
+        ctx: click.Context, repository: Path | None, destination: Path, as_json: bool
+    ) -> None:
         """Copy the newest verified snapshot off the server and verify it there."""
-        from agentc.service import backup, offsite
+        from agentc.service import offsite
 
         def run() -> None:
-            repo = backup.open_repository(repository, create=False)
+            repo = _repository(ctx, repository, create=False)
             done = offsite.copy_newest(repo, destination)
             text = f"copied snapshot {done['snapshot']} to {done['destination']}; verified there"
             _echo(done, as_json, text)
