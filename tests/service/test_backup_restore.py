@@ -123,7 +123,7 @@ def test_restore_refuses_a_location_that_holds_a_database(live: LiveServer, tmp_
 
 def test_retention_keeps_the_newest_of_each_hour_day_and_week() -> None:
     def entry(n: int, at: int) -> Entry:
-        return Entry(f"s{n}", "sqlite", f"s{n}.sqlite3", at, at, 1, "x", "0011", {})
+        return Entry(f"s{n}", "sqlite", f"s{n}.sqlite3", at, at, 1, "x", "0010", {})
 
     base = 1_800_000_000_000
     found = [entry(n, base + n * HOUR // 2) for n in range(24 * 2 * 20)]  # 20 days, 2 an hour

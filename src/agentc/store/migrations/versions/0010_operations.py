@@ -11,7 +11,7 @@ The index of every receipt by time becomes one of the receipts whose stored answ
 has yet to compact (``body IS NOT NULL``): the compaction's batches stay a range scan however
 many compacted receipts there are (nothing else reads receipts by time).
 
-Revision ID: 0011
+Revision ID: 0010
 Revises: 0009
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
+revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
