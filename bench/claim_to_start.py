@@ -42,14 +42,16 @@ from tests.client.kit import admin_project, issue_token, write_credentials  # no
 from tests.kit.live import live_server  # noqa: E402
 from tests.supervisor.kit import make_kit  # noqa: E402
 
-from agentc.supervisor import agentsession, launch_execute, launch_plan, preflight  # noqa: E402
 from agentc.supervisor.config import load_config  # noqa: E402
 from agentc.supervisor.contracts import implementer_prompt  # noqa: E402
-from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest  # noqa: E402
+from agentc.supervisor.launch import agentsession, preflight  # noqa: E402
+from agentc.supervisor.launch import execute as launch_execute  # noqa: E402
+from agentc.supervisor.launch import plan as launch_plan  # noqa: E402
+from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest  # noqa: E402
+from agentc.supervisor.launch.rundir import RunLayout, prepare  # noqa: E402
 from agentc.supervisor.loop import coordinator, repo  # noqa: E402
 from agentc.supervisor.loop.implementer import BINDING_COPY, layout_of  # noqa: E402
 from agentc.supervisor.loop.run import Loop  # noqa: E402
-from agentc.supervisor.rundir import RunLayout, prepare  # noqa: E402
 
 T = TypeVar("T")
 AGENT = "#!/bin/sh\ndate +%s%N\nexec cat > /dev/null\n"
@@ -242,8 +244,8 @@ def _phases(loop: Loop, config: Any, session: Any, launches: int) -> None:
     """Wall-clock medians of the launch's phases (no profiler: it would slow the child)."""
     import subprocess as sp
 
-    from agentc.supervisor import reaper
-    from agentc.supervisor.limits import LaunchLimits
+    from agentc.sandbox import reaper
+    from agentc.sandbox.limits import LaunchLimits
 
     spans: dict[str, list[float]] = {}
 

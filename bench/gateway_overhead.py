@@ -198,9 +198,9 @@ def main() -> None:
 _GATEWAY_MAIN = """
 import sys
 from pathlib import Path
-from agentc.supervisor.gateway.app import Gateway
-from agentc.supervisor.gateway.config import load_config
-from agentc.supervisor.gateway.server import serve_forever
+from agentc.gateway.app import Gateway
+from agentc.gateway.config import load_config
+from agentc.gateway.server import serve_forever
 
 cfg = load_config(Path(sys.argv[1]))
 gateway = Gateway(cfg, log=open(cfg.log, "a"))

@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.supervisor.kit import make_kit, write_config  # noqa: E402
 
-from agentc.supervisor import seccomp  # noqa: E402
-from agentc.supervisor.limits import LaunchLimits, Limits, detect_backend  # noqa: E402
+from agentc.sandbox import seccomp  # noqa: E402
+from agentc.sandbox.limits import LaunchLimits, Limits, detect_backend  # noqa: E402
 
 SYSCALLS = "import os\nfor _ in range(200000):\n    os.stat('/')\n"
 

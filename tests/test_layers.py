@@ -9,6 +9,7 @@ importing its parent packages.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,13 +26,23 @@ ALLOWED: dict[str, frozenset[str]] = {
     "service": frozenset({"store", "core", "files"}),
     # The agent CLI publishes candidates through the push helper's protocol (agentc.push).
     "client": frozenset({"core", "files", "push"}),
-    # The supervisor reaches the coordinator over HTTP through the client, never its internals.
-    "supervisor": frozenset({"client", "core", "files", "agentns", "push"}),
+    # What starts a confined process (bwrap's arguments, the syscall filter, limits, the reaper,
+    # tool paths): shared by launches, the integrator's checks and project setup commands.
+    "sandbox": frozenset({"core", "files"}),
+    # The model gateway and the egress proxy (with the relays): processes of their own, which
+    # know nothing of the supervisor that starts them.
+    "gateway": frozenset({"core", "files"}),
+    "egress": frozenset({"core", "files"}),
+    # The supervisor reaches the coordinator over HTTP through the client, never its internals;
+    # a launch uses the sandbox, asks the gateway for a lease and starts the relays.
+    "supervisor": frozenset(
+        {"client", "core", "files", "agentns", "push", "sandbox", "gateway", "egress"}
+    ),
     # agentc-push, the candidate push helper: its own process, its own account in host mode.
     "push": frozenset({"core", "files"}),
-    # agentc-integrator: the coordinator through the client, the checks in the supervisor's
-    # sandbox, git's environment from the push helper (one home for it).
-    "integrator": frozenset({"client", "core", "files", "supervisor", "push"}),
+    # agentc-integrator: the coordinator through the client, the checks in the sandbox,
+    # git's environment from the push helper (one home for it).
+    "integrator": frozenset({"client", "core", "files", "sandbox", "push"}),
     # agentc up starts the other programs as processes and reaches the coordinator over HTTP
     # through the client; nothing imports it.
     "up": frozenset({"client", "core", "files", "push", "attention"}),
@@ -49,6 +60,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "service",
             "client",
             "supervisor",
+            "sandbox",
+            "gateway",
+            "egress",
             "agentns",
             "push",
             "attention",
@@ -115,8 +129,8 @@ def _has_code(path: Path) -> bool:
 def test_the_graph_sees_every_kind_of_import() -> None:
     commands = GRAPH["agentc.supervisor.commands"]
     assert "agentc.core.errors" in commands  # module level
-    assert "agentc.supervisor.launch_root" in commands  # inside a function
-    assert "agentc.supervisor.gateway.cli" in commands  # importlib.import_module
+    assert "agentc.supervisor.launch.root" in commands  # inside a function
+    assert "agentc.gateway.cli" in commands  # importlib.import_module
     assert "agentc.supervisor.config" in GRAPH["agentc.supervisor.cli"]  # TYPE_CHECKING
 
 
@@ -150,6 +164,14 @@ def test_each_layer_imports_only_what_its_rule_allows(layer: str) -> None:
         if _layer(target) not in allowed
     )
     assert not wrong, f"{layer} may import only {sorted(allowed)}"
+
+
+def test_the_architecture_page_draws_the_same_layers() -> None:
+    """docs/architecture.md's package map: one row per layer, naming the same allowed imports."""
+    page = (SRC.parent / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \|[^|]*\|([^|]*)\|$", page, re.MULTILINE)
+    drawn = {name: frozenset(re.findall(r"`(\w+)`", allowed)) for name, allowed in rows}
+    assert drawn == ALLOWED
 
 
 def test_nothing_but_the_tests_imports_agentc_testing() -> None:

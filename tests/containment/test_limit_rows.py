@@ -79,7 +79,7 @@ def script(program: str) -> str:
 
 
 LIMITS = {"memory_mib": 256, "processes": 64}
-BACKEND = "from agentc.supervisor.limits import detect_backend; print(detect_backend())"
+BACKEND = "from agentc.sandbox.limits import detect_backend; print(detect_backend())"
 
 
 @pytest.fixture(scope="module", params=["root", "user"])

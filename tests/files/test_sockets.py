@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agentc.files.sockets import MAX_SOCKET_PATH_BYTES, peer_credentials, sun_path
-from agentc.supervisor.net.addresses import (
+from agentc.egress.addresses import (
     RelayAddressError,
     check_socket_path,
     parse_host_target,
     parse_relay_spec,
 )
+from agentc.files.sockets import MAX_SOCKET_PATH_BYTES, peer_credentials, sun_path
 
 
 def _deep(tmp_path: Path) -> Path:

@@ -31,7 +31,7 @@ import httpx
 import psycopg
 import pytest
 
-from agentc.supervisor.gateway.ledger import Ledger
+from agentc.gateway.ledger import Ledger
 from tests.client.kit import admin_project, issue_token, make_clone, write_credentials
 from tests.kit import pg
 from tests.kit.live import LiveServer, children, live_server

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.net.egress import Allowlist, EgressProxy, IPAddress, address_refusal
-from agentc.supervisor.net.egress_policy import launch_line
-from agentc.supervisor.net.pipe import Streams
+from agentc.egress.egress import Allowlist, EgressProxy, IPAddress, address_refusal
+from agentc.egress.egress_policy import launch_line
+from agentc.egress.pipe import Streams
 
 ALLOW = Allowlist.parse(["allowed.test", ".suffix.test"])
 TEST_PUBLIC = IPv4Address("127.0.0.1")

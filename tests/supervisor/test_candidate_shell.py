@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor import candidate_shell
+from agentc.supervisor.launch import candidate_shell
 from tests.supervisor.kit import PORTABLE_PYTHON, create_user, delete_user
 
 pytestmark = pytest.mark.root

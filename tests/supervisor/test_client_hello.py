@@ -7,7 +7,7 @@ import ssl
 
 import pytest
 
-from agentc.supervisor.net.client_hello import (
+from agentc.egress.client_hello import (
     MAX_HELLO_BYTES,
     HelloError,
     read_client_hello,

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.net import egress_command
-from agentc.supervisor.net.addresses import endpoint
-from agentc.supervisor.net.egress_policy import launch_line
-from agentc.supervisor.net.host_relay import HostRelay
-from agentc.supervisor.net.pipe import Streams
+from agentc.egress import egress_command
+from agentc.egress.addresses import endpoint
+from agentc.egress.egress_policy import launch_line
+from agentc.egress.host_relay import HostRelay
+from agentc.egress.pipe import Streams
 from tests.supervisor.egress_kit import HELLO, LAUNCH, ask, connect, open_as, run_proxy
 
 # Another account's program: opens N connections to the proxy at once, sends nothing, and

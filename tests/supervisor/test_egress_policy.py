@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentc.supervisor.net.addresses import RelayAddressError, endpoint
-from agentc.supervisor.net.egress import (
+from agentc.egress.addresses import RelayAddressError, endpoint
+from agentc.egress.egress import (
     DEFAULT_ALLOW,
     Allowlist,
     EgressConfigError,
@@ -21,8 +21,8 @@ from agentc.supervisor.net.egress import (
     normalize_host,
     parse_allow_entry,
 )
-from agentc.supervisor.net.egress_policy import launch_line, parse_launch_line
-from agentc.supervisor.net.host_relay import HostRelay
+from agentc.egress.egress_policy import launch_line, parse_launch_line
+from agentc.egress.host_relay import HostRelay
 
 REFUSED = {
     # IPv4

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agentc.supervisor.net import egress, egress_command
+from agentc.egress import egress, egress_command
 from tests.supervisor.egress_kit import (
     HELLO,
     LAUNCH,
@@ -439,7 +439,7 @@ def test_cli_process_refuses_without_resolving(tmp_path: Any) -> None:
     where = _short_dir()
     path = str(where / "proxy.sock")
     log_path = tmp_path / "egress.jsonl"
-    argv = [sys.executable, "-m", "agentc.supervisor.net.egress_command", "--socket", path]
+    argv = [sys.executable, "-m", "agentc.egress.egress_command", "--socket", path]
     try:
         with subprocess.Popen([*argv, "--log", str(log_path)], stderr=subprocess.PIPE) as proc:
             try:

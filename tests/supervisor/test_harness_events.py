@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
-from agentc.supervisor.harness import StreamReader, Usage, summarize
-from agentc.supervisor.harness.events import RunSummary
+from agentc.gateway.prices import DEFAULT_PRICES, Price, Tokens, dollars, lookup
+from agentc.supervisor.harness.events import RunSummary, StreamReader, Usage, summarize
 
 
 def price_usage(fresh: int, cached: int, output: int, price: Price) -> float:
@@ -148,7 +147,7 @@ def test_hostile_numbers_never_count() -> None:
 
 def test_unknown_harness_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown harness 'gemini'"):
-        StreamReader("gemini")  # type: ignore[arg-type]
+        StreamReader("gemini")
 
 
 def test_one_price_table_and_lookup_for_the_gateway_and_the_streams() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.launch_execute import Outcome, translate_status
+from agentc.supervisor.launch.execute import Outcome, translate_status
 from tests.supervisor.kit import Kit, terminal
 
 
@@ -181,7 +181,7 @@ def test_harness_failure_ends_failed_with_its_code(kit: Kit) -> None:
 
 def _target_pid(launch_pid: int, target: str) -> int:
     """The harness (``sleep``) or the runner: the outer bwrap's child, the sandbox's pid 1."""
-    from agentc.supervisor.reaper import descendants
+    from agentc.sandbox.reaper import descendants
 
     found = descendants(launch_pid)
     if target == "harness":
@@ -193,13 +193,13 @@ def _target_pid(launch_pid: int, target: str) -> int:
 
 
 def _children(pid: int) -> list[int]:
-    from agentc.supervisor.reaper import descendants
+    from agentc.sandbox.reaper import descendants
 
     return [p for p in descendants(pid) if p not in _grandchildren(pid)]
 
 
 def _grandchildren(pid: int) -> set[int]:
-    from agentc.supervisor.reaper import descendants
+    from agentc.sandbox.reaper import descendants
 
     below = descendants(pid)
     return {g for c in below for g in descendants(c)}

@@ -20,7 +20,7 @@ import pytest
 
 from agentc.agentns import CHILD_ENV_VARS, MODES
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import agentsession
+from agentc.supervisor.launch import agentsession
 from tests.supervisor.kit import Kit, terminal, write_config
 
 pytestmark = pytest.mark.root

@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agentc.supervisor.gateway.app import Gateway
-from agentc.supervisor.gateway.config import GatewayConfig
-from agentc.supervisor.limits import LaunchLimits, Limits, remove_left
+from agentc.gateway.app import Gateway
+from agentc.gateway.config import GatewayConfig
+from agentc.sandbox.limits import LaunchLimits, Limits, remove_left
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.commands import main
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.launch_plan import Plan, plan
-from agentc.supervisor.launch_request import LaunchRequest
+from agentc.supervisor.launch.plan import Plan, plan
+from agentc.supervisor.launch.request import LaunchRequest
 from tests.supervisor.kit import Kit, make_kit
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentc.supervisor import commands
-from agentc.supervisor.launch_request import parse_launch
+from agentc.supervisor.launch.request import parse_launch
 from tests.supervisor.kit import Kit
 
 # Heavy packages no launch may import (the relays' asyncio runs only inside the sandbox, in
@@ -47,25 +47,27 @@ def test_a_launch_imports_no_heavy_package(kit: Kit) -> None:
     assert '"reason": "exited"' in result.stdout
     modules = imported(result.stderr)
     names = {m.split(".")[0] for m in modules}
-    assert "agentc.supervisor.launch" in modules and "tomllib" in names  # the output parses
+    assert "agentc.supervisor.launch.run" in modules and "tomllib" in names  # the output parses
     # The session is established in this process (agentns's resolver, no exec): one
     # interpreter imports the launch modules, once, and agentns-claude's CLI is not loaded.
-    assert "agentc.supervisor.agentsession" in modules and "agentns_session_id" in result.stdout
+    assert (
+        "agentc.supervisor.launch.agentsession" in modules and "agentns_session_id" in result.stdout
+    )
     assert "agentc.agentns.resolve" in modules and "agentc.agentns.cli" not in modules
     timed = [x.rpartition("|")[2].strip() for x in result.stderr.splitlines() if "|" in x]
-    assert timed.count("agentc.supervisor.launch") == 1
+    assert timed.count("agentc.supervisor.launch.run") == 1
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
     # Without the gateway (the kit turns it off) its lease client is not loaded either.
-    assert not any(m.startswith("agentc.supervisor.gateway") for m in modules)
+    assert not any(m.startswith("agentc.gateway") for m in modules)
 
 
 def test_the_entry_point_and_the_launch_modules_import_nothing_heavy() -> None:
     code = (
         "import sys\n"
-        "import agentc.supervisor.cli, agentc.supervisor.config, agentc.supervisor.launch\n"
-        "import agentc.supervisor.launch_plan, agentc.supervisor.launch_execute\n"
-        "import agentc.supervisor.preflight, agentc.supervisor.sandbox\n"
-        "import agentc.supervisor.agentsession, agentc.agentns.cli, agentc.agentns.resolve\n"
+        "import agentc.supervisor.cli, agentc.supervisor.config, agentc.supervisor.launch.run\n"
+        "import agentc.supervisor.launch.plan, agentc.supervisor.launch.execute\n"
+        "import agentc.supervisor.launch.preflight, agentc.sandbox.bwrap\n"
+        "import agentc.supervisor.launch.agentsession, agentc.agentns.cli, agentc.agentns.resolve\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

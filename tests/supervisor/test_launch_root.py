@@ -210,7 +210,7 @@ PIDS_MAX = (
 def test_launch_root_bounds_the_whole_launch_in_its_cgroup(host: Host) -> None:
     """The role account cannot make a cgroup: launch-root makes it as root, the role's launch
     runs in it, and the limit it hit is named in the run's terminal record."""
-    from agentc.supervisor.limits import detect_backend
+    from agentc.sandbox.limits import detect_backend
 
     if detect_backend() != "cgroup1":
         pytest.skip("this test reads the cgroup v1 layout (limits.backend_note)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.limits import (
+from agentc.sandbox.limits import (
     Backend,
     LaunchLimits,
     Limits,

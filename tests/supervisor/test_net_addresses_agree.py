@@ -2,7 +2,7 @@
 
 `supervisor.toml` once accepted `127.0.0.0:3128`, `127.255.255.255:3128` and `127.0.0.1:03128`
 while the relay refused them, so a file that loaded failed at launch time. Now the config, the
-relay's two halves and the egress proxy's socket all apply `agentc.supervisor.net.addresses`;
+relay's two halves and the egress proxy's socket all apply `agentc.egress.addresses`;
 this test
 keeps them agreeing, and pins where `agentc.core.addresses.is_loopback_host` (a host, any
 notation) deliberately differs from a relay address (canonical IPv4 literal, usable host).
@@ -19,15 +19,15 @@ from click.testing import CliRunner
 
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
-from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.net import netns_relay_command
-from agentc.supervisor.net.addresses import (
+from agentc.egress import netns_relay_command
+from agentc.egress.addresses import (
     RelayAddressError,
     endpoint,
     parse_host_target,
     parse_loopback_address,
     parse_relay_spec,
 )
+from agentc.supervisor.config import SupervisorConfig, load_config
 
 
 class Row(NamedTuple):

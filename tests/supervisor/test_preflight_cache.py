@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor import preflight
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.launch import preflight
 
 BWRAP = shutil.which("bwrap")
 pytestmark = pytest.mark.skipif(BWRAP is None, reason="bwrap is not installed")

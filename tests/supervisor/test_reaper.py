@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from agentc.supervisor import reaper
+from agentc.sandbox import reaper
 
 # A shell that keeps double-forking (each `sleep` is orphaned at once, so it is re-parented to
 # the subreaper while the reaper runs) and a nested tree that keeps forking below it.
@@ -31,7 +31,7 @@ wait
 REAP = textwrap.dedent(
     """
     import json, subprocess, sys, time
-    from agentc.supervisor import reaper
+    from agentc.sandbox import reaper
 
     reaper._CHILDREN_FILES = sys.argv[1] == "walk"
     reaper.set_child_subreaper()

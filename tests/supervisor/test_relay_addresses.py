@@ -16,11 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentc.core.errors import ConfigError, SupervisorError
-from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.launch_plan import plan
-from agentc.supervisor.launch_request import LaunchRequest
-from agentc.supervisor.net import netns_relay_command
-from agentc.supervisor.net.addresses import (
+from agentc.egress import netns_relay_command
+from agentc.egress.addresses import (
     LoopbackAddress,
     RelayAddressError,
     UnixTarget,
@@ -30,7 +27,10 @@ from agentc.supervisor.net.addresses import (
     parse_relay_spec,
     url_relay_address,
 )
-from agentc.supervisor.net.host_relay import start_host_relays
+from agentc.egress.host_relay import start_host_relays
+from agentc.supervisor.config import SupervisorConfig, load_config
+from agentc.supervisor.launch.plan import plan
+from agentc.supervisor.launch.request import LaunchRequest
 
 ACCEPTED_ADDRESSES = {
     "127.0.0.1:3128": LoopbackAddress("127.0.0.1", 3128),
@@ -391,7 +391,7 @@ def test_cli_refuses_duplicate_listen_and_missing_command() -> None:
 def test_the_plain_relay_line_is_read_without_click() -> None:
     """The sandbox's own ``netns-relay`` line is parsed by hand (every relayed launch starts
     with it); anything unusual is left to the click command, which names the problem."""
-    from agentc.supervisor.net import netns_relay
+    from agentc.egress import netns_relay
 
     relays, argv = netns_relay.parse_argv(
         ["--relay", "127.0.0.1:3128=/run/p.sock", "--listen=127.0.0.1:4000=/run/q.sock",
@@ -425,5 +425,5 @@ def test_a_relayed_launch_starts_its_relay_without_click_or_the_configuration() 
     )
     assert done.returncode == 0, done.stderr
     imported = {row.rsplit("|", 1)[-1].strip() for row in done.stderr.splitlines()}
-    assert "agentc.supervisor.net.netns_relay" in imported
+    assert "agentc.egress.netns_relay" in imported
     assert not {"click", "agentc.supervisor.config"} & imported

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor.net.addresses import endpoint
-from agentc.supervisor.net.host_relay import HostRelay, start_host_relays
+from agentc.egress.addresses import endpoint
+from agentc.egress.host_relay import HostRelay, start_host_relays
 
 PY = sys.executable
 RELAY = [PY, "-m", "agentc.supervisor.cli", "netns-relay"]  # as a launch starts it
@@ -687,8 +687,8 @@ def test_launch_reaches_the_egress_proxy_through_the_relay(echo: EchoServer, run
     """
     from ipaddress import IPv4Address
 
-    from agentc.supervisor.net.egress import Allowlist, EgressProxy, IPAddress, address_refusal
-    from agentc.supervisor.net.pipe import LoopThread, Streams, open_tcp
+    from agentc.egress.egress import Allowlist, EgressProxy, IPAddress, address_refusal
+    from agentc.egress.pipe import LoopThread, Streams, open_tcp
 
     async def resolve(host: str, port: int) -> list[str]:
         return {"allowed.test": ["127.0.0.1"]}[host]
@@ -767,10 +767,10 @@ def test_launch_reaches_a_gateway_on_a_unix_socket() -> None:
 
     import uvicorn
 
-    from agentc.supervisor.gateway.app import Gateway
-    from agentc.supervisor.gateway.config import GatewayConfig
-    from agentc.supervisor.gateway.server import serve_with_control as _serve
-    from agentc.supervisor.gateway.server import uvicorn_config as _uvicorn_config
+    from agentc.gateway.app import Gateway
+    from agentc.gateway.config import GatewayConfig
+    from agentc.gateway.server import serve_with_control as _serve
+    from agentc.gateway.server import uvicorn_config as _uvicorn_config
     from agentc.testing.provider import ScriptedProvider
     from agentc.testing.script import parse_script
     from tests.supervisor.kit import make_kit

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.harness import summarize
+from agentc.supervisor.harness.events import summarize
 from agentc.supervisor.review import (
     VERDICT_SCHEMA,
     VerdictError,

@@ -8,7 +8,7 @@ from pathlib import PurePosixPath as P
 
 import pytest
 
-from agentc.supervisor.sandbox import LaunchDescription, Relay, build_argv
+from agentc.sandbox.bwrap import LaunchDescription, Relay, build_argv
 
 RUN = P("/s/impl/runs/r1")
 CLONE = P("/s/impl/clones/r1")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.seccomp import build_filter, program_fd, syscalls_denied
+from agentc.sandbox.seccomp import build_filter, program_fd, syscalls_denied
 
 BWRAP = shutil.which("bwrap")
 pytestmark = pytest.mark.skipif(BWRAP is None, reason="bwrap is not installed")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import tokens
+from agentc.supervisor.launch import tokens
 
 pytestmark = pytest.mark.root  # host token files are chowned to root:<role gid>
 ROLE_GID = 4242

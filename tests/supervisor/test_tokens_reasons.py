@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor import tokens
+from agentc.supervisor.launch import tokens
 from tests.supervisor.test_tokens import ROLE_GID, host_token, refused
 
 pytestmark = pytest.mark.root  # host token files are chowned to root:<role gid>

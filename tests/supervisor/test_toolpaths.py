@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor.toolpaths import ToolPathError, program_trees, shebang, which
+from agentc.sandbox.toolpaths import ToolPathError, program_trees, shebang, which
 
 
 def executable(path: Path, text: str) -> Path:

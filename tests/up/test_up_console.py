@@ -21,7 +21,7 @@ import pytest
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, admin_client, free_port, processes_of, stop, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="throwaway users need root")
+pytestmark = pytest.mark.root
 NAME = re.compile(r"http://(agentc-[0-9a-f]{32})\.localhost:([0-9]+)")
 
 

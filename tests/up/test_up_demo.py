@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.net.egress_policy import launch_line
+from agentc.egress.egress_policy import launch_line
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, git_log, processes_of, stop, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
+pytestmark = pytest.mark.root
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, file_task, free_port, processes_of, stop, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
+pytestmark = pytest.mark.root
 
 AGENT = Path(__file__).with_name("hidden_history_agent.py")
 TITLE = "Add the feature file"

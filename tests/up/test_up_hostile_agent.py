@@ -21,7 +21,7 @@ from tests.kit import hostile
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, admin_client, free_port, stop, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway user needs root")
+pytestmark = pytest.mark.root
 
 
 @pytest.fixture

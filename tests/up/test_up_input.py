@@ -86,7 +86,7 @@ def user() -> Iterator[str]:
         delete_user(name)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creating a throwaway user needs root")
+@pytest.mark.root
 def test_an_unwritable_state_directory(user: str) -> None:
     home = Path(pwd.getpwnam(user).pw_dir)
     locked = Path(tempfile.mkdtemp(prefix="agentc-locked-"))  # root's: the user cannot write

@@ -22,7 +22,7 @@ import pytest
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, stop, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="throwaway users need root")
+pytestmark = pytest.mark.root
 
 # Another local account's attempts, run as it: read the remote, list the state, reach the proxy.
 PROBE = """

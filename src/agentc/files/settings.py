@@ -28,7 +28,7 @@ import pydantic.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, dataclass_transform, overload
 
@@ -271,7 +271,7 @@ def list_of(check: Check[T]) -> Check[list[T]]:
 
 
 def table_of(
-    check: Check[T], *, keys: Sequence[str] | None = None, kind: str = "key"
+    check: Check[T], *, keys: Collection[str] | None = None, kind: str = "key"
 ) -> Check[dict[str, T]]:
     """A table of named values, each passing ``check``; ``keys`` limits the names allowed."""
 

@@ -2,9 +2,9 @@
 
 Each run gets a fresh checkout of the revision (writable), a private home and temporary
 directory (writable), and nothing else it can write. The sandbox is the supervisor's own
-(:func:`agentc.supervisor.sandbox.build_argv`, role ``implementer``: no network but its own
+(:func:`agentc.sandbox.bwrap.build_argv`, role ``implementer``: no network but its own
 loopback, no relays, nested user namespaces off, a read-only ``/proc``), with the implementer's
-syscall filter (``--seccomp FD``) and per-run resource limits (:mod:`agentc.supervisor.limits`).
+syscall filter (``--seccomp FD``) and per-run resource limits (:mod:`agentc.sandbox.limits`).
 The environment is built from scratch (``PATH``, ``HOME``, ``TMPDIR``, ``LANG``): no token,
 no credential. The integrator's work directory, the credential file's directory, ``/tmp``,
 ``/var/tmp``, ``/run``, every home and the agentc state trees are masked with empty tmpfs.
@@ -24,9 +24,9 @@ from typing import Any
 
 from agentc.core.errors import AgentcError
 from agentc.integrator.config import CheckConfig, IntegratorConfig
-from agentc.supervisor import confined, seccomp
-from agentc.supervisor.limits import LaunchLimits
-from agentc.supervisor.sandbox import LaunchDescription
+from agentc.sandbox import confined, seccomp
+from agentc.sandbox.bwrap import LaunchDescription
+from agentc.sandbox.limits import LaunchLimits
 
 STANDARD_MASKS = (
     Path("/tmp"),  # noqa: S108 (masked, never used)

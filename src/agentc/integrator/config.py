@@ -29,7 +29,7 @@ from agentc.files.settings import (
     string,
     table_of,
 )
-from agentc.supervisor.limits import Limits
+from agentc.sandbox.limits import Limits
 
 DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
 Policy = Literal["fast-forward", "rebase", "merge"]

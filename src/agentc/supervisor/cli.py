@@ -2,10 +2,10 @@
 
 A plain ``launch`` command line is parsed without click (:func:`.launch_request.parse_launch`)
 and run here, and a plain ``netns-relay`` line (the first process of every relayed launch) goes
-straight to :func:`agentc.supervisor.net.netns_relay.run_argv`. Anything else (help, every
+straight to :func:`agentc.egress.netns_relay.run_argv`. Anything else (help, every
 other command, a bad or unusual argument) goes to the click application,
 :data:`agentc.supervisor.commands.main`. Both run the launch with
-:func:`agentc.supervisor.launch.run_launch`.
+:func:`agentc.supervisor.launch.run.run_launch`.
 
 Every refusal prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
 """
@@ -26,12 +26,12 @@ def main(args: Sequence[str] | None = None) -> None:
     """The ``agentc-supervisor`` command."""
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["netns-relay"]:  # first inside every relayed launch: no click, no config
-        from agentc.supervisor.net import netns_relay
+        from agentc.egress import netns_relay
 
         status = netns_relay.run_argv(argv[1:])
         if status is not None:
             sys.exit(status)
-    from agentc.supervisor.launch_request import launch_request, new_launch_id, parse_launch
+    from agentc.supervisor.launch.request import launch_request, new_launch_id, parse_launch
 
     parsed = parse_launch(argv)
     if parsed is None:
@@ -40,7 +40,7 @@ def main(args: Sequence[str] | None = None) -> None:
         commands.main.main(args=argv)  # exits
     from agentc.core.errors import AgentcError
     from agentc.supervisor.config import load_config
-    from agentc.supervisor.launch import run_launch
+    from agentc.supervisor.launch.run import run_launch
 
     config_path, params = parsed
     request = launch_request(params, new_launch_id(params["launch_id"]))

@@ -3,7 +3,7 @@ candidate-shell, model-gateway (and the relays).
 
 The entry point is :func:`agentc.supervisor.cli.main`, which runs a plain ``launch`` command
 line itself and hands everything else to :data:`main` here; the launch options parse into the
-same parameters as :func:`agentc.supervisor.launch_request.parse_launch` gives. Every refusal
+same parameters as :func:`agentc.supervisor.launch.request.parse_launch` gives. Every refusal
 prints ``agentc-supervisor: <message>`` and exits 1; never a traceback.
 """
 
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentc.core.errors import AgentcError
-from agentc.supervisor.launch_request import (
-    HARNESSES,
+from agentc.supervisor.harness import registry
+from agentc.supervisor.launch.request import (
     ROLES,
     LaunchRequest,
     launch_request,
@@ -59,7 +59,10 @@ def launch_options(func: Any) -> Any:
     options = [
         click.option("--role", type=click.Choice(list(ROLES)), required=True),
         click.option(
-            "--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True
+            "--harness",
+            type=click.Choice(list(registry.names())),
+            default="claude",
+            show_default=True,
         ),
         click.option("--run", "run", type=click.Path(path_type=Path), required=True),
         click.option("--clone", type=click.Path(path_type=Path), required=True),
@@ -76,9 +79,9 @@ def launch_options(func: Any) -> Any:
 # Commands whose modules are imported only when the command is run: the gateway pulls in
 # uvicorn and httpx, the relays asyncio, which no other command should pay for.
 LAZY_COMMANDS = {
-    "model-gateway": "agentc.supervisor.gateway.cli",
-    "netns-relay": "agentc.supervisor.net.netns_relay_command",
-    "egress-proxy": "agentc.supervisor.net.egress_command",
+    "model-gateway": "agentc.gateway.cli",
+    "netns-relay": "agentc.egress.netns_relay_command",
+    "egress-proxy": "agentc.egress.egress_command",
 }
 
 
@@ -125,14 +128,16 @@ def main(ctx: click.Context, config_path: Path | None) -> None:
 @click.pass_context
 def launch(ctx: click.Context, /, dry_run: bool, **params: Any) -> None:
     """Run one harness in its sandbox; arguments after -- replace the harness flags."""
-    from agentc.supervisor.launch import run_launch
+    from agentc.supervisor.launch.run import run_launch
 
     sys.exit(run_launch(_config(ctx), _request(params), dry_run))
 
 
 @main.command(name="preflight")
 @click.option("--role", type=click.Choice(list(ROLES)), default=None)
-@click.option("--harness", type=click.Choice(list(HARNESSES)), default="claude", show_default=True)
+@click.option(
+    "--harness", type=click.Choice(list(registry.names())), default="claude", show_default=True
+)
 @click.option("--run", "run", type=click.Path(path_type=Path), default=None)
 @click.option("--clone", type=click.Path(path_type=Path), default=None)
 @click.option("--model", default="default", show_default=True)
@@ -143,7 +148,7 @@ def preflight_command(ctx: click.Context, /, **params: Any) -> None:
     layout, syscall filter, limits); with --role/--run/--clone, that launch instead. Prints
     {"ok": bool, "problems": [...]} (and "notes": [...] when the host leaves something
     unbounded); each host problem names its fix."""
-    from agentc.supervisor import preflight, preflight_host
+    from agentc.supervisor.launch import preflight, preflight_host
 
     launch = [params[k] for k in ("role", "run", "clone")]
     if any(v is not None for v in launch) and not all(v is not None for v in launch):
@@ -169,7 +174,7 @@ def preflight_command(ctx: click.Context, /, **params: Any) -> None:
 @click.pass_context
 def launch_root_command(ctx: click.Context, /, **params: Any) -> None:
     """As root: check the host, then run ``launch`` as the role account."""
-    from agentc.supervisor import launch_root
+    from agentc.supervisor.launch import root as launch_root
 
     config = _config(ctx)
     obj: dict[str, Any] = ctx.ensure_object(dict)
@@ -204,7 +209,7 @@ def candidate_shell_command(
     args: tuple[str, ...],
 ) -> None:
     """Run one reviewer command in the nested candidate sandbox (internal)."""
-    from agentc.supervisor import candidate_shell
+    from agentc.supervisor.launch import candidate_shell
 
     code = candidate_shell.main(
         run, clone, bwrap, state_dir, list(args), timeout_seconds, plain=plain

@@ -3,7 +3,7 @@
 Declared with :mod:`agentc.files.settings`, not pydantic: every launch loads this module, and
 pydantic's import alone cost ~200 ms of each launch (docs/benchmarks.md). Every key has one
 check and one default, in its field below; a file is checked key by key and every problem is
-reported together, naming its key. Relay addresses follow :mod:`agentc.supervisor.net.addresses`,
+reported together, naming its key. Relay addresses follow :mod:`agentc.egress.addresses`,
 the rules the relay itself applies, so a file that loads is one the launch can carry.
 
 Host mode keeps state under ``/var/lib/agentc`` and launches as the role accounts; personal
@@ -20,6 +20,13 @@ import re
 from pathlib import Path
 from typing import TypeVar
 
+from agentc.core.roles import MODES, Mode
+from agentc.egress.addresses import (
+    UNIX_PREFIX,
+    UnixTarget,
+    parse_host_target,
+    parse_loopback_address,
+)
 from agentc.files.settings import (
     Check,
     Settings,
@@ -37,9 +44,10 @@ from agentc.files.settings import (
     table_of,
 )
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
-from agentc.supervisor.limits import Limits
+from agentc.sandbox.limits import Limits
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.loop.settings import (
-    COMMAND_PREFIX,
     HealthSettings,
     PriceSettings,
     ProjectSetup,
@@ -48,13 +56,6 @@ from agentc.supervisor.loop.settings import (
     prices_table,
     project_table,
 )
-from agentc.supervisor.net.addresses import (
-    UNIX_PREFIX,
-    UnixTarget,
-    parse_host_target,
-    parse_loopback_address,
-)
-from agentc.supervisor.roles import HARNESSES, MODES, Mode
 
 DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
 T = TypeVar("T")
@@ -82,7 +83,7 @@ def _gateway_address(value: object) -> str | None:
 
 
 def _harness_table(check: Check[T]) -> Check[dict[str, T]]:
-    return table_of(check, keys=HARNESSES, kind="harness")
+    return table_of(check, keys=registry.HARNESSES, kind="harness")  # read when checked
 
 
 def _account_name(value: object) -> str:

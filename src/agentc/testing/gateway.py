@@ -1,10 +1,10 @@
 """The model gateway for tests and benchmarks: served in a thread, driven over its control socket.
 
-:class:`ThreadedGateway` serves a :class:`~agentc.supervisor.gateway.app.Gateway` on a loopback
+:class:`ThreadedGateway` serves a :class:`~agentc.gateway.app.Gateway` on a loopback
 port in a daemon thread (optionally with its control socket, as the CLI does).
 :class:`ControlClient` issues, revokes and reads sentinels with one control connection per
 request, through the launch's own client
-(:class:`~agentc.supervisor.gateway.lease.ControlConnection`); unlike a launch it never holds.
+(:class:`~agentc.gateway.lease.ControlConnection`); unlike a launch it never holds.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import uvicorn
 
-from agentc.supervisor.gateway.app import Gateway
-from agentc.supervisor.gateway.lease import ControlConnection
-from agentc.supervisor.gateway.server import serve_with_control, tcp_socket, uvicorn_config
+from agentc.gateway.app import Gateway
+from agentc.gateway.lease import ControlConnection
+from agentc.gateway.server import serve_with_control, tcp_socket, uvicorn_config
 from agentc.testing.serving import ServerThread
 
 

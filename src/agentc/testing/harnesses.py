@@ -2,7 +2,7 @@
 
 Each ``*_env`` function builds a throwaway home for one harness that points it at a local base
 URL with a given key and keeps it quiet (no auto-update, telemetry or version checks), using
-the launch layer's own per-harness configuration (``agentc.supervisor.harness_env``), and
+the launch layer's own per-harness configuration (``agentc.supervisor.harness.env``), and
 returns the complete environment: nothing is inherited from the caller, so no credential of
 the calling process can leak into a harness. ``run`` starts the binary and parses its JSON
 event stream.
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agentc.files.procs import run_check
-from agentc.supervisor import harness_env
+from agentc.supervisor.harness import claude, codex, pi, registry
+from agentc.supervisor.harness import env as harness_env
 
 # The pinned binaries live in tools/harnesses (installed by scripts/setup --dev).
 _REPO = Path(__file__).resolve().parents[3]
@@ -31,7 +32,7 @@ _BASE_ENV = {
     "TERM": "dumb",
     "NO_COLOR": "1",
     # No updater, telemetry, error reports or version checks (the launch uses the same set).
-    **harness_env.QUIET_ENV,
+    **registry.quiet_env(),
     # git inside the harness's shell tools.
     "GIT_AUTHOR_NAME": "agentc test",
     "GIT_AUTHOR_EMAIL": "agent@agentc.invalid",
@@ -64,7 +65,7 @@ def claude_env(
 ) -> dict[str, str]:
     env = _base(home)
     endpoint = harness_env.ModelEndpoint(base_url, key)
-    env.update(harness_env.claude_setup(endpoint, max_retries=max_retries).env)
+    env.update(claude.setup(endpoint, max_retries=max_retries).env)
     return env
 
 
@@ -92,7 +93,7 @@ def codex_env(
     """``base_url`` is the server root; Codex gets ``<root>/v1`` and the Responses wire API."""
     env = _base(home)
     endpoint = harness_env.ModelEndpoint(base_url, key, model)
-    setup = harness_env.codex_setup(endpoint, home / ".codex", retries=retries)
+    setup = codex.setup(endpoint, home / ".codex", retries=retries)
     harness_env.write_files(setup)
     env.update(setup.env)
     return env
@@ -111,17 +112,15 @@ def codex_argv(prompt: str) -> list[str]:
     ]
 
 
-def pi_env(
-    home: Path, base_url: str, key: str, *, model: str = harness_env.DEFAULT_PI_MODEL
-) -> dict[str, str]:
+def pi_env(home: Path, base_url: str, key: str, *, model: str = pi.DEFAULT_MODEL) -> dict[str, str]:
     env = _base(home)
-    setup = harness_env.pi_setup(harness_env.ModelEndpoint(base_url, key, model), home)
+    setup = pi.setup(harness_env.ModelEndpoint(base_url, key, model), home)
     harness_env.write_files(setup)
     env.update(setup.env)
     return env
 
 
-def pi_argv(prompt: str, *, model: str = harness_env.DEFAULT_PI_MODEL) -> list[str]:
+def pi_argv(prompt: str, *, model: str = pi.DEFAULT_MODEL) -> list[str]:
     return [
         str(binary("pi")),
         "-p",

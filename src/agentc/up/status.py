@@ -13,7 +13,9 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from agentc.client.transport import TIMEOUT, Transport
 from agentc.core.model import WorkStatus
@@ -110,9 +112,11 @@ def snapshot(
     }
 
 
-def table(status: dict[str, Any]) -> Table:
-    """The terminal view of a snapshot."""
-    view = Table(title=f"agentc: {status['console']}", show_header=True, expand=False)
+def table(status: dict[str, Any]) -> Group:
+    """The terminal view of a snapshot: the console's address on a line of its own (whole on an
+    80-column terminal; folded, never cut, on a narrower one), then the table."""
+    address = Text(f"agentc: {status['console']}", overflow="fold")
+    view = Table(show_header=True, expand=False)
     view.add_column("tasks")
     view.add_column("", justify="right")
     for name, count in status["tasks"].items():
@@ -123,4 +127,4 @@ def table(status: dict[str, Any]) -> Table:
     for launch in status["launches"]:
         view.add_row(f"launch ({launch.get('role')})", str(launch.get("task", ""))[:8])
     view.add_row("model cost", f"${status['cost_usd']:.2f}")
-    return view
+    return Group(address, view)

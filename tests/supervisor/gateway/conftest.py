@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.gateway.app import Gateway
-from agentc.supervisor.gateway.config import GatewayConfig
-from agentc.supervisor.gateway.sentinels import Grant
+from agentc.gateway.app import Gateway
+from agentc.gateway.config import GatewayConfig
+from agentc.gateway.sentinels import Grant
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import ConfigError
-from agentc.supervisor.gateway.config import GatewayConfig, load_config
+from agentc.gateway.config import GatewayConfig, load_config
 
 MINIMAL = (
     'control_socket = "/run/g/c.sock"\nledger = "/var/l.jsonl"\nvendors = "/var/v.json"\n'

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from agentc.supervisor.gateway.sentinels import Grant
+from agentc.gateway.sentinels import Grant
 
 MakeStack = Any
 TOOLS = [{"name": "Bash", "input_schema": {}}]

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from agentc.supervisor import harness_env
-from agentc.supervisor.gateway.control import HELD_CLOSED, serve_control
-from agentc.supervisor.gateway.errors import GatewayError, SentinelRefused
-from agentc.supervisor.gateway.lease import Lease, LeaseRequest
-from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.control import HELD_CLOSED, serve_control
+from agentc.gateway.errors import GatewayError, SentinelRefused
+from agentc.gateway.lease import Lease, LeaseRequest
+from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.supervisor.harness import env as harness_env
+from agentc.supervisor.harness import pi, registry
 
 
 @pytest.fixture
@@ -141,12 +142,12 @@ def test_lease_errors_name_the_socket(
 def test_harness_setups(tmp_path: Path) -> None:
     endpoint = harness_env.ModelEndpoint("http://127.0.0.1:18788/", "agc-sentinel-x", "gpt-5")
     assert "agc-sentinel-x" not in repr(endpoint)
-    claude = harness_env.setup("claude", endpoint, home=tmp_path, codex_home=tmp_path / "c")
+    claude = registry.model_setup("claude", endpoint, home=tmp_path, codex_home=tmp_path / "c")
     assert claude.env == {
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:18788",
         "ANTHROPIC_API_KEY": "agc-sentinel-x",
     }
-    codex = harness_env.setup("codex", endpoint, home=tmp_path, codex_home=tmp_path / "c")
+    codex = registry.model_setup("codex", endpoint, home=tmp_path, codex_home=tmp_path / "c")
     assert codex.env == {"CODEX_HOME": str(tmp_path / "c"), "OPENAI_API_KEY": "agc-sentinel-x"}
     config = tomllib.loads(codex.files[tmp_path / "c/config.toml"])
     assert config["model_provider"] == "agentc" and config["model"] == "gpt-5"
@@ -154,20 +155,20 @@ def test_harness_setups(tmp_path: Path) -> None:
     assert provider["base_url"] == "http://127.0.0.1:18788/v1"
     assert (provider["env_key"], provider["wire_api"]) == ("OPENAI_API_KEY", "responses")
     assert "agc-sentinel-x" not in codex.files[tmp_path / "c/config.toml"]
-    pi = harness_env.setup(
+    pi_setup = registry.model_setup(
         "pi", harness_env.ModelEndpoint(endpoint.base_url, "k"), home=tmp_path, codex_home=tmp_path
     )
-    models = json.loads(pi.files[tmp_path / ".pi/agent/models.json"])["providers"]["agentc"]
+    models = json.loads(pi_setup.files[tmp_path / ".pi/agent/models.json"])["providers"]["agentc"]
     assert (models["baseUrl"], models["apiKey"]) == ("http://127.0.0.1:18788", "k")
-    assert models["models"] == [{"id": harness_env.DEFAULT_PI_MODEL}]
-    assert pi.args == ("--provider", "agentc", "--model", harness_env.DEFAULT_PI_MODEL)
+    assert models["models"] == [{"id": pi.DEFAULT_MODEL}]
+    assert pi_setup.args == ("--provider", "agentc", "--model", pi.DEFAULT_MODEL)
     with pytest.raises(ValueError, match="unknown harness"):
-        harness_env.setup("vim", endpoint, home=tmp_path, codex_home=tmp_path)
+        registry.model_setup("vim", endpoint, home=tmp_path, codex_home=tmp_path)
 
 
 def test_write_files_is_private_and_exclusive(tmp_path: Path) -> None:
     endpoint = harness_env.ModelEndpoint("http://127.0.0.1:18788", "k")
-    setup = harness_env.pi_setup(endpoint, tmp_path / "home")
+    setup = pi.setup(endpoint, tmp_path / "home")
     harness_env.write_files(setup, exclusive=True)
     path = tmp_path / "home/.pi/agent/models.json"
     assert path.stat().st_mode & 0o777 == 0o600

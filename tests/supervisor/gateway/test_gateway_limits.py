@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from agentc.supervisor.gateway.config import GatewayConfig
+from agentc.gateway.config import GatewayConfig
 from tests.supervisor.gateway import kit
 
 MakeStack = Any

@@ -13,16 +13,16 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor.gateway.cli import command
-from agentc.supervisor.gateway.control import dispatch
-from agentc.supervisor.gateway.credentials import read_credential
-from agentc.supervisor.gateway.errors import CredentialError, SentinelRefused
-from agentc.supervisor.gateway.ledger import Caps, Ledger
-from agentc.supervisor.gateway.meter import Meter, estimate
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Tokens, canonical, price_call
-from agentc.supervisor.gateway.routes import ALLOWED, allowed_calls, route_for
-from agentc.supervisor.gateway.sentinels import Grant, SentinelRegistry
-from agentc.supervisor.gateway.vendors import VendorState, reset_from_headers
+from agentc.gateway.cli import command
+from agentc.gateway.control import dispatch
+from agentc.gateway.credentials import read_credential
+from agentc.gateway.errors import CredentialError, SentinelRefused
+from agentc.gateway.ledger import Caps, Ledger
+from agentc.gateway.meter import Meter, estimate
+from agentc.gateway.prices import DEFAULT_PRICES, Tokens, canonical, price_call
+from agentc.gateway.routes import ALLOWED, allowed_calls, route_for
+from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.vendors import VendorState, reset_from_headers
 from agentc.testing import wire
 from agentc.testing.gateway import ControlClient
 from agentc.testing.script import Turn, Usage
@@ -210,7 +210,7 @@ def test_control_socket(tmp_path: Path) -> None:
     import asyncio
     import threading
 
-    from agentc.supervisor.gateway.control import serve_control
+    from agentc.gateway.control import serve_control
 
     reg = SentinelRegistry()
     sock = tmp_path / "control.sock"

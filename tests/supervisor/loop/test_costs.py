@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from agentc.gateway.ledger import Ledger
 from agentc.supervisor.config import load_config
-from agentc.supervisor.gateway.ledger import Ledger
 from agentc.supervisor.loop import admission, costs
 from agentc.supervisor.loop.records import LaunchRecord
 from tests.kit.live import LiveServer

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentc.supervisor.gateway.app import Gateway
-from agentc.supervisor.gateway.config import GatewayConfig
+from agentc.gateway.app import Gateway
+from agentc.gateway.config import GatewayConfig
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script

@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import SupervisorError
-from agentc.supervisor import preflight_host
+from agentc.core.roles import ROLES
 from agentc.supervisor.config import PushHelperSettings, SupervisorConfig
+from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.loop import hostlaunch
-from agentc.supervisor.roles import ROLES
 from tests.client.kit import issue_token, write_credentials
 from tests.supervisor.kit import (
     Account,
@@ -41,7 +41,7 @@ from tests.supervisor.loop.host_kit import HostLoop, _file
 from tests.supervisor.loop.kit import HANGING_AGENT, LoopKit
 from tests.supervisor.loop.review_kit import REVIEWER, spend, submit, workflow
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+pytestmark = pytest.mark.root
 
 
 def _show(loop: LoopKit, ref: str, name: str) -> str:

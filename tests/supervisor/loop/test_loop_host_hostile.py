@@ -18,7 +18,7 @@ from tests.kit import hostile
 from tests.supervisor.loop.host_kit import HostLoop
 from tests.supervisor.loop.kit import agent_run
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+pytestmark = pytest.mark.root
 
 
 def _post(client: httpx.Client, path: str, body: Any) -> Any:

@@ -16,7 +16,7 @@ import pytest
 from tests.supervisor.kit import mkdir_owned
 from tests.supervisor.loop.host_kit import HostLoop
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+pytestmark = pytest.mark.root
 PLANTED = ["impl/runs/other-launch", "rev/runs/some-review"]  # the host fixture's own
 
 

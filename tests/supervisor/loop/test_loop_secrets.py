@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentc.supervisor.gateway.ledger import Ledger
+from agentc.gateway.ledger import Ledger
 from tests.core import kit
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import ledger_call, make_loop_kit

@@ -14,8 +14,8 @@ import pytest
 
 from agentc.core.errors import ConfigError
 from agentc.files.settings import Settings
+from agentc.sandbox.limits import Limits
 from agentc.supervisor.config import PushHelperSettings, SupervisorConfig, load_config
-from agentc.supervisor.limits import Limits
 from agentc.supervisor.loop import settings as loop_settings
 from agentc.supervisor.loop.checks import (
     check_binding,

@@ -216,7 +216,7 @@ def test_the_loop_warns_at_its_first_poll_and_then_once_a_day(
     assert capsys.readouterr().err.count("warning: the claude credential") == 1
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="host mode runs as root")
+@pytest.mark.root
 def test_in_host_mode_the_check_runs_as_the_role_account(
     short_tmp: Path, accounts: dict[str, Account]
 ) -> None:

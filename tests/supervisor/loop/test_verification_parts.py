@@ -21,8 +21,8 @@ import pytest
 from agentc.client.transport import Transport
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.launch_plan import plan
-from agentc.supervisor.launch_request import LaunchRequest, VerificationAccess
+from agentc.supervisor.launch.plan import plan
+from agentc.supervisor.launch.request import LaunchRequest, VerificationAccess
 from agentc.supervisor.loop import verification
 from tests.supervisor.kit import make_kit
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from agentc.core.quiet import outside_reason
+from agentc.core.roles import role_slug
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.loop import signin
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_holds, choose_vendor, unusable
 from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
-from agentc.supervisor.loop.settings import COMMAND_PREFIX
-from agentc.supervisor.roles import role_slug
 
 DAY_MS = 24 * 3600 * 1000
 

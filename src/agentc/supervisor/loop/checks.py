@@ -10,14 +10,15 @@ from pathlib import Path
 
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError, SupervisorError
+from agentc.core.roles import ROLES, Role, role_slug
 from agentc.files import UnsafeFile, read_private
 from agentc.files.paths import within
-from agentc.supervisor import launch_root, preflight_host
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch_plan import reviewer_refusal
+from agentc.supervisor.launch import preflight_host
+from agentc.supervisor.launch import root as launch_root
+from agentc.supervisor.launch.plan import reviewer_refusal
 from agentc.supervisor.loop import coordinator, push, verification
 from agentc.supervisor.loop import setup as project_setup
-from agentc.supervisor.roles import ROLES, Role, role_slug
 
 
 def unsupported(config: SupervisorConfig) -> None:

@@ -31,17 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines, open_regular
+from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.harness.events import RunSummary, StreamReader
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
 from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
-from agentc.supervisor.roles import Harness, role_slug
+from agentc.supervisor.loop.signin import token_opt_in
 
 BATCH = 500
-DIRECT: tuple[Harness, ...] = ("claude",)  # reach their vendor directly with token_in_env
 _READ = 1 << 20
 _NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
@@ -138,7 +138,7 @@ def price_table(config: SupervisorConfig) -> dict[str, Price]:
 
 
 def _events(
-    path: Path, harness: Harness, model: str | None, config: SupervisorConfig
+    path: Path, harness: str, model: str | None, config: SupervisorConfig
 ) -> RunSummary | None:
     """The summary of the events file (never following a link), or None without one."""
     try:
@@ -157,8 +157,8 @@ def record_harness_cost(
 ) -> dict[str, Any] | None:
     """With ``token_in_env``, one ledger row for an ended launch of a direct harness, from its
     ``events.jsonl`` (once per launch; none without events). Returns the row written."""
-    harness = next((h for h in DIRECT if h == record.vendor.get("harness")), None)
-    if not config.token_in_env or harness is None:
+    harness = record.vendor.get("harness")
+    if not isinstance(harness, str) or not token_opt_in(config, harness):
         return None
     ledger = root / HARNESS_LEDGER
     if any(row["session"] == record.launch_id for row in _ledger_rows(ledger)):
@@ -203,7 +203,7 @@ def record_harness_cost(
 def _exhausted(config: SupervisorConfig, harness: str, reset_ms: int | None, now: int) -> None:
     """Mark ``harness`` exhausted in ``vendors.json`` until the stream's reset, else for
     ``[health] exhausted_minutes`` (the gateway's rule for a 429 without a reset)."""
-    from agentc.supervisor.gateway.vendors import VendorState
+    from agentc.gateway.vendors import VendorState
     from agentc.supervisor.loop.admission import paths
 
     until = reset_ms if reset_ms and reset_ms > now else None

@@ -4,7 +4,7 @@ The loop runs as root. Before a launch it hands the fresh run and clone it made 
 has written them) to the role account (:func:`hand_over`, never following a link), and makes
 the launch's cgroup as root. :func:`start` then forks: the child leads a process group of its
 own, joins the cgroup and becomes the role account with
-:func:`agentc.supervisor.launch_root.become` (``launch-root``'s account switch), and runs the
+:func:`agentc.supervisor.launch.root.become` (``launch-root``'s account switch), and runs the
 launch as ``agentc-supervisor launch`` does under ``launch-root``: the plan (which checks the
 account), the launch preflight, the run's private trees and markers, the sandbox, the reaping
 and the terminal record, all as the role. No interpreter starts: the child is a fork of the
@@ -33,12 +33,16 @@ from pathlib import Path
 
 from agentc.core.errors import SupervisorError
 from agentc.files.procs import dies_with
-from agentc.supervisor import launch_execute, launch_plan, launch_root, preflight, reaper
+from agentc.sandbox import reaper
+from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch_execute import Outcome
-from agentc.supervisor.launch_plan import Plan
-from agentc.supervisor.launch_request import LaunchRequest
-from agentc.supervisor.limits import LaunchLimits
+from agentc.supervisor.launch import execute as launch_execute
+from agentc.supervisor.launch import plan as launch_plan
+from agentc.supervisor.launch import preflight
+from agentc.supervisor.launch import root as launch_root
+from agentc.supervisor.launch.execute import Outcome
+from agentc.supervisor.launch.plan import Plan
+from agentc.supervisor.launch.request import LaunchRequest
 from agentc.supervisor.loop import setup as project_setup
 
 PR_SET_DUMPABLE = 4

@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from agentc.core import secrets
 from agentc.core.errors import AgentcError
-from agentc.supervisor import launch_root, rundir
 from agentc.supervisor.contracts import implementer_prompt
-from agentc.supervisor.launch_request import CoordinatorAccess
+from agentc.supervisor.launch import root as launch_root
+from agentc.supervisor.launch import rundir
+from agentc.supervisor.launch.request import CoordinatorAccess
+from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import coordinator, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
 from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord
-from agentc.supervisor.rundir import RunLayout
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent

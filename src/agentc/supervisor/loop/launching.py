@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError
-from agentc.supervisor import agentsession, rundir
-from agentc.supervisor.launch_request import CoordinatorAccess, LaunchRequest
+from agentc.core.roles import Role
+from agentc.supervisor.launch import agentsession, rundir
+from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
+from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import coordinator, hostlaunch, repo
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
-from agentc.supervisor.roles import Role
-from agentc.supervisor.rundir import RunLayout
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent

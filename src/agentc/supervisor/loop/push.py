@@ -12,7 +12,7 @@ In host mode (the loop is root) the base and ``<id>/`` are root 0711, ``sock/`` 
 account's with the implementer's group, 2750 (the socket, 0660, takes that group: only the
 push account, the implementer account and root reach it), ``work/`` the push account's 0700,
 and the helper runs as the push account (``[push_helper] user``), switched with
-:func:`agentc.supervisor.launch_root.become`. Once the sandbox runs, the loop starts the helper
+:func:`agentc.supervisor.launch.root.become`. Once the sandbox runs, the loop starts the helper
 with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving
 that socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
 refusing a push that carries the launch's coordinator token (matched by digest, in every
@@ -43,8 +43,8 @@ from agentc.core.secrets import verifier
 from agentc.files import load_toml
 from agentc.files.procs import start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
-from agentc.supervisor import launch_root
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.launch import root as launch_root
 
 STOP_SECONDS = 5.0
 SOCKET_NAME = "s"

@@ -35,9 +35,13 @@ from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
 from agentc.files import read_tail
-from agentc.supervisor import launch_execute, launch_plan, launch_root, rundir
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
+from agentc.supervisor.launch import execute as launch_execute
+from agentc.supervisor.launch import plan as launch_plan
+from agentc.supervisor.launch import root as launch_root
+from agentc.supervisor.launch import rundir
+from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, verification
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
 from agentc.supervisor.loop.records import LaunchRecord
@@ -49,7 +53,6 @@ from agentc.supervisor.review import (
     review_body,
     verdict_from_text,
 )
-from agentc.supervisor.rundir import RunLayout
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
@@ -316,7 +319,7 @@ class ReviewLaunch(LeasedLaunch):
             data = read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
             lines = [x for x in data.decode("utf-8", "replace").splitlines() if x.strip()]
             return verdict_from_text(None, lines[-1] if lines else None)
-        summary = summarize("claude", read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
+        summary = summarize(harness, read_tail(self.layout.run / "events.jsonl", MAX_OUTPUT))
         return verdict_from_text(summary.structured_output, summary.final_text)
 
     def _judge(

@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.core.roles import Role, role_slug
 from agentc.files import UnsafeFile
-from agentc.supervisor import limits, preflight_host
+from agentc.sandbox import limits
 from agentc.supervisor.config import SupervisorConfig
+from agentc.supervisor.launch import preflight_host
+from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import admission, coordinator, costs, review, signin
 from agentc.supervisor.loop.checks import (
     check_binding,
@@ -47,8 +50,6 @@ from agentc.supervisor.loop.records import (
     now_ms,
     start_ticks,
 )
-from agentc.supervisor.roles import Role, role_slug
-from agentc.supervisor.rundir import RunLayout
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"

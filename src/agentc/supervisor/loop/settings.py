@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from agentc.core.addresses import is_loopback_host
 from agentc.core.quiet import parse_window
+from agentc.egress.addresses import url_relay_address
 from agentc.files.settings import (
     Check,
     Settings,
@@ -29,24 +30,25 @@ from agentc.files.settings import (
     string,
     table_of,
 )
-from agentc.supervisor.net.addresses import url_relay_address
-from agentc.supervisor.roles import HARNESSES
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 
-COMMAND_PREFIX = "command:"
 S = TypeVar("S", bound=Settings)
 
 
 def harness_name(value: object) -> str:
     """``claude``, ``codex``, ``pi`` or ``command:<absolute path>`` (any executable)."""
     text = string(value)
-    if text in HARNESSES:
+    if registry.named(text) is not None:
         return text
     if text.startswith(COMMAND_PREFIX):
         program = Path(text.removeprefix(COMMAND_PREFIX))
         if program.is_absolute() and ".." not in program.parts:
             return text
         raise ValueError(f"command: needs an absolute path without '..', got {str(program)!r}")
-    raise ValueError(f"must be one of {', '.join(HARNESSES)} or command:<path>, got {text!r}")
+    raise ValueError(
+        f"must be one of {', '.join(registry.names())} or command:<path>, got {text!r}"
+    )
 
 
 def service_url(value: object) -> str:

@@ -32,11 +32,13 @@ from pathlib import Path, PurePosixPath
 from agentc.core.errors import ConfigError, SupervisorError
 from agentc.files import read_tail
 from agentc.files.paths import within
-from agentc.supervisor import confined, reaper, rundir, sandbox, seccomp, toolpaths
+from agentc.sandbox import bwrap as sandbox
+from agentc.sandbox import confined, reaper, seccomp, toolpaths
+from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch_execute import translate_status
-from agentc.supervisor.launch_plan import Plan
-from agentc.supervisor.limits import LaunchLimits
+from agentc.supervisor.launch import rundir
+from agentc.supervisor.launch.execute import translate_status
+from agentc.supervisor.launch.plan import Plan
 from agentc.supervisor.loop.settings import ProjectSetup
 
 SETUP_LOG = "setup.log"
@@ -177,7 +179,7 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
 def _host_relays(relays: tuple[sandbox.Relay, ...]) -> contextlib.AbstractContextManager[object]:
     if not relays:
         return contextlib.nullcontext()
-    from agentc.supervisor.net import addresses, host_relay
+    from agentc.egress import addresses, host_relay
 
     endpoints = [addresses.endpoint(r.name, r.address, r.target, launch=r.launch) for r in relays]
     return host_relay.HostRelay(Path(relays[0].socket).parent, endpoints)

@@ -4,9 +4,9 @@ expired or signed out is skipped like a rate-limited one (primary, then fallback
 Which credential a vendor uses depends on how its launches reach the model:
 
 * ``claude`` with ``token_in_env``: the role's own token file ``<state>/<role>/claude-token``
-  (:func:`agentc.supervisor.tokens.read_token`'s rules). Missing or refused: skipped. Expired:
-  the file's modification time plus ``[health] token_lifetime_days`` has passed. Signed out:
-  Claude Code's own sign-in check, ``claude auth status`` with the token in
+  (:func:`agentc.supervisor.launch.tokens.read_token`'s rules). Missing or refused: skipped.
+  Expired: the file's modification time plus ``[health] token_lifetime_days`` has passed.
+  Signed out: Claude Code's own sign-in check, ``claude auth status`` with the token in
   ``CLAUDE_CODE_OAUTH_TOKEN``, exits non-zero (only the exit code is used; 30 s limit; an
   empty private ``HOME``; a success is remembered for ``SIGNED_IN_SECONDS`` while the token
   file and the program are unchanged, so a poll does not pay for it every time).
@@ -29,12 +29,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, SupervisorError
+from agentc.core.roles import role_slug
 from agentc.core.rules import rfc3339
 from agentc.files.procs import run_check
-from agentc.supervisor import reaper, tokens
+from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.loop.settings import COMMAND_PREFIX
-from agentc.supervisor.roles import role_slug
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
+from agentc.supervisor.launch import tokens
 
 CHECK_TIMEOUT = 30.0
 SIGNED_IN_SECONDS = 600.0
@@ -84,7 +86,7 @@ def claude_signed_out(
     child: Callable[[], None] = reaper.child_setup
     with tempfile.TemporaryDirectory(prefix="agentc-signin-") as home:
         if config.mode == "host":
-            from agentc.supervisor import launch_root
+            from agentc.supervisor.launch import root as launch_root
 
             try:
                 account = launch_root.role_account(config, role)
@@ -157,7 +159,7 @@ def _gateway_credential(config: SupervisorConfig, harness: str) -> tuple[Path | 
     path = gateway_config_path(config)
     if path is None:
         return None, None
-    from agentc.supervisor.gateway.config import GatewayConfig
+    from agentc.gateway.config import GatewayConfig
 
     try:
         gateway = GatewayConfig.load(path, what="gateway configuration")
@@ -173,8 +175,8 @@ def _gateway_credential(config: SupervisorConfig, harness: str) -> tuple[Path | 
 
 def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
     """Through the gateway: the upstream's credential file exists, reads and has not expired."""
-    from agentc.supervisor.gateway.credentials import read_credential
-    from agentc.supervisor.gateway.errors import CredentialError
+    from agentc.gateway.credentials import read_credential
+    from agentc.gateway.errors import CredentialError
 
     credential_file, problem = _gateway_credential(config, harness)
     if credential_file is None:
@@ -189,16 +191,22 @@ def _gateway(config: SupervisorConfig, harness: str, now: float) -> str | None:
     return None
 
 
+def token_opt_in(config: SupervisorConfig, harness: str) -> bool:
+    """``harness`` reaches its vendor directly with the role's own token (``token_in_env``)."""
+    adapter = registry.named(harness)
+    return config.token_in_env and adapter is not None and adapter.token_env is not None
+
+
 def _expiring_file(config: SupervisorConfig, harness: str, role: str) -> Path | None:
     """The credential file of ``harness`` for ``role`` that expires (None: none that does)."""
     if harness.startswith(COMMAND_PREFIX):
         return None
-    if harness == "claude" and config.token_in_env:
+    if token_opt_in(config, harness):
         return config.resolved_state_dir() / role_slug(role) / "claude-token"
     if config.gateway_target() is None:
         return None
-    from agentc.supervisor.gateway.credentials import read_credential
-    from agentc.supervisor.gateway.errors import CredentialError
+    from agentc.gateway.credentials import read_credential
+    from agentc.gateway.errors import CredentialError
 
     credential_file, _problem = _gateway_credential(config, harness)
     if credential_file is None:
@@ -238,7 +246,7 @@ def vendor_problem(config: SupervisorConfig, harness: str, role: str) -> str | N
     if harness.startswith(COMMAND_PREFIX):
         return None
     now = time.time()
-    if harness == "claude" and config.token_in_env:
+    if token_opt_in(config, harness):
         return _own_token(config, role, now)
     if config.gateway_target() is not None:
         return _gateway(config, harness, now)

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 
 from agentc.client.transport import BrowserSession, Transport
 from agentc.core.errors import AgentcError, ConfigError, SupervisorError
+from agentc.egress.addresses import url_relay_address
 from agentc.files import UnsafeFile, read_private
 from agentc.files.paths import within
-from agentc.supervisor import rundir
-from agentc.supervisor.launch_request import VerificationAccess
+from agentc.supervisor.launch import rundir
+from agentc.supervisor.launch.request import VerificationAccess
 from agentc.supervisor.loop import coordinator
-from agentc.supervisor.net.addresses import url_relay_address
 
 if TYPE_CHECKING:
     from agentc.supervisor.config import SupervisorConfig

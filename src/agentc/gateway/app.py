@@ -1,0 +1,370 @@
+"""The forwarding ASGI app: sentinel in, real credential out, usage metered, caps enforced.
+
+For each request: check the sentinel (``x-api-key`` or ``Authorization: Bearer``) against the
+registry; refuse a call the harnesses never make (:mod:`.routes`), a launch past a cap or with
+too many calls in flight, and a body over the size limit (:mod:`.limits`); swap the sentinel
+for the upstream's real credential; forward to the upstream and stream its answer back byte
+for byte while a meter reads the usage fields (:mod:`.relay`, which keeps reading for the
+final usage when the client leaves early); then append a ledger row and one JSON log line
+(:mod:`.records`). A 429's reset headers mark the vendor exhausted in vendors.json. Refusals
+use the API's own error shape, so a harness ends its turn cleanly instead of retrying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentc.core.rules import rfc3339
+from agentc.files import JsonLines
+from agentc.gateway.config import GatewayConfig, UpstreamConfig
+from agentc.gateway.credentials import Credential, CredentialStore
+from agentc.gateway.errors import CredentialError, SentinelRefused
+from agentc.gateway.ledger import Ledger
+from agentc.gateway.limits import BodyTooLarge, LaunchSlots, read_body
+from agentc.gateway.meter import Api, Meter, estimate
+from agentc.gateway.prices import Tokens, price_call
+from agentc.gateway.records import Call, ledger_row, log_line, usd_text
+from agentc.gateway.relay import DrainLimits, Relay, RelayResponse
+from agentc.gateway.routes import route_for
+from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.vendors import VendorState, reset_from_headers
+
+# httpcore tries `import sniffio` each time it makes a lock; when sniffio is not installed
+# every try walks sys.path (stat calls, ~0.7 ms per forwarded call). Remember the miss once.
+if importlib.util.find_spec("sniffio") is None:
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
+
+# Never forwarded upstream: hop-by-hop headers, the sentinel, and the client's encodings
+# (the gateway asks for identity so the meter reads plain SSE; the client accepts identity).
+_DROP_REQUEST = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "x-api-key",
+        "authorization",
+        "accept-encoding",
+        # A method override would turn an allowed GET into something else upstream.
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+    }
+)
+_DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection"})
+_LOGGED_PATH = 200  # characters of a refused path kept in the log line
+OAUTH_BETA = "oauth-2025-04-20"
+
+
+def sentinel_of(headers: Any) -> str | None:
+    key = headers.get("x-api-key")
+    if key:
+        return str(key).strip()
+    auth = headers.get("authorization")
+    if auth and str(auth).lower().startswith("bearer "):
+        return str(auth)[7:].strip()
+    return None
+
+
+def error_response(
+    api: Api, status: int, kind: str, message: str, *, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    if api == "openai":
+        body: dict[str, Any] = {
+            "error": {"type": kind, "message": message, "param": None, "code": kind}
+        }
+    else:
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+    return JSONResponse(body, status, headers=headers)
+
+
+def _upstream_headers(request: Request, api: Api, credential: Credential) -> list[tuple[str, str]]:
+    """The client's headers without the sentinel and hop-by-hop ones, plus the real credential."""
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST]
+    auth = credential.headers(api)
+    if api == "anthropic" and credential.kind == "oauth":
+        betas = [v for k, v in headers if k.lower() == "anthropic-beta"]
+        headers = [(k, v) for k, v in headers if k.lower() != "anthropic-beta"]
+        auth["anthropic-beta"] = ",".join([*betas, OAUTH_BETA])
+    headers += list(auth.items())
+    headers.append(("accept-encoding", "identity"))
+    return headers
+
+
+class _Refusal(Exception):
+    """A call answered by the gateway itself (logged, never forwarded).
+
+    ``kinds``: the error type in the Anthropic and in the OpenAI shape.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        outcome: str,
+        kinds: tuple[str, str],
+        message: str,
+        *,
+        reason: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.outcome, self.kinds, self.message = status, outcome, kinds, message
+        self.reason = reason
+        self.headers = headers
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        registry: SentinelRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        log: TextIO | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry or SentinelRegistry()
+        self.ledger = Ledger(config.ledger, clock=clock)
+        self.vendors = VendorState(config.vendors)
+        self.credentials = CredentialStore()
+        self.prices = config.price_table()
+        self.caps = config.cap_limits()
+        self.slots = LaunchSlots(config.launch_concurrency)
+        self.drain = DrainLimits(config.drain_timeout_s, config.drain_max_bytes)
+        self._relays: set[Relay] = set()
+        self._clock = clock
+        self._log = JsonLines(log if log is not None else sys.stderr)
+        self._client: httpx.AsyncClient | None = None
+        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+        self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
+
+    def client(self) -> httpx.AsyncClient:
+        # Created on first use, inside the serving event loop.
+        if self._client is None:
+            # TCP_NODELAY: headers and body go out as separate writes; with Nagle the body
+            # waits for a delayed ACK (~40 ms on loopback) before the upstream sees it.
+            nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+            limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+            self._client = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay),
+                timeout=httpx.Timeout(self.config.upstream_timeout_s, connect=15.0),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Stop every answer still being read (each is settled), then close the client."""
+        relays = list(self._relays)
+        for relay in relays:
+            relay.cancel("the gateway stopped")
+        tasks = [r.task for r in relays if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # ------------------------------------------------------------ the call
+
+    async def handle(self, request: Request) -> Response:
+        path = request.url.path
+        call = Call(None, request.method, path[:_LOGGED_PATH])
+        api: Api = "openai" if path.endswith("/responses") else "anthropic"
+        try:
+            grant = call.grant = self._check_sentinel(request)
+            upstream = self._upstream(grant)
+            api = upstream.api
+            metered = self._check_route(api, request.method, path)
+            self._check_caps(call)
+            self._take_slot(grant)
+        except _Refusal as refusal:
+            return self._refuse(call, api, refusal)
+        response: Response | None = None
+        try:
+            response = await self._forward(request, call, upstream, metered)
+        except _Refusal as refusal:
+            response = self._refuse(call, api, refusal)
+        finally:
+            # A relayed answer releases the slot when it is settled; anything else now.
+            if not isinstance(response, RelayResponse):
+                self.slots.release(grant.launch_id)
+        return response
+
+    def _check_sentinel(self, request: Request) -> Grant:
+        try:
+            return self.registry.check(sentinel_of(request.headers))
+        except SentinelRefused as exc:
+            kinds = ("authentication_error", "authentication_error")
+            raise _Refusal(
+                401, "refused_sentinel", kinds, f"agentc: {exc}", reason=exc.reason
+            ) from None
+
+    def _upstream(self, grant: Grant) -> UpstreamConfig:
+        upstream = self.config.upstreams.get(grant.upstream)
+        if upstream is None:
+            raise _Refusal(502, "no_upstream", ("api_error",) * 2, "agentc: no such upstream")
+        return upstream
+
+    def _check_route(self, api: Api, method: str, path: str) -> bool:
+        route = route_for(api, method, path)
+        if route is None:
+            message = f"agentc: the model gateway does not forward {method} {path[:_LOGGED_PATH]}"
+            kinds = ("not_found_error", "invalid_request_error")
+            raise _Refusal(404, "refused_path", kinds, message, reason="not a harness call")
+        return route.metered
+
+    def _take_slot(self, grant: Grant) -> None:
+        if self.slots.acquire(grant.launch_id):
+            return
+        # 503, not 429: a 429 reads as the vendor's rate limit (vendors.json, the supervisor).
+        limit = self.config.launch_concurrency
+        raise _Refusal(
+            503,
+            "refused_concurrency",
+            ("overloaded_error", "server_error"),
+            f"agentc: this launch already has {limit} model calls in flight",
+            reason=f"{limit} calls in flight (launch_concurrency)",
+            headers={"retry-after": "1"},
+        )
+
+    def _check_caps(self, call: Call) -> None:
+        assert call.grant is not None
+        over = self.ledger.over_cap(call.grant, self.caps)
+        if over is None:
+            return
+        name, spent, limit = over
+        call.cap = name
+        call.reason = f"{name} cap reached: {usd_text(spent)} of {usd_text(limit)}"
+        self.registry.note_cap(call.grant.launch_id, name)
+        # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do not
+        # retry it (a 400 makes Claude Code try again several times, a 403 reads as an
+        # authentication failure) and end the turn with this message.
+        message = f"agentc: the {name} cost cap is reached ({call.reason})"
+        raise _Refusal(402, "refused_cap", ("billing_error",) * 2, message)
+
+    def _refuse(self, call: Call, api: Api, refusal: _Refusal) -> Response:
+        call.status, call.outcome = refusal.status, refusal.outcome
+        call.reason = call.reason or refusal.reason
+        self._emit(call, None, None, ledger=refusal.outcome == "refused_cap")
+        kind = refusal.kinds[0] if api == "anthropic" else refusal.kinds[1]
+        return error_response(api, refusal.status, kind, refusal.message, headers=refusal.headers)
+
+    async def _forward(
+        self, request: Request, call: Call, upstream: UpstreamConfig, metered: bool
+    ) -> Response:
+        assert call.grant is not None
+        api = upstream.api
+        try:
+            credential = self.credentials.get(upstream.credential_file)
+        except CredentialError as exc:
+            message = "agentc: the gateway has no credential"
+            raise _Refusal(
+                502, "credential_error", ("api_error",) * 2, message, reason=str(exc)
+            ) from None
+        try:
+            body = await read_body(request, self.config.max_body_bytes)
+        except BodyTooLarge as exc:
+            kinds = ("request_too_large", "invalid_request_error")
+            raise _Refusal(413, "refused_body", kinds, f"agentc: {exc}", reason=str(exc)) from None
+        except ClientDisconnect:
+            call.outcome, call.status = "client_closed", 499
+            self._emit(call, None, None)
+            return Response(status_code=499)
+        headers = _upstream_headers(request, api, credential)
+        # The path matched by the allowlist, unchanged (routes.py).
+        url = upstream.base_url.rstrip("/") + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        client = self.client()
+        upstream_request = client.build_request(request.method, url, headers=headers, content=body)
+        try:
+            answer = await client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            message = "agentc: the provider is unreachable"
+            kinds = ("api_error", "api_error")
+            reason = type(exc).__name__
+            raise _Refusal(502, "upstream_unreachable", kinds, message, reason=reason) from None
+        return self._relay(call, api, answer, body if metered else None)
+
+    def _relay(
+        self, call: Call, api: Api, answer: httpx.Response, body: bytes | None
+    ) -> RelayResponse:
+        assert call.grant is not None
+        call.status = answer.status_code
+        if answer.status_code == 429:
+            self._exhausted(call.grant, answer.headers, call)
+        meter: Meter | None = None
+        if body is not None and answer.status_code < 400:
+            streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+            meter = Meter(api, streamed=streamed)
+        out_headers = [
+            (k, v) for k, v in answer.headers.multi_items() if k.lower() not in _DROP_RESPONSE
+        ]
+        grant = call.grant
+
+        def settle() -> None:
+            try:
+                self._settle(call, api, meter, body or b"")
+            finally:
+                self.slots.release(grant.launch_id)
+                self._relays.discard(relay)
+
+        relay = Relay(answer, meter, call, self.drain, settle)
+        self._relays.add(relay)
+        relay.start()
+        return RelayResponse(relay, answer.status_code, out_headers)
+
+    def _settle(self, call: Call, api: Api, meter: Meter | None, body: bytes) -> None:
+        """The call's records: metered tokens, or an estimate when the final usage never came."""
+        if meter is None:
+            self._emit(call, None, None)
+            return
+        tokens = meter.finish()
+        model = meter.model
+        if not meter.final:
+            tokens, asked = estimate(api, tokens, body, self.config.estimate_output_tokens)
+            model = model or asked
+            call.estimated = True
+            call.note("no final usage: the output is charged at the request's max_tokens")
+        self._emit(call, tokens, model, ledger=True)
+
+    def _exhausted(self, grant: Grant, headers: httpx.Headers, call: Call) -> None:
+        now_ms = int(self._clock() * 1000)
+        until = reset_from_headers(headers, now_ms)
+        if until is None:
+            until = now_ms + self.config.exhausted_minutes * 60_000
+            call.reason = "429 without a reset header"
+        until = self.vendors.mark_exhausted(grant.upstream, until)
+        call.outcome = "rate_limited"
+        call.reason = (call.reason or "") + f" exhausted until {rfc3339(until)}"
+
+    # ------------------------------------------------------------ records
+
+    def _emit(
+        self, call: Call, tokens: Tokens | None, model: str | None, *, ledger: bool = False
+    ) -> None:
+        """Write the call's log line and, with ``ledger``, its ledger row."""
+        now_ms = int(self._clock() * 1000)
+        cost = price_call(model, tokens, self.prices) if tokens is not None else None
+        if ledger and call.grant is not None:
+            self.ledger.append(ledger_row(call, call.grant, tokens, model, cost, now_ms))
+        self._log.write(log_line(call, tokens, model, cost, now_ms))

@@ -1,0 +1,111 @@
+"""The host-side usage ledger (JSONL, append-only, 0600) and the dollar caps it feeds.
+
+One row per metered call (:func:`agentc.files.json_line`, one ``write`` with ``O_APPEND``),
+keyed by the launch id (``session`` in the row; format in docs/gateway.md). A call refused by a
+cap also gets a row (zero tokens, ``refused_cap``), so the host-side record names the cap. Caps
+are checked before forwarding against what is already recorded: per launch, per task, and per
+day (a rolling 24 hours, per role). A call is refused once the spent amount has reached the
+cap; calls already in flight may overshoot it by their own cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentc.files import json_line
+from agentc.gateway.errors import GatewayError
+from agentc.gateway.sentinels import Grant
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Caps:
+    launch_usd: float | None = None
+    task_usd: float | None = None
+    day_usd: float | None = None
+
+
+class Ledger:
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._launch: defaultdict[str, float] = defaultdict(float)  # by launch id
+        self._task: defaultdict[str, float] = defaultdict(float)
+        self._day: defaultdict[str, deque[tuple[int, float]]] = defaultdict(deque)
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            fh = self.path.open("r", encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise GatewayError(f"{self.path}: cannot read the ledger: {exc.strerror}") from None
+        with fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line after a crash
+                if isinstance(row, dict):
+                    self._count(row)
+
+    def _count(self, row: dict[str, Any]) -> None:
+        usd = row.get("usd_for_caps")
+        if not isinstance(usd, (int, float)) or usd <= 0:
+            return
+        self._launch[str(row.get("session"))] += usd
+        if row.get("task"):
+            self._task[str(row["task"])] += usd
+        at_ms = row.get("at_ms")
+        if isinstance(at_ms, int):
+            self._day[str(row.get("role"))].append((at_ms, float(usd)))
+
+    def append(self, row: dict[str, Any]) -> None:
+        line = json_line(row).encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line)  # one write per row: O_APPEND keeps rows whole
+            finally:
+                os.close(fd)
+            self._count(row)
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def spent(self, grant: Grant) -> tuple[float, float, float]:
+        """Dollars already recorded for (the launch, its task, its role in the last 24 h)."""
+        with self._lock:
+            day = self._day[grant.role_slug]
+            floor = self.now_ms() - DAY_MS
+            while day and day[0][0] < floor:
+                day.popleft()
+            return (
+                self._launch.get(grant.launch_id, 0.0),
+                self._task.get(grant.task, 0.0) if grant.task else 0.0,
+                sum(usd for _, usd in day),
+            )
+
+    def over_cap(self, grant: Grant, caps: Caps) -> tuple[str, float, float] | None:
+        """The first cap reached as (name, spent, limit), or None."""
+        launch, task, day = self.spent(grant)
+        launch_cap = grant.launch_usd if grant.launch_usd is not None else caps.launch_usd
+        checks: list[tuple[str, float, float | None]] = [("launch", launch, launch_cap)]
+        if grant.task:
+            checks.append(("task", task, caps.task_usd))
+        checks.append(("day", day, caps.day_usd))
+        for name, spent, limit in checks:
+            if limit is not None and spent >= limit:
+                return name, spent, limit
+        return None
