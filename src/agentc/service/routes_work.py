@@ -41,6 +41,7 @@ from agentc.service.schemas import (
     UnblockIn,
 )
 from agentc.service.work import (
+    artifacts,
     attention,
     integration,
     launch_access,
@@ -261,6 +262,22 @@ _record_route(
 )
 _record_route(
     "POST", AT + "/submissions", "workflow", workflow.submit, SubmissionIn, status_code=201
+)
+
+
+@router.get(AT + "/artifacts/patch", tags=["workflow"])
+async def get_patch(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(request, lambda tx, _a: artifacts.read_patch(tx.conn, project_id, attempt_id))
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/patch",
+    "workflow",
+    artifacts.record_patch,
+    artifacts.PatchIn,
+    name="record_patch",
+    status_code=201,
 )
 _record_route(
     "POST", A + "/claim", "workflow", reviews.claim_activity, ActivityClaimIn, status_code=201

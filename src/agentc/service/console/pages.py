@@ -14,6 +14,7 @@ from agentc.service.console.render import HERE, Viewer, html, page, router
 from agentc.service.work import tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
+from agentc.store import artifacts
 from agentc.store.accounts import all_credentials, all_principals, live_browser_sessions
 from agentc.store.audit import events_after
 from agentc.store.grants import all_grants
@@ -119,6 +120,9 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             and not task["current_attempt_id"]
             and task["phase"] not in ("review", "integration"),
             "events": _task_events(tx, project_id, task),
+            "patches": {
+                a.submission_id for a in artifacts.of_task(tx.conn, task_id) if a.kind == "patch"
+            },
         }
 
     return await page(request, build)

@@ -22,7 +22,7 @@ from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.request import CoordinatorAccess
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import coordinator, hostlaunch, push, repo
+from agentc.supervisor.loop import artifacts, coordinator, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
@@ -239,6 +239,12 @@ class ImplementerLaunch(LeasedLaunch):
 
     # -- the end -----------------------------------------------------------------------------
 
+    def _record_patch(self, client: Agent, lease: Lease) -> str:
+        kib = self.loop.config.run.patch_max_kib
+        return artifacts.record_patch(
+            client, self.mirror, self.launch_id, self.task, lease.attempt_id, kib
+        )
+
     def _settle(self, client: Agent, lease: Lease, text: str, *, empty_exit: bool = False) -> None:
         """Release unless the agent submitted or released; then remove what the launch left.
         A harness that exited 0 with the attempt still active counts as an empty exit."""
@@ -251,6 +257,7 @@ class ImplementerLaunch(LeasedLaunch):
         state = coordinator.task_attempt_state(client, lease.attempt_id)
         if state == "submitted":
             self.loop.records.count_empty_exit(None)
+            log(f"task {self.task}: {self._record_patch(client, lease)}")
         elif state == "active" and empty_exit:
             self.loop.records.count_empty_exit(self.record.task)
         if state == "active" and (self.layout.run / ".state-started").exists():

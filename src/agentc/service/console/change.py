@@ -1,0 +1,57 @@
+"""The change page: a submission's patch (file list, hunks, line numbers, highlighting, unified
+or side by side, large files folded), its landing and checks, and its reviews' findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+from agentc.service.console import diff
+from agentc.service.console.render import Viewer, page, router
+from agentc.service.work.artifacts import patch_view
+from agentc.service.work.refusals import not_found
+from agentc.service.work.views import project_row, project_view, task_detail, task_row
+from agentc.store import artifacts
+from agentc.store.tx import Tx
+
+
+@router.get("/console/projects/{project_id}/tasks/{task_id}/submissions/{submission_id}")
+async def change_page(
+    request: Request, project_id: str, task_id: str, submission_id: str, view: str = ""
+) -> Response:
+    split = view == "split"
+
+    def build(tx: Tx, _v: Viewer) -> tuple[str, dict[str, Any]]:
+        project = project_view(project_row(tx.conn, project_id))
+        task = task_detail(tx.conn, task_row(tx.conn, project_id, task_id), tx.now)
+        flow = task["workflow"]
+        sub = next((s for s in flow["submissions"] if s["id"] == submission_id), None)
+        if sub is None:
+            raise not_found("submission", submission_id)
+        row = artifacts.of_submission(tx.conn, submission_id, "patch")
+        change = patch_view(row) if row is not None else None
+        files, matched = diff.parse(change["files"], change["patch"]) if change else ([], True)
+        landing = next(
+            (
+                a
+                for a in flow["activities"]
+                if a["submission_id"] == submission_id and a["kind"] == "integration"
+            ),
+            None,
+        )
+        return "change.html", {
+            "project": project,
+            "task": task,
+            "submission": sub,
+            "change": change,
+            "files": files,
+            "matched": matched,
+            "split": split,
+            "rows": diff.side_by_side,
+            "landing": landing,
+            "reviews": [r for r in flow["reviews"] if r["submission_id"] == submission_id],
+        }
+
+    return await page(request, build)

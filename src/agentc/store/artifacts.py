@@ -1,0 +1,52 @@
+"""Work artifacts: what an attempt produced (its submission's patch, its steps), one per
+attempt and kind."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from sqlalchemy.engine import Connection
+
+from agentc.store.sql import columns, fetch_all, fetch_one, table
+
+
+@table("work_artifacts")
+class Artifact(NamedTuple):
+    id: str
+    project_id: str
+    task_id: str
+    attempt_id: str
+    submission_id: str | None
+    kind: str
+    digest: str | None
+    body_json: str
+    created_by: str
+    created_at: int
+
+
+_OF_ATTEMPT = (
+    f"SELECT {columns(Artifact)} FROM work_artifacts "
+    "WHERE attempt_id = :attempt_id AND kind = :kind"
+)
+_OF_SUBMISSION = (
+    f"SELECT {columns(Artifact)} FROM work_artifacts "
+    "WHERE submission_id = :submission_id AND kind = :kind"
+)
+# Without the bodies: which attempts and submissions of a task have which artifacts.
+_OF_TASK = (
+    "SELECT id, project_id, task_id, attempt_id, submission_id, kind, digest, '' AS body_json, "
+    "created_by, created_at FROM work_artifacts WHERE task_id = :task_id ORDER BY created_at"
+)
+
+
+def of_attempt(conn: Connection, attempt_id: str, kind: str) -> Artifact | None:
+    return fetch_one(conn, _OF_ATTEMPT, Artifact, attempt_id=attempt_id, kind=kind)
+
+
+def of_submission(conn: Connection, submission_id: str, kind: str) -> Artifact | None:
+    return fetch_one(conn, _OF_SUBMISSION, Artifact, submission_id=submission_id, kind=kind)
+
+
+def of_task(conn: Connection, task_id: str) -> list[Artifact]:
+    """The task's artifacts, oldest first, with empty bodies (for listing)."""
+    return fetch_all(conn, _OF_TASK, Artifact, task_id=task_id)
