@@ -39,9 +39,11 @@ class Submitted:
         )
 
 
-def launched(svc: Service) -> tuple[str, dict[str, Any], dict[str, Any], Caller, Caller]:
+def launched(
+    svc: Service, review_mode: str = "human"
+) -> tuple[str, dict[str, Any], dict[str, Any], Caller, Caller]:
     """A code task claimed by a loop (its role's credential) and the launch's credential."""
-    pid = svc.project(review_mode="human")
+    pid = svc.project(review_mode=review_mode)
     task = svc.task(pid, kind="code")
     loop = svc.agent(pid, credential_class="supervised")
     attempt = claim(loop, pid, task)["claim"]["attempt"]
@@ -53,9 +55,9 @@ def launched(svc: Service) -> tuple[str, dict[str, Any], dict[str, Any], Caller,
     return pid, task, attempt, loop, launch
 
 
-def submitted(svc: Service, tmp_path: Path) -> Submitted:
+def submitted(svc: Service, tmp_path: Path, review_mode: str = "human") -> Submitted:
     change = make_change(tmp_path / "repo")
-    pid, task, attempt, loop, launch = launched(svc)
+    pid, task, attempt, loop, launch = launched(svc, review_mode)
     data = launch.post(
         f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
         {
@@ -169,3 +171,36 @@ def test_a_secret_in_the_patch_is_refused_and_nothing_kept(svc: Service, tmp_pat
     run.loop.post(f"{run.at}/artifacts/patch", body)
     browse_as(svc, svc.admin)
     assert "carried a secret" in svc.client.get(run.page).text
+
+
+def test_the_landing_and_its_checks_beside_the_change(svc: Service, tmp_path: Path) -> None:
+    run = submitted(svc, tmp_path, review_mode="none")
+    body = patch_body(run)
+    run.loop.post(f"{run.at}/artifacts/patch", body)
+    integrator = svc.agent(run.pid, credential_class="integrator", session=False)
+    flow = svc.admin.get(f"/api/v1/projects/{run.pid}/tasks/{run.task['id']}/workflow")
+    act = next(a for a in flow["activities"] if a["kind"] == "integration")
+    integrator.post(
+        f"/api/v1/projects/{run.pid}/workflow-activities/{act['id']}/landing",
+        {
+            "submission_id": run.submission["id"],
+            "landed_revision": "d" * 40,
+            "reviewed_diff": body["reviewed_diff"],
+            "checks": [
+                {
+                    "name": "unit",
+                    "outcome": "passed",
+                    "exit_code": 0,
+                    "command": "pytest -q",
+                    "duration_ms": 2500,
+                    "tail": f"12 passed {HOSTILE}",
+                }
+            ],
+        },
+    )
+    browse_as(svc, svc.admin)
+    html = svc.client.get(run.page).text
+    assert 'id="landed-revision">' + "d" * 40 in html
+    assert 'id="diff-matches"' in html
+    assert "<code>pytest -q</code>" in html and "2.5 s" in html
+    assert "12 passed &lt;script&gt;" in html
