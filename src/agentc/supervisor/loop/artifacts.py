@@ -44,7 +44,7 @@ def record_patch(
         )
         body["submission_id"] = sub["id"]
         _send(client, attempt_id, body)
-    except AgentcError as exc:
+    except (AgentcError, OSError, ValueError, KeyError) as exc:  # never stops the settling
         return f"the patch was not recorded: {exc}"
     return f"recorded the patch ({len(body['files'])} files)"
 
