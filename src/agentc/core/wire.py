@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 
 from agentc.core import model as m
 from agentc.core.rules import ID_PATTERN
@@ -72,10 +72,28 @@ class Submission(Body):
     ac_amendment: Amendment | None = None
 
 
+LineNumber = Annotated[int, Field(ge=1, le=m.COUNTER_MAX)]
+
+
 class Finding(Body):
+    """A reviewer's finding; with ``path`` (a file of the submission's change, its new name)
+    and optionally ``line`` to ``end_line`` (that file's lines after the change; a deleted
+    file's, before it), it is about those lines (the console shows it on them)."""
+
     severity: ByValue[m.Severity]
     remedy: Summary
     evidence: Annotated[str, text(8192)] = ""
+    path: Annotated[str, text(4096, min_length=1)] | None = None
+    line: LineNumber | None = None
+    end_line: LineNumber | None = None
+
+    @model_validator(mode="after")
+    def _placed(self) -> Finding:
+        if self.line is not None and self.path is None:
+            raise ValueError("a finding's line needs its path")
+        if self.end_line is not None and (self.line is None or self.end_line < self.line):
+            raise ValueError("a finding's end_line needs a line at or before it")
+        return self
 
 
 class Review(Body):

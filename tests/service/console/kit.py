@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ def form_of(svc: Service, path: str = "/console/access") -> dict[str, str]:
 
 
 def post_form(
-    svc: Service, path: str, data: dict[str, str], origin: str | None = ORIGIN
+    svc: Service, path: str, data: Mapping[str, str | list[str]], origin: str | None = ORIGIN
 ) -> httpx2.Response:
     headers = {"Origin": origin} if origin else {}
     return svc.client.post(path, data=data, headers=headers, follow_redirects=False)

@@ -6,76 +6,15 @@ and a folded large file, hunks with line numbers, escaped agent text, and both v
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agentc.supervisor.loop.patch import of_revisions
-from tests.kit.changes import HOSTILE, Change, make_change
+from tests.kit.changes import HOSTILE, make_change
+from tests.service.console.change_kit import launched, patch_body, submitted
 from tests.service.console.kit import browse_as
-from tests.service.kit import ApiError, Caller, Service, claim, evidence
-
-
-@dataclass
-class Submitted:
-    pid: str
-    task: dict[str, Any]
-    attempt: dict[str, Any]
-    loop: Caller
-    submission: dict[str, Any]
-    change: Change
-
-    @property
-    def at(self) -> str:
-        return f"/api/v1/projects/{self.pid}/attempts/{self.attempt['id']}"
-
-    @property
-    def page(self) -> str:
-        return (
-            f"/console/projects/{self.pid}/tasks/{self.task['id']}"
-            f"/submissions/{self.submission['id']}"
-        )
-
-
-def launched(
-    svc: Service, review_mode: str = "human"
-) -> tuple[str, dict[str, Any], dict[str, Any], Caller, Caller]:
-    """A code task claimed by a loop (its role's credential) and the launch's credential."""
-    pid = svc.project(review_mode=review_mode)
-    task = svc.task(pid, kind="code")
-    loop = svc.agent(pid, credential_class="supervised")
-    attempt = claim(loop, pid, task)["claim"]["attempt"]
-    minted = loop.post(
-        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/credentials",
-        {"generation": attempt["generation"]},
-    )
-    launch = Caller(svc.client, {"Authorization": f"Bearer {minted['token']}"})
-    return pid, task, attempt, loop, launch
-
-
-def submitted(svc: Service, tmp_path: Path, review_mode: str = "human") -> Submitted:
-    change = make_change(tmp_path / "repo")
-    pid, task, attempt, loop, launch = launched(svc, review_mode)
-    data = launch.post(
-        f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": attempt["generation"],
-            "kind": "code",
-            "summary": "did it",
-            "acceptance_evidence": evidence(["it works"]),
-            "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
-            "candidate_revision": change.candidate,
-            "base_revision": change.base,
-        },
-    )
-    return Submitted(pid, task, attempt, loop, data["submission"], change)
-
-
-def patch_body(run: Submitted, cap: int = 1 << 20) -> dict[str, Any]:
-    body = of_revisions(run.change.repo, run.change.base, run.change.candidate, cap)
-    return {**body, "submission_id": run.submission["id"]}
+from tests.service.kit import ApiError, Service
 
 
 def test_the_loop_records_the_patch_and_the_page_shows_it(svc: Service, tmp_path: Path) -> None:

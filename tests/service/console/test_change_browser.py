@@ -4,10 +4,14 @@ one) and no script run from the agent's text."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import Page, expect
 
+from agentc.supervisor.contracts import implementer_prompt
+from agentc.supervisor.loop.feedback import of_workflow
 from agentc.supervisor.loop.patch import of_revisions
 from tests.kit.changes import make_change
 from tests.kit.live import LiveServer
@@ -17,25 +21,27 @@ from tests.service.kit import evidence
 __all__ = ["browser", "page", "server"]
 
 
-def test_a_submissions_change_in_the_browser(page: Page, server: LiveServer, tmp_path: Path):
+def _submitted(server: LiveServer, tmp_path: Path, review_mode: str) -> tuple[str, Any, Any]:
+    """A code task of a new project, submitted with its patch by an agent (that agent's
+    token is closed after); the project id, the task and the submission."""
     change = make_change(tmp_path / "repo")
     admin = server.admin_client()
     pid = admin.post(
         "/api/v1/projects",
         json={
-            "name": "diffs",
+            "name": f"diffs-{review_mode}",
             "repository_url": "https://git.example/d.git",
-            "review_mode": "human",
+            "review_mode": review_mode,
         },
-        headers={"Idempotency-Key": "diffs"},
+        headers={"Idempotency-Key": f"diffs-{review_mode}"},
     ).json()["data"]["id"]
     task = admin.post(
         f"/api/v1/projects/{pid}/tasks",
         json={"title": "Change things", "acceptance_criteria": ["it works"], "kind": "code"},
-        headers={"Idempotency-Key": "task"},
+        headers={"Idempotency-Key": f"task-{review_mode}"},
     ).json()["data"]["task"]
     admin.close()
-    with Agent(server, pid) as agent:
+    with Agent(server, pid, name="implementer") as agent:
         attempt = agent.post(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]
@@ -54,6 +60,11 @@ def test_a_submissions_change_in_the_browser(page: Page, server: LiveServer, tmp
         )["submission"]
         body = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
         agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
+    return pid, task, sub
+
+
+def test_a_submissions_change_in_the_browser(page: Page, server: LiveServer, tmp_path: Path):
+    pid, task, _sub = _submitted(server, tmp_path, "human")
     page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
     sign_in(page, server)
     page.goto(f"{server.url}/console/projects/{pid}/tasks/{task['id']}")
@@ -67,3 +78,67 @@ def test_a_submissions_change_in_the_browser(page: Page, server: LiveServer, tmp
     expect(large.locator("table.diff")).to_be_visible()
     page.get_by_role("link", name="Side by side").click()
     expect(page.locator("table.diff.split").first).to_be_visible()
+
+
+def test_review_on_the_lines_in_the_browser(page: Page, server: LiveServer, tmp_path: Path):
+    """An agent reviewer's finding is shown on its line; a person clicks a line number,
+    comments and requests changes; the comment is a finding with file and line, and the next
+    implementer's prompt carries it."""
+    pid, task, sub = _submitted(server, tmp_path, "both")
+    with Agent(server, pid, name="reviewer") as reviewer:
+        flow = reviewer.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}/workflow")
+        act = next(a for a in flow.json()["data"]["activities"] if a["kind"] == "agent_review")
+        at = f"/api/v1/projects/{pid}/workflow-activities/{act['id']}"
+        held = reviewer.post(f"{at}/claim", {"expected_submission_id": sub["id"]})
+        finding = {"severity": "advisory", "remedy": "say why 2", "path": "app.py", "line": 2}
+        reviewer.post(
+            f"{at}/review",
+            {
+                "generation": held["attempt"]["generation"],
+                "submission_id": sub["id"],
+                "decision": "approved",
+                "summary": "fine by me",
+                "findings": [finding],
+            },
+        )
+    page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
+    sign_in(page, server)
+    change = f"{server.url}/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}"
+    page.goto(change)
+    app = page.locator("details.file", has_text="app.py")
+    expect(app.locator("tr.notes")).to_contain_text("say why 2")  # the agent's, on its line
+    expect(page.locator("#criteria")).to_contain_text("it works")
+    # A click on the new line number 5 of app.py puts it in the first comment.
+    app.locator("tr[id$='-n5'] td.ln").nth(1).click()
+    expect(page.locator("#cpath0")).to_have_value("app.py")
+    expect(page.locator("#cline0")).to_have_value("5")
+    expect(page.locator("#crem0")).to_be_focused()
+    page.locator("#crem0").fill("print nothing here")
+    page.get_by_label("Request changes").check()
+    page.locator("#summary").fill("one line to fix")
+    page.get_by_role("button", name="Send review").click()
+    expect(page).to_have_url(change)
+    expect(app.locator("tr.notes", has_text="print nothing here")).to_be_visible()
+    expect(page.locator("#review-form")).to_have_count(0)
+    with Agent(server, pid, name="implementer") as agent:
+        fresh = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}").json()["data"]
+        claimed = agent.post(
+            f"/api/v1/projects/{pid}/claims",
+            {"task_id": task["id"], "expected_task_revision": fresh["revision"]},
+        )["claim"]
+        flow = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}/workflow")
+    prompt = implementer_prompt(
+        project=pid,
+        task=claimed["task"],
+        session="s",
+        attempt=claimed["attempt"]["id"],
+        generation=claimed["attempt"]["generation"],
+        checkout="/c",
+        instructions={},
+        feedback=of_workflow(flow.json()["data"]),
+    )
+    data = json.loads(prompt.split("<task-data>\n")[1].split("\n</task-data>")[0])
+    [review] = data["changes_requested"]["reviews"]
+    assert review["findings"] == [
+        {"severity": "required", "remedy": "print nothing here", "path": "app.py", "line": 5}
+    ]

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
 
 import httpx
 
+from tests.client.kit import admin_get
 from tests.kit.live import LiveServer
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, make_loop_kit
 
@@ -42,5 +44,25 @@ def test_a_ready_task_is_claimed_launched_and_submitted(
     assert ref == f"refs/agent-coordinator/candidates/{task['id']}/{final['launch_id']}"
     submission = loop.submission(task["id"])
     assert submission["candidate_ref"] == ref and submission["candidate_revision"] == revision
+    # The loop recorded the submission's patch (decision D45) from the two revisions.
+    patch = admin_get(
+        loop.admin,
+        f"/api/v1/projects/{loop.project}/attempts/{submission['attempt_id']}/artifacts/patch",
+    )
+    assert patch["submission_id"] == submission["id"]
+    assert patch["candidate_revision"] == revision
+    assert patch["base_revision"] == submission["base_revision"]
+    assert patch["files"] == [
+        {"path": "greeting.txt", "old_path": None, "status": "added", "added": 1, "removed": 0}
+    ]
+    raw = subprocess.run(
+        ["git", "-C", str(loop.origin), "diff-tree", "-r", "-z", "--no-renames"]
+        + [submission["base_revision"], revision],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert patch["reviewed_diff"] == "sha256:" + hashlib.sha256(raw).hexdigest()
+    assert "+hi" in patch["patch"]
+    assert "recorded the patch (1 files)" in result.stderr, result.stderr
     push_dir = loop.state / "push"
     assert [p.name for p in push_dir.iterdir() if not p.name.startswith(".")] == []

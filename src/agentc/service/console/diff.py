@@ -34,6 +34,7 @@ class Line:
     new: int | None
     text: str
     html: Markup = Markup("")
+    notes: list[dict[str, Any]] = field(default_factory=list)  # findings shown under it
 
 
 @dataclass
@@ -52,6 +53,7 @@ class FileDiff:
     binary: bool = False
     headers: list[str] = field(default_factory=list)
     hunks: list[Hunk] = field(default_factory=list)
+    noted: bool = False  # a finding is shown on one of its lines (then it starts open)
 
     @property
     def size(self) -> int:
@@ -59,7 +61,43 @@ class FileDiff:
 
     @property
     def collapsed(self) -> bool:
-        return self.size > COLLAPSED_LINES
+        return self.size > COLLAPSED_LINES and not self.noted
+
+    def number(self, line: Line) -> int | None:
+        """A line's number as a finding names it: the new file's (a deleted file's old)."""
+        return line.old if self.status == "deleted" else line.new
+
+
+def anchor(index: int, line: Line) -> str:
+    """The id of a line's row on the page (``index``: the file's, from 1)."""
+    return f"f{index}-" + (f"n{line.new}" if line.new is not None else f"o{line.old}")
+
+
+def place(files: list[FileDiff], notes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put each finding that names a shown line (``path``, ``line``, ``end_line``) under that
+    line (a range's last, else its first), setting its ``anchor``; returns the rest."""
+    where: dict[tuple[str, int], tuple[FileDiff, int, Line]] = {}
+    for index, f in enumerate(files, start=1):
+        for h in f.hunks:
+            for line in h.lines:
+                number = f.number(line)
+                if number is not None and line.kind != "note":
+                    where[(f.path, number)] = (f, index, line)
+    rest = []
+    for note in notes:
+        spots = [
+            where.get((note.get("path") or "", n or 0))
+            for n in (note.get("end_line"), note.get("line"))
+        ]
+        spot = next((s for s in spots if s is not None), None)
+        if spot is None:
+            rest.append(note)
+            continue
+        f, index, line = spot
+        line.notes.append(note)
+        note["anchor"] = anchor(index, line)
+        f.noted = True
+    return rest
 
 
 def sections(patch: str) -> list[list[str]]:

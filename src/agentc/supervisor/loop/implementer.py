@@ -22,7 +22,7 @@ from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.request import CoordinatorAccess
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import artifacts, coordinator, hostlaunch, push, repo
+from agentc.supervisor.loop import artifacts, coordinator, feedback, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
@@ -134,6 +134,7 @@ class ImplementerLaunch(LeasedLaunch):
             generation=int(attempt["generation"]),
             checkout=str(checkout),
             instructions=repo.instruction_files(self.mirror, head),
+            feedback=feedback.read(client, self.task),
         )
         self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
