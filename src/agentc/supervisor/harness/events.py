@@ -56,6 +56,8 @@ class RunSummary:
     events: int
     unpriced_reason: str | None = None
     priced_model: str | None = None
+    steps: tuple[dict[str, Any], ...] = ()  # what the agent did (Step.view), the first MAX_STEPS
+    steps_dropped: int = 0
 
 
 class StreamReader:
@@ -135,6 +137,8 @@ class StreamReader:
             events=s.events,
             unpriced_reason=reason,
             priced_model=priced,
+            steps=tuple(step.view() for step in s.steps),
+            steps_dropped=s.steps_dropped,
         )
 
 
