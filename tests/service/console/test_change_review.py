@@ -186,3 +186,14 @@ def test_an_agent_reviewers_findings_on_their_lines(svc: Service, tmp_path: Path
     assert _row_then_note(page, f"f{gone}-o1", "was it needed")  # a deleted file: old lines
     assert "by an agent" in page
     assert 'id="elsewhere"' in page and 'href="#file-list">app.py:999</a>' in page
+    # the task page names each attempt's role and who reviewed, in words
+    task_page = svc.client.get(f"/console/projects/{run.pid}/tasks/{run.task['id']}").text
+    assert '<td class="role">implementer</td>' in task_page
+    assert '<td class="role">reviewer</td>' in task_page
+    assert "approved by an agent" in task_page and "by a agent" not in task_page
+    board = svc.client.get(f"/console/projects/{run.pid}").text
+    assert "reviewed by an agent" in board
+    settings = svc.client.get(f"/console/projects/{run.pid}/settings").text
+    assert (
+        '<option value="either" >an agent or a person, whoever takes it first</option>' in settings
+    )

@@ -33,6 +33,14 @@ _env = Environment(
 )
 _env.globals["new_key"] = new_id
 _env.globals["statuses"] = [s.value for s in WorkStatus]
+# Who reviews, in words (the review mode's name is the API's, shown only as the form's value).
+_env.globals["who_reviews"] = {
+    "none": "nobody (no review)",
+    "agent": "an agent",
+    "human": "a person",
+    "both": "an agent and a person",
+    "either": "an agent or a person, whoever takes it first",
+}
 
 
 @dataclass(frozen=True)
