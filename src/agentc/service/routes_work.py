@@ -48,6 +48,7 @@ from agentc.service.work import (
     leases,
     projects,
     reviews,
+    steps,
     tasks,
     telemetry,
     workflow,
@@ -277,6 +278,22 @@ _record_route(
     artifacts.record_patch,
     artifacts.PatchIn,
     name="record_patch",
+    status_code=201,
+)
+
+
+@router.get(AT + "/artifacts/steps", tags=["workflow"])
+async def get_steps(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(request, lambda tx, _a: steps.read_steps(tx.conn, project_id, attempt_id))
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/steps",
+    "workflow",
+    steps.record_steps,
+    steps.StepsIn,
+    name="record_steps",
     status_code=201,
 )
 _record_route(

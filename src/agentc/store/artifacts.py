@@ -50,3 +50,14 @@ def of_submission(conn: Connection, submission_id: str, kind: str) -> Artifact |
 def of_task(conn: Connection, task_id: str) -> list[Artifact]:
     """The task's artifacts, oldest first, with empty bodies (for listing)."""
     return fetch_all(conn, _OF_TASK, Artifact, task_id=task_id)
+
+
+_OF_TASK_KIND = (
+    f"SELECT {columns(Artifact)} FROM work_artifacts "
+    "WHERE task_id = :task_id AND kind = :kind ORDER BY created_at"
+)
+
+
+def of_task_kind(conn: Connection, task_id: str, kind: str) -> list[Artifact]:
+    """The task's artifacts of one kind, with their bodies, oldest first."""
+    return fetch_all(conn, _OF_TASK_KIND, Artifact, task_id=task_id, kind=kind)

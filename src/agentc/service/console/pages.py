@@ -11,7 +11,7 @@ from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.service.auth import visible_projects
 from agentc.service.console.render import HERE, Viewer, html, page, router
-from agentc.service.work import tasks
+from agentc.service.work import steps, tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
 from agentc.store import artifacts
@@ -120,6 +120,7 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             and not task["current_attempt_id"]
             and task["phase"] not in ("review", "integration"),
             "events": _task_events(tx, project_id, task),
+            "runs": steps.of_task(tx.conn, task_id),
             "patches": {
                 a.submission_id for a in artifacts.of_task(tx.conn, task_id) if a.kind == "patch"
             },

@@ -27,6 +27,7 @@ from agentc.service.ops import Op, Result, new_id
 from agentc.service.work.refusals import conflict, missing
 from agentc.store import artifacts, leases
 from agentc.store.artifacts import Artifact
+from agentc.store.leases import Attempt
 from agentc.store.sql import fetch_row, insert
 from agentc.store.workflow import Submission
 
@@ -58,13 +59,22 @@ class PatchIn(Body):
     note: Annotated[str, text(1000)] = ""  # why the text is withheld
 
 
-def record_patch(op: Op, project_id: str, attempt_id: str, body: PatchIn) -> Result:
-    """Keep the patch of the attempt's code submission (once; the same again is a replay)."""
+def own_attempt(op: Op, project_id: str, attempt_id: str, kind: str) -> Attempt:
+    """The attempt whose ``kind`` artifact the actor records: theirs (an agent's, never a
+    person's), of the project, without one yet."""
     attempt = leases.get_project_attempt(op.conn, project_id, attempt_id)
     if attempt is None:
         raise missing(f"no attempt {attempt_id}")
     if op.actor.is_human or op.actor.principal_id != attempt.owner_id:
         raise denied("only the attempt's own agent records its artifacts")
+    if artifacts.of_attempt(op.conn, attempt_id, kind) is not None:
+        raise conflict("artifact_exists", f"attempt {attempt_id} already has its {kind}")
+    return attempt
+
+
+def record_patch(op: Op, project_id: str, attempt_id: str, body: PatchIn) -> Result:
+    """Keep the patch of the attempt's code submission (once; the same again is a replay)."""
+    attempt = own_attempt(op, project_id, attempt_id, "patch")
     sub = fetch_row(op.conn, Submission, body.submission_id)
     if sub is None or sub.attempt_id != attempt_id:
         raise missing(f"attempt {attempt_id} made no submission {body.submission_id}")
@@ -74,17 +84,32 @@ def record_patch(op: Op, project_id: str, attempt_id: str, body: PatchIn) -> Res
             "the patch is not of the submission's revisions: "
             f"base {sub.base_revision}, candidate {sub.candidate_revision}",
         )
-    if artifacts.of_attempt(op.conn, attempt_id, "patch") is not None:
-        raise conflict("artifact_exists", f"attempt {attempt_id} already has its patch")
     data = body.model_dump(exclude={"submission_id", "reviewed_diff"})
+    row = keep(
+        op, attempt, "patch", data, sub.id, body.reviewed_diff, files=len(body.files),
+        withheld=body.patch is None,
+    )  # fmt: skip
+    return Result({"id": row.id, "kind": "patch", "digest": row.digest}, status=201)
+
+
+def keep(
+    op: Op,
+    attempt: Attempt,
+    kind: str,
+    data: dict[str, Any],
+    submission_id: str | None = None,
+    digest: str | None = None,
+    **said: Any,
+) -> Artifact:
+    """Insert the attempt's ``kind`` artifact and its ``artifact.recorded`` event (``said``)."""
     row = Artifact(
         id=new_id(),
-        project_id=project_id,
+        project_id=attempt.project_id,
         task_id=attempt.task_id,
-        attempt_id=attempt_id,
-        submission_id=sub.id,
-        kind="patch",
-        digest=body.reviewed_diff,
+        attempt_id=attempt.id,
+        submission_id=submission_id,
+        kind=kind,
+        digest=digest,
         body_json=json.dumps(data, separators=(",", ":")),
         created_by=op.actor.principal_id,
         created_at=op.now,
@@ -92,15 +117,14 @@ def record_patch(op: Op, project_id: str, attempt_id: str, body: PatchIn) -> Res
     insert(op.conn, row)
     op.event(
         "artifact.recorded",
-        project_id,
+        attempt.project_id,
         row.id,
-        artifact="patch",
-        attempt_id=attempt_id,
-        submission_id=sub.id,
-        files=len(body.files),
-        withheld=body.patch is None,
+        artifact=kind,
+        attempt_id=attempt.id,
+        submission_id=submission_id,
+        **said,
     )
-    return Result({"id": row.id, "kind": "patch", "digest": row.digest}, status=201)
+    return row
 
 
 def patch_view(row: Artifact) -> dict[str, Any]:
