@@ -32,6 +32,7 @@ from agentc.service.schemas import (
     PolicyIn,
     ProjectIn,
     ReleaseIn,
+    RenewIn,
     ReviewIn,
     SendBackIn,
     SubmissionIn,
@@ -137,7 +138,7 @@ async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
 
 
 LANE.append(lane_route("POST", router.prefix + P + "/claims", ClaimIn, claim))
-_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn, lane=True)
+_record_route("POST", AT + "/renew", "leases", leases.renew, RenewIn, lane=True)
 _record_route(
     "POST",
     AT + "/checkpoints",

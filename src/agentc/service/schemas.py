@@ -149,6 +149,13 @@ class GenerationIn(Body):
     generation: Counter
 
 
+class RenewIn(Body):
+    generation: Counter
+    # What the agent is doing now, as its supervisor read it from the launch's stream (agent
+    # text, screened like any body): shown live on the task page (docs/console.md).
+    step: Annotated[str, text(300)] | None = None
+
+
 class CheckpointIn(Body):
     generation: Counter
     summary: Summary

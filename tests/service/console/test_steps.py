@@ -5,10 +5,13 @@ its ending, cost, tokens, duration and steps, agent text escaped."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentc.supervisor.loop.steps import Tail
 from tests.kit.changes import HOSTILE
 from tests.service.console.change_kit import launched
 from tests.service.console.kit import browse_as
@@ -113,3 +116,39 @@ def test_a_secret_in_a_step_is_refused_and_the_ending_kept_without_steps(svc: Se
     html = svc.client.get(f"/console/projects/{pid}/tasks/{task['id']}").text
     assert key not in html and f"The steps are not shown: {note}" in html
     assert "$0.1234" in html
+
+
+def test_the_current_step_rides_on_the_renewal(svc: Service) -> None:
+    pid, task, attempt, loop, launch = launched(svc)
+    at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+    gen = attempt["generation"]
+    key = svc.agent(pid).issued["token"]
+    resp = loop.raw("POST", f"{at}/renew", {"generation": gen, "step": f"Bash: echo {key}"})
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "secret_detected"
+    # The launch cannot renew (nor tell a step): the loop holds the lease.
+    resp = launch.raw("POST", f"{at}/renew", {"generation": gen, "step": "Bash: lies"})
+    assert resp.status_code == 403, resp.text
+    for step in ("Bash: git status", f"Edit: {HOSTILE}"):
+        loop.post(f"{at}/renew", {"generation": gen, "step": step})
+    loop.post(f"{at}/renew", {"generation": gen})  # no step: the last one told stays
+    browse_as(svc, svc.admin)
+    html = svc.client.get(f"/console/projects/{pid}/tasks/{task['id']}").text
+    assert key not in html and HOSTILE not in html
+    assert '<span class="step-now">Edit: &lt;script&gt;' in html and "Working now, for" in html
+    board = svc.client.get(f"/console/projects/{pid}").text
+    assert board.count("an agent is working on it") == 1
+    loop.post(f"{at}/release", {"generation": gen, "handoff": "stopping"})
+    assert "Working now" not in svc.client.get(f"/console/projects/{pid}/tasks/{task['id']}").text
+    assert "an agent is working on it" not in svc.client.get(f"/console/projects/{pid}").text
+
+
+def test_the_loop_reads_the_current_step_as_the_stream_grows(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    tail = Tail(run, "claude")
+    assert tail.current() is None  # no stream yet
+    tool = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make test"}}
+    line = {"type": "assistant", "message": {"id": "m1", "content": [tool]}}
+    (run / "events.jsonl").write_text(json.dumps(line) + "\n" + '{"type": "assis')
+    assert tail.current() == "Bash: make test"
+    assert Tail(run, "command:/bin/agent").current() is None  # its output is its own

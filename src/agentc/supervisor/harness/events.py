@@ -92,6 +92,11 @@ class StreamReader:
             self._state.events += 1
             self._apply(self._state, event)
 
+    def current_step(self) -> str | None:
+        """The newest step so far in a line (``Bash: git commit -m x``), or None."""
+        last = self._state.last
+        return None if last is None else f"{last.name}: {last.detail}"[:300].rstrip(": ")
+
     def summary(
         self, *, model: str | None = None, prices: Mapping[str, Price] = DEFAULT_PRICES
     ) -> RunSummary:

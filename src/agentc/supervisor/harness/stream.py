@@ -114,13 +114,15 @@ class State:
     own_priced: bool = False
     steps: list[Step] = field(default_factory=list)
     steps_dropped: int = 0
+    last: Step | None = None  # the newest step, kept or not (what the agent is doing now)
 
     def step(self, kind: str, name: object, detail: object = "", **more: Any) -> None:
+        named = name[:100] if isinstance(name, str) and name else kind
+        self.last = Step(kind, named, detail_of(detail), **more)
         if len(self.steps) >= MAX_STEPS:
             self.steps_dropped += 1
             return
-        named = name[:100] if isinstance(name, str) and name else kind
-        self.steps.append(Step(kind, named, detail_of(detail), **more))
+        self.steps.append(self.last)
 
     def ended(self, ref: object, ok: bool, exit_code: int | None = None) -> None:
         """A tool call's result: marks the newest step of that call."""

@@ -112,11 +112,12 @@ def renew(
     *,
     gone: Callable[[str], str],
     label: str,
+    step: str | None = None,
 ) -> tuple[str | None, float]:
     """Renew ``lease``; returns why to stop (``gone(code)`` when the coordinator says the lease
     is over for good) and when to renew next (with ``backoff`` after a failure)."""
     try:
-        data = coordinator.renew(client, lease.attempt_id, lease.generation)
+        data = coordinator.renew(client, lease.attempt_id, lease.generation, step)
     except CoordinatorError as exc:
         if exc.code in coordinator.FINAL_CODES:
             return gone(str(exc.code)), now
@@ -302,6 +303,7 @@ class LeasedLaunch:
         next_renew, next_beat = started + lease.renew_after, started
         cap = min(300.0, lease.renew_after)
         backoff = Backoff(first=min(30.0, cap), cap=cap)
+        tail = steps.Tail(self.layout.run, self.vendor["harness"])
         while running.proc.poll() is None:
             now = time.monotonic()
             if now >= next_beat:
@@ -310,7 +312,9 @@ class LeasedLaunch:
             reason = "the host supervisor stopped" if self.loop.stopping else None
             reason = reason or gate(now - started)
             if reason is None and now >= next_renew:
-                reason, next_renew = renew(client, lease, backoff, now, gone=gone, label=label)
+                reason, next_renew = renew(
+                    client, lease, backoff, now, gone=gone, label=label, step=tail.current()
+                )
             if reason is not None:
                 log(f"{stop_note}: {reason}")
                 self.stopped = reason

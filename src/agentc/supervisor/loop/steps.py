@@ -65,6 +65,29 @@ def ending_of(
     return Ending("released", f"{exited}; the supervisor released the attempt")
 
 
+class Tail:
+    """The running launch's ``events.jsonl`` read as it grows (never following a link), for
+    the current step the loop tells with each renewal; nothing for a ``command:`` agent."""
+
+    def __init__(self, run: Path, harness: str) -> None:
+        self.path, self.offset = run / "events.jsonl", 0
+        known = not registry.is_command(harness) and registry.named(harness) is not None
+        self.reader = StreamReader(harness) if known else None
+
+    def current(self) -> str | None:
+        if self.reader is None:
+            return None
+        try:
+            with open_regular(self.path) as handle:
+                handle.seek(self.offset)
+                while chunk := handle.read(_READ):
+                    self.reader.feed(chunk)
+                    self.offset += len(chunk)
+        except OSError:
+            pass
+        return self.reader.current_step()
+
+
 def summary_of(
     run: Path, harness: str, model: str | None, prices: Mapping[str, Price]
 ) -> RunSummary | None:
