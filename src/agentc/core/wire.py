@@ -17,7 +17,7 @@ from typing import Annotated, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 
 from agentc.core import model as m
-from agentc.core.rules import ID_PATTERN
+from agentc.core.rules import ID_PATTERN, finding_place_problem
 
 NO_NUL = r"^[^\x00]*$"
 """Text holds no NUL character (PostgreSQL's text cannot store one)."""
@@ -83,16 +83,15 @@ class Finding(Body):
     severity: ByValue[m.Severity]
     remedy: Summary
     evidence: Annotated[str, text(8192)] = ""
-    path: Annotated[str, text(4096, min_length=1)] | None = None
+    path: Annotated[str, text(m.FINDING_PATH_MAX, min_length=1)] | None = None
     line: LineNumber | None = None
     end_line: LineNumber | None = None
 
     @model_validator(mode="after")
     def _placed(self) -> Finding:
-        if self.line is not None and self.path is None:
-            raise ValueError("a finding's line needs its path")
-        if self.end_line is not None and (self.line is None or self.end_line < self.line):
-            raise ValueError("a finding's end_line needs a line at or before it")
+        problem = finding_place_problem(self.path, self.line, self.end_line)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

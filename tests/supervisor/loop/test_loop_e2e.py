@@ -168,7 +168,7 @@ def test_the_loop_records_what_the_agent_did(
     assert (recorded["data"]["ending"], recorded["data"]["steps"]) == ("submitted", 3)
 
 
-AWS_KEY = "AKIAZ3P7QX9K2LMN4VB8"
+AWS_KEY = "AKIA" + "Z3P7QX9K2LMN4VB8"  # made at run time: no file of the repository carries a key
 # Runs a command quoting a key, is refused by the vendor's rate limit and exits without work.
 LIMITED_CLAUDE = (
     '#!/bin/sh\n[ "$1" = auth ] && exit 0\ncat > /dev/null\n'

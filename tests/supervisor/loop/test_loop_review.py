@@ -117,6 +117,8 @@ def test_request_changes_sends_the_task_back_with_the_findings(
     assert decision["decision"] == "changes_requested"
     [finding] = decision["findings"]
     assert finding["severity"] == "required"
+    # The reviewer put it on the change's lines (FAILING_TEST's exit 1): posted with its place.
+    assert (finding["path"], finding["line"], finding.get("end_line")) == ("test.sh", 2, None)
     assert (
         finding["remedy"].startswith("test.sh fails: ")
         and "greeting.txt is missing" in (finding["remedy"])
