@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from agentc.supervisor.loop.patch import of_revisions
-from tests.kit.changes import Change, make_change
+from tests.kit.changes import HOSTILE, Change, make_change
+from tests.kit.live import LiveServer
+from tests.service.console.kit import Agent
 from tests.service.kit import Caller, Service, claim, evidence
 
 
@@ -70,3 +72,74 @@ def submitted(svc: Service, tmp_path: Path, review_mode: str = "human") -> Submi
 def patch_body(run: Submitted, cap: int = 1 << 20) -> dict[str, Any]:
     body = of_revisions(run.change.repo, run.change.base, run.change.candidate, cap)
     return {**body, "submission_id": run.submission["id"]}
+
+
+def steps_body(**more: Any) -> dict[str, Any]:
+    return {
+        "harness": "claude",
+        "model": "claude-sonnet-5",
+        "steps": [
+            {"kind": "model", "name": "message", "detail": "I will add the greeting."},
+            {"kind": "tool", "name": "Bash", "detail": "git commit -m greeting", "ok": True},
+            {"kind": "tool", "name": "Bash", "detail": HOSTILE, "ok": False, "exit_code": 2},
+            {"kind": "file", "name": "Write", "detail": "greeting.txt", "ok": True},
+        ],
+        "steps_dropped": 3,
+        "ending": "submitted",
+        "why": "the agent submitted its work; the launch exited with code 0",
+        "started_at_ms": 1_800_000_000_000,
+        "duration_ms": 125_000,
+        "usd": 0.1234,
+        "usd_estimated": False,
+        "input_tokens": 1200,
+        "cached_input_tokens": 300,
+        "output_tokens": 40,
+        **more,
+    }
+
+
+def submitted_live(
+    server: LiveServer, tmp_path: Path, review_mode: str, *, steps: bool = False
+) -> tuple[str, Any, Any]:
+    """On a live server (the browser tests'): a code task of a new project, submitted with its
+    patch by an agent (that agent's token is closed after); the project id, the task and the
+    submission; ``steps``: the attempt's run is recorded too (``steps_body``)."""
+    change = make_change(tmp_path / "repo")
+    admin = server.admin_client()
+    pid = admin.post(
+        "/api/v1/projects",
+        json={
+            "name": f"diffs-{review_mode}",
+            "repository_url": "https://git.example/d.git",
+            "review_mode": review_mode,
+        },
+        headers={"Idempotency-Key": f"diffs-{review_mode}"},
+    ).json()["data"]["id"]
+    task = admin.post(
+        f"/api/v1/projects/{pid}/tasks",
+        json={"title": "Change things", "acceptance_criteria": ["it works"], "kind": "code"},
+        headers={"Idempotency-Key": f"task-{review_mode}"},
+    ).json()["data"]["task"]
+    admin.close()
+    with Agent(server, pid, name="implementer") as agent:
+        attempt = agent.post(
+            f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
+        )["claim"]["attempt"]
+        at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+        sub = agent.post(
+            f"{at}/submissions",
+            {
+                "generation": attempt["generation"],
+                "kind": "code",
+                "summary": "did it",
+                "acceptance_evidence": evidence(["it works"]),
+                "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
+                "candidate_revision": change.candidate,
+                "base_revision": change.base,
+            },
+        )["submission"]
+        body = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
+        agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
+        if steps:
+            agent.post(f"{at}/artifacts/steps", steps_body())
+    return pid, task, sub

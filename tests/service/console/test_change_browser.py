@@ -6,65 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from playwright.sync_api import Page, expect
 
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.loop.feedback import of_workflow
-from agentc.supervisor.loop.patch import of_revisions
-from tests.kit.changes import make_change
 from tests.kit.live import LiveServer
+from tests.service.console.change_kit import submitted_live
 from tests.service.console.kit import Agent, browser, page, server, sign_in
-from tests.service.kit import evidence
 
 __all__ = ["browser", "page", "server"]
 
 
-def _submitted(server: LiveServer, tmp_path: Path, review_mode: str) -> tuple[str, Any, Any]:
-    """A code task of a new project, submitted with its patch by an agent (that agent's
-    token is closed after); the project id, the task and the submission."""
-    change = make_change(tmp_path / "repo")
-    admin = server.admin_client()
-    pid = admin.post(
-        "/api/v1/projects",
-        json={
-            "name": f"diffs-{review_mode}",
-            "repository_url": "https://git.example/d.git",
-            "review_mode": review_mode,
-        },
-        headers={"Idempotency-Key": f"diffs-{review_mode}"},
-    ).json()["data"]["id"]
-    task = admin.post(
-        f"/api/v1/projects/{pid}/tasks",
-        json={"title": "Change things", "acceptance_criteria": ["it works"], "kind": "code"},
-        headers={"Idempotency-Key": f"task-{review_mode}"},
-    ).json()["data"]["task"]
-    admin.close()
-    with Agent(server, pid, name="implementer") as agent:
-        attempt = agent.post(
-            f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
-        )["claim"]["attempt"]
-        at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
-        sub = agent.post(
-            f"{at}/submissions",
-            {
-                "generation": attempt["generation"],
-                "kind": "code",
-                "summary": "did it",
-                "acceptance_evidence": evidence(["it works"]),
-                "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
-                "candidate_revision": change.candidate,
-                "base_revision": change.base,
-            },
-        )["submission"]
-        body = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
-        agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
-    return pid, task, sub
-
-
 def test_a_submissions_change_in_the_browser(page: Page, server: LiveServer, tmp_path: Path):
-    pid, task, _sub = _submitted(server, tmp_path, "human")
+    pid, task, _sub = submitted_live(server, tmp_path, "human")
     page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
     sign_in(page, server)
     page.goto(f"{server.url}/console/projects/{pid}/tasks/{task['id']}")
@@ -84,7 +39,7 @@ def test_review_on_the_lines_in_the_browser(page: Page, server: LiveServer, tmp_
     """An agent reviewer's finding is shown on its line; a person clicks a line number,
     comments and requests changes; the comment is a finding with file and line, and the next
     implementer's prompt carries it."""
-    pid, task, sub = _submitted(server, tmp_path, "both")
+    pid, task, sub = submitted_live(server, tmp_path, "both")
     with Agent(server, pid, name="reviewer") as reviewer:
         flow = reviewer.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}/workflow")
         act = next(a for a in flow.json()["data"]["activities"] if a["kind"] == "agent_review")

@@ -13,33 +13,9 @@ import pytest
 
 from agentc.supervisor.loop.steps import Tail
 from tests.kit.changes import HOSTILE
-from tests.service.console.change_kit import launched
+from tests.service.console.change_kit import launched, steps_body
 from tests.service.console.kit import browse_as
 from tests.service.kit import ApiError, Service
-
-
-def steps_body(**more: Any) -> dict[str, Any]:
-    return {
-        "harness": "claude",
-        "model": "claude-sonnet-5",
-        "steps": [
-            {"kind": "model", "name": "message", "detail": "I will add the greeting."},
-            {"kind": "tool", "name": "Bash", "detail": "git commit -m greeting", "ok": True},
-            {"kind": "tool", "name": "Bash", "detail": HOSTILE, "ok": False, "exit_code": 2},
-            {"kind": "file", "name": "Write", "detail": "greeting.txt", "ok": True},
-        ],
-        "steps_dropped": 3,
-        "ending": "submitted",
-        "why": "the agent submitted its work; the launch exited with code 0",
-        "started_at_ms": 1_800_000_000_000,
-        "duration_ms": 125_000,
-        "usd": 0.1234,
-        "usd_estimated": False,
-        "input_tokens": 1200,
-        "cached_input_tokens": 300,
-        "output_tokens": 40,
-        **more,
-    }
 
 
 def test_the_loop_records_the_steps_and_the_task_page_shows_them(svc: Service) -> None:
