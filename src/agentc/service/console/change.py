@@ -75,6 +75,7 @@ async def change_page(
                 and a["state"] == ActivityState.QUEUED
             ],
             "comment_rows": COMMENT_ROWS,
+            "highlight_chars": diff.HIGHLIGHT_CHARS,
         }
 
     return await page(request, build)
