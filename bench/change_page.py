@@ -2,13 +2,13 @@
 
 A real git repository gets a change of `--lines` diff lines removed or added (every other line
 of Python source changed: half of them removed, half added, a line of context between each),
-spread over `--files` files; the supervisor's own code
-(`agentc.supervisor.loop.patch.of_revisions`) computes the patch from the two revisions and an
-agent records it with its submission on a real `agent-coordinator-server serve` (SQLite). The
-admin, signed in, then reads the change page over loopback HTTP, unified and side by side,
-`--rounds` times each: the whole request (the artifact read, the diff split by its hunk
-headers, Pygments' highlighting of every line, the template). The first request of each view is
-reported apart (cold: lexers and templates loaded).
+spread over `--files` files; the supervisor's own code (`of_revisions`, through the browser
+tests' kit) computes the patch from the two revisions and an agent records it with its
+submission on a real `agent-coordinator-server serve` (SQLite). The admin, signed in, then
+reads the change page over loopback HTTP, unified and side by side, `--rounds` times each: the
+whole request (the artifact read, the diff split by its hunk headers, Pygments' highlighting
+within the page's budget, the template). The first request of each view is reported apart
+(cold: lexers and templates loaded).
 
     uv run python bench/change_page.py [--lines 5000] [--files 20] [--rounds 10]
 
@@ -27,11 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.kit.changes import git  # noqa: E402
+from tests.kit.changes import Change, git  # noqa: E402
 from tests.kit.live import LiveServer, live_server  # noqa: E402
-from tests.service.console.kit import Agent  # noqa: E402
-
-from agentc.supervisor.loop.patch import of_revisions  # noqa: E402
+from tests.service.console.change_kit import submitted_live  # noqa: E402
 
 
 def source(n: int, lines: int, tag: str) -> str:
@@ -61,43 +59,11 @@ def repository(repo: Path, files: int, changed: int) -> tuple[str, str]:
     return base, git(repo, "rev-parse", "HEAD")
 
 
-def submit(live: LiveServer, repo: Path, base: str, candidate: str) -> tuple[str, int]:
-    """The change page's path and the recorded patch's size in bytes."""
-    admin = live.admin_client()
-    pid = admin.post(
-        "/api/v1/projects",
-        json={"name": "bench", "repository_url": "https://git.example/b.git"},
-        headers={"Idempotency-Key": "bench-project"},
-    ).json()["data"]["id"]
-    task = admin.post(
-        f"/api/v1/projects/{pid}/tasks",
-        json={"title": "A large change", "acceptance_criteria": ["it works"], "kind": "code"},
-        headers={"Idempotency-Key": "bench-task"},
-    ).json()["data"]["task"]
-    admin.close()
-    with Agent(live, pid, name="bench-agent") as agent:
-        attempt = agent.post(
-            f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
-        )["claim"]["attempt"]
-        at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
-        sub = agent.post(
-            f"{at}/submissions",
-            {
-                "generation": attempt["generation"],
-                "kind": "code",
-                "summary": "a large change",
-                "acceptance_evidence": [{"criterion": "it works", "evidence": "ran it"}],
-                "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
-                "candidate_revision": candidate,
-                "base_revision": base,
-            },
-        )["submission"]
-        body = of_revisions(repo, base, candidate, 900 * 1024)
-        if not body.get("patch"):
-            raise SystemExit(f"the patch was not kept: {body['note']}")
-        agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
-    page = f"/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}"
-    return page, int(body["patch_bytes"])
+def submit(live: LiveServer, work: Path, base: str, candidate: str) -> str:
+    """The change page's path (the test kit's submission, this change)."""
+    change = Change(work / "repo", base, candidate)
+    pid, task, sub = submitted_live(live, work, "human", change=change)
+    return f"/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}"
 
 
 def measure(live: LiveServer, page: str, rounds: int) -> None:
@@ -130,7 +96,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="agentc-bench-change-"))
     base, candidate = repository(work / "repo", args.files, args.lines)
     with live_server(str(work / "c.sqlite3"), work) as live:
-        page, size = submit(live, work / "repo", base, candidate)
+        page = submit(live, work, base, candidate)
+        size = len(git(work / "repo", "diff", base, candidate).encode())
         print(
             f"{args.lines} lines removed or added in {args.files} files, the patch "
             f"{size / 1024:.0f} KiB; "

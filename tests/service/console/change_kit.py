@@ -51,20 +51,27 @@ def launched(
     return pid, task, attempt, loop, launch
 
 
+def code_submission(
+    task: dict[str, Any], attempt: dict[str, Any], change: Change
+) -> dict[str, Any]:
+    """The submission of a change for the task's claimed attempt (criterion "it works")."""
+    return {
+        "generation": attempt["generation"],
+        "kind": "code",
+        "summary": "did it",
+        "acceptance_evidence": evidence(["it works"]),
+        "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
+        "candidate_revision": change.candidate,
+        "base_revision": change.base,
+    }
+
+
 def submitted(svc: Service, tmp_path: Path, review_mode: str = "human") -> Submitted:
     change = make_change(tmp_path / "repo")
     pid, task, attempt, loop, launch = launched(svc, review_mode)
     data = launch.post(
         f"/api/v1/projects/{pid}/attempts/{attempt['id']}/submissions",
-        {
-            "generation": attempt["generation"],
-            "kind": "code",
-            "summary": "did it",
-            "acceptance_evidence": evidence(["it works"]),
-            "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
-            "candidate_revision": change.candidate,
-            "base_revision": change.base,
-        },
+        code_submission(task, attempt, change),
     )
     return Submitted(pid, task, attempt, loop, data["submission"], change)
 
@@ -99,12 +106,18 @@ def steps_body(**more: Any) -> dict[str, Any]:
 
 
 def submitted_live(
-    server: LiveServer, tmp_path: Path, review_mode: str, *, steps: bool = False
+    server: LiveServer,
+    tmp_path: Path,
+    review_mode: str,
+    *,
+    steps: bool = False,
+    change: Change | None = None,
 ) -> tuple[str, Any, Any]:
     """On a live server (the browser tests'): a code task of a new project, submitted with its
     patch by an agent (that agent's token is closed after); the project id, the task and the
-    submission; ``steps``: the attempt's run is recorded too (``steps_body``)."""
-    change = make_change(tmp_path / "repo")
+    submission; ``steps``: the attempt's run is recorded too (``steps_body``); ``change``:
+    that one instead of tests.kit.changes' (made under ``tmp_path``)."""
+    change = change or make_change(tmp_path / "repo")
     admin = server.admin_client()
     pid = admin.post(
         "/api/v1/projects",
@@ -126,18 +139,7 @@ def submitted_live(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]
         at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
-        sub = agent.post(
-            f"{at}/submissions",
-            {
-                "generation": attempt["generation"],
-                "kind": "code",
-                "summary": "did it",
-                "acceptance_evidence": evidence(["it works"]),
-                "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
-                "candidate_revision": change.candidate,
-                "base_revision": change.base,
-            },
-        )["submission"]
+        sub = agent.post(f"{at}/submissions", code_submission(task, attempt, change))["submission"]
         body = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
         agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
         if steps:
