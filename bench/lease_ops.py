@@ -210,9 +210,14 @@ async def direct(
 
 
 async def over_http(
-    url: str, pid: str, creds_list: list[Presented], seconds: float
+    url: str,
+    pid: str,
+    creds_list: list[Presented],
+    seconds: float,
+    ends: list[float] | None = None,
 ) -> tuple[int, list[float]]:
-    """N agents, one keep-alive connection each, doing the lease cycle over real HTTP."""
+    """N agents, one keep-alive connection each, doing the lease cycle over real HTTP (with
+    ends, each operation's end time too, time.perf_counter's, in the order of the latencies)."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     lat: list[float] = []
     count = 0
@@ -234,6 +239,8 @@ async def over_http(
                 "POST", path, {**headers, "Idempotency-Key": uuid.uuid4().hex}, body
             )
             lat.append(time.perf_counter() - t0)
+            if ends is not None:
+                ends.append(time.perf_counter())
             count += 1
             if status >= 400:
                 raise RuntimeError(raw.decode())

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -18,6 +24,8 @@ from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.tx import Executor
 
 ORIGIN = "http://127.0.0.1:8080"
+SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
+FAKETIME = "faketime/libfaketime.so.1"  # libfaketime (scripts/setup --dev installs it)
 ADMIN_PASSWORD = "correct horse battery staple"
 
 
@@ -178,6 +186,26 @@ class Service:
             f"/api/v1/projects/{project_id}/tasks", body
         )["task"]
         return task
+
+    def host(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``agent-coordinator-server --database <this service's> ARGS``: a host command on the
+        service's clock. In production both read the host's clock; a host command on the real
+        clock, behind this kit's, would wait for the service's high-water mark
+        (agentc.store.clock). libfaketime starts the command's wall clock at the kit clock's
+        time."""
+        found = glob.glob(f"/usr/lib/*/{FAKETIME}")
+        assert found, f"no /usr/lib/*/{FAKETIME}: run scripts/setup --dev (libfaketime)"
+        start = datetime.fromtimestamp(self.clock.now / 1000, UTC)
+        env = dict(
+            os.environ,
+            LD_PRELOAD=found[0],
+            FAKETIME=start.strftime("@%Y-%m-%d %H:%M:%S"),
+            TZ="UTC",
+        )
+        command = [SERVER, "--database", self.settings.database, *args]
+        return subprocess.run(
+            command, input=stdin, capture_output=True, text=True, env=env, timeout=120
+        )
 
     def close(self) -> None:
         self.client.close()

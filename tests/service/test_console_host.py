@@ -197,12 +197,7 @@ def test_a_session_made_at_one_address_is_refused_at_another(
 def test_the_host_ends_every_browser_session(svc: Service) -> None:
     other = svc.login("admin", ADMIN_PASSWORD)
     assert other.raw("GET", "/api/v1/me").status_code == 200
-    out = subprocess.run(
-        [SERVER, "--database", svc.settings.database, "end-browser-sessions"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = svc.host("end-browser-sessions")
     assert out.returncode == 0 and "ended 2 browser session(s)" in out.stdout, out
     assert other.raw("GET", "/api/v1/me").status_code == 401
     assert svc.admin.raw("GET", "/api/v1/me").status_code == 401

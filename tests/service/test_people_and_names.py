@@ -3,10 +3,6 @@ that differ only in case: the API, the console and the host commands agree."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from sqlalchemy.exc import IntegrityError
 
@@ -14,8 +10,6 @@ from agentc.core.model import PrincipalKind, PrincipalRole
 from agentc.service.work.accounts import _add_principal
 from tests.service.console.kit import browse_as, form_of, post_form
 from tests.service.kit import ADMIN_PASSWORD, ApiError, Caller, Service
-
-SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
 
 
 def refusal(caller: Caller, body: dict[str, str]) -> tuple[int, str, str]:
@@ -92,13 +86,7 @@ def test_names_are_unique_without_regard_to_case(svc: Service) -> None:
     page = post_form(svc, "/console/access/people", fields)
     assert page.status_code == 409 and "differs only in case" in page.text
     # The host's issue-credential too, and nothing is written.
-    database = svc.settings.database
-    out = subprocess.run(
-        [SERVER, "--database", database, "issue-credential", "--agent", "bOT"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = svc.host("issue-credential", "--agent", "bOT")
     assert out.returncode == 2 and "differs only in case" in out.stderr, out
     names = svc.executor.read(
         lambda tx: sorted(r[0] for r in tx.conn.exec_driver_sql("SELECT name FROM principals"))

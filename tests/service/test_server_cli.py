@@ -23,6 +23,17 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def installed(tmp_path: Path) -> str:
+    """A new SQLite installation with its first admin."""
+    db = str(tmp_path / "c.sqlite3")
+    made = run(
+        "--database", db, "init-admin", "--username", "admin", "--password-stdin",
+        stdin=PASSWORD + "\n",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return db
+
+
 def assert_clean_failure(out: subprocess.CompletedProcess[str], *words: str) -> None:
     assert out.returncode != 0, out
     assert "Traceback" not in out.stderr, out.stderr
@@ -233,19 +244,7 @@ def test_host_commands_on_a_migrated_database_load_neither_the_web_stack_nor_ale
 ) -> None:
     """A host command starts in a fraction of the server's time: its rules come without FastAPI,
     and a database already at the newest migration is not handed to Alembic."""
-    db = str(tmp_path / "c.sqlite3")
-    assert (
-        run(
-            "--database",
-            db,
-            "init-admin",
-            "--username",
-            "admin",
-            "--password-stdin",
-            stdin=PASSWORD + "\n",
-        ).returncode
-        == 0
-    )
+    db = installed(tmp_path)
     for args, code in (
         (("issue-credential", "--agent", "bot"), "0"),
         (("designate-digest-sender", "--project", "nope", "--agent", "bot"), "2"),
@@ -259,3 +258,62 @@ def test_host_commands_on_a_migrated_database_load_neither_the_web_stack_nor_ale
         )
         assert "Traceback" not in out.stderr and f"exit {code}" in out.stderr, out.stderr
         assert out.stdout.splitlines()[-1] == "", (args, out.stdout)
+
+
+def test_a_database_error_without_a_driver_error_is_a_message_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLAlchemy's own errors (the pool's TimeoutError: every connection busy) end the host
+    command with exit status 1 and one line, as the driver's errors do."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import QueuePool
+
+    from agentc.service.cli import _guard
+
+    engine = create_engine(
+        f"sqlite:///{tmp_path / 'busy.sqlite3'}",
+        poolclass=QueuePool,
+        pool_size=1,
+        max_overflow=0,
+        pool_timeout=0.1,
+    )
+    held = engine.connect()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            _guard(engine.connect)
+    finally:
+        held.close()
+        engine.dispose()
+    assert ended.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agent-coordinator-server: no database connection came free in time")
+    assert "QueuePool limit" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_backup_commands_use_the_installation_s_repository_unless_told(
+    tmp_path: Path,
+) -> None:
+    """COORDINATOR_BACKUP_REPOSITORY (the setting the console reads) is the backup commands'
+    repository; --repository overrides it; with neither, a clear refusal."""
+    import json
+    import os
+
+    db = installed(tmp_path)
+    out = run("--database", db, "backup")
+    assert_clean_failure(out, "--repository (or the global --backup-repository")
+    assert out.returncode == 2
+    repo = tmp_path / "backups"
+    env = {**os.environ, "COORDINATOR_BACKUP_REPOSITORY": str(repo)}
+
+    def with_env(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SERVER, "--database", db, *args], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    taken = with_env("backup", "--json")
+    assert taken.returncode == 0, taken.stderr
+    snapshot = json.loads(taken.stdout)["snapshot"]["id"]
+    found = json.loads(with_env("backup-status", "--json").stdout)
+    assert found["newest_snapshot"]["id"] == snapshot
+    other = with_env("backup-status", "--repository", str(tmp_path / "elsewhere"))
+    assert_clean_failure(other, "elsewhere does not exist")

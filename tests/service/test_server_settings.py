@@ -55,6 +55,7 @@ def test_each_documented_variable_sets_its_option(monkeypatch: pytest.MonkeyPatc
         "trusted_proxy_header": "X-Forwarded-For",
         "workers": "4",
         "database_pool_size": "12",
+        "backup_repository": "/var/lib/agent-coordinator-backups",
     }
     for name, value in given.items():
         monkeypatch.setenv(ENVIRONMENT[name], value)

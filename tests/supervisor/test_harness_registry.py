@@ -144,3 +144,10 @@ def test_every_registered_harness_parses_its_own_stream_only() -> None:
         reader = StreamReader(name)
         reader.feed(line)
         assert reader.summary().final_text is None, name
+
+
+def test_the_agent_clis_shim_is_where_a_launch_looks_for_it() -> None:
+    # A launch from a source tree puts this directory on the harness's PATH (launch.plan).
+    from agentc.supervisor.launch.plan import SHIM_DIR
+
+    assert (SHIM_DIR / "agent-coordinator").is_file()

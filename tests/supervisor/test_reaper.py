@@ -31,7 +31,7 @@ wait
 REAP = textwrap.dedent(
     """
     import json, subprocess, sys, time
-    from agentc.supervisor import reaper
+    from agentc.sandbox import reaper
 
     reaper._CHILDREN_FILES = sys.argv[1] == "walk"
     reaper.set_child_subreaper()

@@ -27,7 +27,7 @@ from agentc.client.errors import SetupRequired
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
 from agentc.files import UnsafeFile, load_toml, read_private
-from agentc.files.toml import parse_toml
+from agentc.files.toml import parse_toml, toml_string
 
 BINDING_FILE = ".agent-coordinator.toml"
 CREDENTIALS_FILE = "credentials.toml"
@@ -185,7 +185,9 @@ def state_root(env: Mapping[str, str], explicit: str | None) -> Path:
 def credential_text(origin: str, token: str) -> bytes:
     """A credentials file holding one token for ``origin`` (what :func:`read_credentials`
     reads)."""
-    return f'[[credentials]]\norigin = "{origin}"\ntoken = "{token}"\n'.encode()
+    return (
+        f"[[credentials]]\norigin = {toml_string(origin)}\ntoken = {toml_string(token)}\n".encode()
+    )
 
 
 def read_credentials(path: Path, origin: str, *, allow_insecure_loopback: bool) -> str | None:

@@ -9,34 +9,26 @@ submission names it.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from agentc.client.errors import LocalConflict
 from agentc.core.errors import ConfigError
+from agentc.files.git import run_git
 
 SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 GIT_TIMEOUT = 120
 
 
 def git(cwd: str | Path, *args: str) -> str:
-    """Run git in `cwd`; its stderr becomes the error message."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(cwd), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError as exc:
-        raise ConfigError("git is not installed or not on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise LocalConflict(f"git {args[0]} timed out after {GIT_TIMEOUT}s") from exc
-    if out.returncode != 0:
-        raise LocalConflict(f"git {' '.join(args[:2])} failed: {out.stderr.strip()}")
-    return out.stdout.strip()
+    """Run git in `cwd`, in the agent's own environment; its stderr becomes the error message."""
+    if shutil.which("git") is None:
+        raise ConfigError("git is not installed or not on PATH")
+    argv = ["git", "-C", str(cwd), *args]
+    done = run_git(argv, None, None, GIT_TIMEOUT, LocalConflict, str.strip, text=True)
+    return done.stdout.strip()
 
 
 def rev_parse(cwd: str | Path, rev: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.core.errors import AgentcError
-from agentc.push.repo import git_env, run_git
+from agentc.files.git import git_env, run_git
 
 GIT_TIMEOUT = 600.0
 OWN = "refs/integrator"

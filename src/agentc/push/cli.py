@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from agentc.core.errors import ConfigError
+from agentc.files.git import git_env
 from agentc.push.protocol import MAX_BUNDLE_BYTES, WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.push.publisher import Publisher, WipQuota
 from agentc.push.refs import check_id
-from agentc.push.repo import PrivateRepo, git_env
+from agentc.push.repo import PrivateRepo
 from agentc.push.scan import Scanner, is_digest
 from agentc.push.server import Limits, run
 

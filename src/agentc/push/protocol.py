@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentc.files.git import run_git
 from agentc.files.sockets import sun_path
 
 OPS = ("candidate", "wip")
@@ -132,13 +133,15 @@ def parse_answer(line: bytes) -> dict[str, object]:
 
 
 def _git(checkout: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(checkout), *args], capture_output=True, timeout=600, check=False
-    )
-    if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip().splitlines()
-        raise PushError(f"git {args[0]} failed in {checkout}: {detail[-1] if detail else '?'}")
-    return done.stdout.decode(errors="replace").strip()
+    """Run git in the agent's checkout, in the agent's own environment."""
+
+    def last_line(stderr: str) -> str:
+        detail = stderr.strip().splitlines()
+        return f"{detail[-1] if detail else '?'} (in {checkout})"
+
+    argv = ["git", "-C", str(checkout), *args]
+    done = run_git(argv, None, None, 600, PushError, last_line, text=True)
+    return done.stdout.strip()
 
 
 def make_bundle(checkout: Path, revision: str, out: Path, *, thin: bool) -> None:

@@ -1,7 +1,7 @@
 """The helper's private bare repository and every git command the helper runs.
 
-Git runs with a fixed environment (PATH, HOME, ``LANG``/``LC_ALL``, no system or global
-configuration, no terminal prompts; ``GIT_SSH_COMMAND`` when an ssh key is given), with hooks
+Git runs through :func:`agentc.files.git.run_git` with its fixed environment
+(:func:`agentc.files.git.git_env`), with hooks
 off (``core.hooksPath=/dev/null``), the ``ext::`` transport and credential helpers off, and
 every object fetched from a client's bundle checked (``fetch.fsckObjects``). The private
 repository's own refs live under ``refs/agentc-push/``: ``remote/`` (the remote's branches and
@@ -11,17 +11,15 @@ this helper has published).
 
 from __future__ import annotations
 
-import os
-import shlex
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO
 
+from agentc.files.git import run_git
 from agentc.push.scan import Scanner
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 PRIVATE = "refs/agentc-push"
 GIT_TIMEOUT = 600.0
 _CONFIG = (
@@ -33,7 +31,6 @@ _CONFIG = (
     "credential.helper=",
 )
 _CHUNK = 1024 * 1024
-Out = TypeVar("Out", str, bytes)
 
 
 class Refusal(Exception):
@@ -47,77 +44,6 @@ class Scanned:
 
     hit: tuple[str, str, str] | None = None
     size: int = 0
-
-
-def git_env(ssh_key: Path | None = None, known_hosts: Path | None = None) -> dict[str, str]:
-    """The whole environment git runs with. With an ssh key, ssh uses that key alone, never
-    asks, and checks the remote's host key strictly against ``known_hosts`` (default: the
-    account's ``~/.ssh/known_hosts``)."""
-    env = {
-        "PATH": os.environ.get("PATH", DEFAULT_PATH),
-        "HOME": os.environ.get("HOME", "/nonexistent"),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-    }
-    if ssh_key is not None:
-        command = f"ssh -i {shlex.quote(str(ssh_key))} -o IdentitiesOnly=yes -o BatchMode=yes"
-        command += " -o StrictHostKeyChecking=yes"
-        if known_hosts is not None:
-            command += f" -o UserKnownHostsFile={shlex.quote(str(known_hosts))}"
-        env["GIT_SSH_COMMAND"] = command
-    return env
-
-
-def run_git(
-    argv: list[str],
-    cwd: Path | None,
-    env: Mapping[str, str],
-    timeout: float,
-    fail: Callable[[str], Exception],
-    detail: Callable[[Out], str],
-    *,
-    check: bool = True,
-    text: bool = False,
-) -> subprocess.CompletedProcess[Out]:
-    """Run ``argv`` (``git`` and its arguments) in ``cwd`` (None: this process's) with no input,
-    its output captured (decoded, errors replaced, when ``text``: then ``detail`` takes
-    ``str``, else ``bytes``). A timeout, a git that cannot start, or (with ``check``) a failure
-    raises ``fail(message)``, the message naming the subcommand and, for a failure,
-    ``detail(stderr)``."""
-    what = _subcommand(argv)
-    try:
-        done: subprocess.CompletedProcess[Out] = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=text,
-            errors="replace" if text else None,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise fail(f"git {what} did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise fail(f"cannot run git: {exc}") from None
-    if check and done.returncode != 0:
-        raise fail(f"git {what} failed: {detail(done.stderr)}")
-    return done
-
-
-def _subcommand(argv: list[str]) -> str:
-    """The git subcommand of ``argv``: past git's own options (``-C <dir>``, ``-c name=value``)."""
-    args = iter(argv[1:])
-    for arg in args:
-        if arg == "-C":
-            next(args, None)
-        elif not arg.startswith("-") and "=" not in arg:
-            return arg
-    return ""
 
 
 # What git adds after any failure to reach a remote: it names no cause (ssh's line before it

@@ -252,6 +252,7 @@ def mutation(
                 body=stored.decode(),
                 created_at=tx.now,
                 credential_id=actor.credential_id,
+                authority_epoch=actor.epoch,
             ),
             deferred=True,
         )

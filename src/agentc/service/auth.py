@@ -113,6 +113,9 @@ class Actor:
     session_closed: bool = False
     # An attempt credential's attempt: the requests it may make (agentc.service.attempt_scope).
     scope: AttemptScope | None = None
+    # The installation's authority epoch, read with the credential (agentc.store.epoch): what
+    # the sessions and receipts made for this request are stamped with.
+    epoch: str = ""
 
     @property
     def is_human(self) -> bool:
@@ -130,6 +133,16 @@ def unauthenticated(message: str = "authentication required") -> CoordinatorErro
         message,
         status=401,
         details={"help_path": "/api/v1/help/authentication"},
+    )
+
+
+def previous_restore(what: str) -> CoordinatorError:
+    """The refusal of anything made before the coordinator was restored from a backup."""
+    return CoordinatorError(
+        "request_from_previous_restore",
+        f"the coordinator was restored from a backup; {what} belongs to the installation before "
+        "the restore and is void: open a new session and start the work afresh",
+        status=409,
     )
 
 
@@ -187,6 +200,8 @@ def authenticate_mutation(
     )
     if isinstance(receipt, _Unread):
         receipt = get_receipt(conn, actor.principal_id, operation, key)
+    if receipt is not None and receipt.authority_epoch != actor.epoch:
+        raise previous_restore("this Idempotency-Key's request")
     return actor, receipt
 
 
@@ -284,6 +299,7 @@ def _agent(
         row.id,
         row.credential_class,
         row.access,
+        epoch=found.epoch,
     )
     if found.bound is not None:
         return _bound(actor, found, p, now), found
@@ -300,6 +316,8 @@ def _agent(
         return actor, found
     assert p.proof is not None
     _check_secret(p.proof, "session proof")
+    if found.session_id is None and found.epoch:
+        raise previous_restore(f"the agent session {p.session_id}")
     if (
         found.session_id is None
         or found.session_credential_id != row.id
@@ -307,22 +325,18 @@ def _agent(
         or not hmac.compare_digest(found.session_proof_hash, verifier(p.proof))
     ):
         raise unauthenticated("the agent session or its proof does not match this credential")
-    return Actor(
-        actor.principal_id,
-        actor.name,
-        actor.kind,
-        actor.role,
-        actor.credential_id,
-        actor.credential_class,
-        actor.access,
-        found.session_id,
-        found.session_closed_at is not None,
+    if found.session_epoch != found.epoch:
+        raise previous_restore(f"the agent session {found.session_id}")
+    return dataclasses.replace(
+        actor, session_id=found.session_id, session_closed=found.session_closed_at is not None
     ), found
 
 
 def _bound(actor: Actor, found: AgentAuth, p: Presented, now: int) -> Actor:
     """An attempt credential's actor: alive only while its attempt is active with a live lease
     and its session open; it acts in that session and within that attempt's scope."""
+    if found.session_id is not None and found.session_epoch != found.epoch:
+        raise previous_restore(f"the agent session {found.session_id}")
     attempt = found.attempt
     if (
         attempt is None
@@ -353,6 +367,11 @@ def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_or
     row = browser_by_token(conn, verifier(p.cookie))
     if row is None or row.revoked_at is not None or row.expires_at <= now or row.disabled_at:
         raise unauthenticated("the browser session is unknown, expired or revoked")
+    if row.session_epoch != row.epoch:
+        raise unauthenticated(
+            "the coordinator was restored from a backup and sessions from before the restore "
+            "are void; sign in again"
+        )
     if row.origin != public_origin:
         # Made at another address of the console (its port changed, or before sessions kept
         # theirs): whoever was sent the cookie there must not use it here.
@@ -362,7 +381,7 @@ def _browser(conn: Connection, p: Presented, now: int, *, write: bool, public_or
             raise denied("browser writes must come from the configured public origin")
         if not p.csrf or not hmac.compare_digest(p.csrf, csrf_token(p.cookie)):
             raise denied("browser writes need the X-CSRF-Token returned at sign-in")
-    return Actor(row.principal_id, row.principal_name, row.kind, row.role)
+    return Actor(row.principal_id, row.principal_name, row.kind, row.role, epoch=row.epoch)
 
 
 def require_human(actor: Actor, what: str) -> None:

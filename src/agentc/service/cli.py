@@ -96,13 +96,19 @@ def _write_once(settings: ServerSettings, write: Callable[[Tx], T], *, create: b
 
 
 def _guard(fn: Callable[[], T]) -> T:
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     try:
         return fn()
     except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         _fail(f"the database refused or could not be reached: {reason}", 1)
+    except PoolTimeout as exc:
+        _fail(f"no database connection came free in time; try again ({exc.args[0]})", 1)
+    except SQLAlchemyError as exc:  # without the driver's own error, its text is the reason
+        reason = str(exc.args[0] if exc.args else type(exc).__name__).splitlines()[0]
+        _fail(f"the database could not be used: {reason}", 1)
     except CoordinatorError as exc:
         _fail(exc.message)
     except AgentcError as exc:
@@ -138,6 +144,7 @@ def _setting(name: str, **kwargs: Any) -> Callable[[F], F]:
 @_setting("trusted_proxy_header")
 @_setting("workers", type=click.IntRange(*WORKERS_RANGE), show_default=True)
 @_setting("database_pool_size", type=click.IntRange(*POOL_SIZE_RANGE), show_default=True)
+@_setting("backup_repository")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -150,6 +157,7 @@ def main(
     trusted_proxy_header: str | None,
     workers: int,
     database_pool_size: int,
+    backup_repository: str | None,
 ) -> None:
     """The agentc coordinator service."""
     ctx.obj = {
@@ -164,6 +172,7 @@ def main(
         "trusted_proxy_header": trusted_proxy_header or None,
         "workers": workers,
         "database_pool_size": database_pool_size,
+        "backup_repository": backup_repository or None,
     }
 
 
@@ -489,6 +498,14 @@ def end_browser_sessions(ctx: click.Context) -> None:
 
     _guard(run)
 
+
+def _register_operations() -> None:
+    from agentc.service import operations_cli
+
+    operations_cli.register(main, _settings, _guard)
+
+
+_register_operations()
 
 if __name__ == "__main__":  # python -m agentc.service.cli
     main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -78,8 +79,13 @@ class PasswordIn(Body):
 
 
 @router.get("/healthz", tags=["public"])
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz(request: Request) -> Response:
+    """200 ``ok``; 503 with the reason while writes are paused (agentc.store.clock)."""
+    reason = runtime_of(request).executor.time.reason()
+    if reason is None:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+    body = json.dumps({"status": "clock_reconciliation_required", "reason": reason})
+    return Response(body.encode(), status_code=503, media_type="application/json")
 
 
 @router.get("/api/v1/info", tags=["public"])

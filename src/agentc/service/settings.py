@@ -35,6 +35,7 @@ ENVIRONMENT = {
     "trusted_proxy_header": "COORDINATOR_TRUSTED_PROXY_HEADER",
     "workers": "COORDINATOR_WORKERS",
     "database_pool_size": "COORDINATOR_DATABASE_POOL_SIZE",
+    "backup_repository": "COORDINATOR_BACKUP_REPOSITORY",
 }
 
 
@@ -94,6 +95,12 @@ class ServerSettings(BaseModel):
         le=POOL_SIZE_RANGE[1],
         description="Database connections each service process keeps (it may open "
         f"{POOL_OVERFLOW} more at a peak).",
+    )
+    backup_repository: str | None = Field(
+        None,
+        description="The backup repository (a private folder of verified snapshots): where "
+        "the backup commands write and read unless given --repository, and whose status the "
+        "console shows admins.",
     )
     json_body_limit_bytes: int = Field(1024 * 1024, ge=1024, le=1024 * 1024)
 

@@ -23,7 +23,7 @@ from agentc.service.limiter import (
     source_of,
 )
 from agentc.service.ops import JsonObject, Runtime, new_id
-from agentc.store import throttle
+from agentc.store import epoch, throttle
 from agentc.store.accounts import BrowserSession, Principal, principal_by_name
 from agentc.store.sql import insert
 from agentc.store.tx import Tx
@@ -80,7 +80,14 @@ async def sign_in(rt: Runtime, username: str, password: str, client: Client) -> 
     def work(tx: Tx) -> SignedIn:
         limiter.succeeded(tx.conn, device)
         session = BrowserSession(
-            new_id(), person.id, verifier(cookie), tx.now, tx.now + BROWSER_SESSION_MS, None, origin
+            new_id(),
+            person.id,
+            verifier(cookie),
+            tx.now,
+            tx.now + BROWSER_SESSION_MS,
+            None,
+            origin,
+            epoch.current(tx.conn),
         )
         insert(tx.conn, session)
         minted = mint_device(throttle.device_key_made(tx.conn), person.id, tx.now)

@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 
 from agentc.core.rules import fold_name
 from agentc.store.audit import Receipt
+from agentc.store.epoch import CURRENT_EPOCH
 from agentc.store.sql import (
     columns,
     fetch_all,
@@ -58,6 +59,7 @@ class AgentSession(NamedTuple):
     capabilities_json: str
     created_at: int
     closed_at: int | None
+    authority_epoch: str  # the epoch it was made under (agentc.store.epoch)
 
 
 @table("browser_sessions")
@@ -69,6 +71,7 @@ class BrowserSession(NamedTuple):
     expires_at: int
     revoked_at: int | None
     origin: str | None  # the public origin it was made at, the only one it is good at
+    authority_epoch: str  # the epoch it was made under (agentc.store.epoch)
 
 
 class CredentialAuth(NamedTuple):
@@ -126,6 +129,8 @@ class AgentAuth(NamedTuple):
     receipt: Receipt | None = None
     bound: str | None = None  # the credential's attempt_id
     attempt: BoundAttempt | None = None
+    session_epoch: str | None = None  # the authority epoch the session was made under
+    epoch: str = ""  # the installation's authority epoch now
 
 
 class BrowserAuth(NamedTuple):
@@ -139,6 +144,8 @@ class BrowserAuth(NamedTuple):
     role: str
     disabled_at: int | None
     origin: str | None
+    session_epoch: str  # the authority epoch the session was made under
+    epoch: str  # the installation's authority epoch now
 
 
 _PRINCIPAL = f"SELECT {columns(Principal)} FROM principals"
@@ -154,7 +161,8 @@ _AGENT_AUTH = (
     "SELECT c.id, c.principal_id, c.class, c.access, c.revoked_at, "
     "p.name, p.kind, p.role, p.disabled_at, "
     "s.id, s.credential_id, s.proof_hash, s.closed_at, g.role, c.attempt_id, "
-    "a.id, a.project_id, a.task_id, a.session_id, a.state, a.expires_at "
+    "a.id, a.project_id, a.task_id, a.session_id, a.state, a.expires_at, "
+    f"s.authority_epoch, {CURRENT_EPOCH} "
     "FROM credentials c JOIN principals p ON p.id = c.principal_id "
     "LEFT JOIN attempts a ON a.id = c.attempt_id "
     "LEFT JOIN agent_sessions s ON s.id = COALESCE(a.session_id, :session_id) "
@@ -180,7 +188,8 @@ _AGENT_AUTH_RECEIPT = _with(
 )
 _BROWSER_AUTH = (
     "SELECT b.principal_id, b.expires_at, b.revoked_at, p.name, p.kind, "
-    "p.role, p.disabled_at, b.origin FROM browser_sessions b "
+    f"p.role, p.disabled_at, b.origin, b.authority_epoch, {CURRENT_EPOCH} "
+    "FROM browser_sessions b "
     "JOIN principals p ON p.id = b.principal_id "
     "WHERE b.token_hash = :token_hash"
 )
@@ -188,13 +197,13 @@ _BROWSER_AUTH = (
 
 _CREDENTIAL_WIDTH = len(CredentialAuth._fields)
 _SESSION_END = _CREDENTIAL_WIDTH + 5
-_AUTH_WIDTH = _SESSION_END + 1 + len(BoundAttempt._fields)
+_AUTH_WIDTH = _SESSION_END + 1 + len(BoundAttempt._fields)  # then the two epochs
 
 
 def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH's order
     n, b, m = _CREDENTIAL_WIDTH, _SESSION_END, _AUTH_WIDTH
     # The receipt's columns (when asked for) are all null when there is none.
-    receipt = Receipt(*row[m:]) if len(row) > m and row[m] is not None else None
+    receipt = Receipt(*row[m + 2 :]) if len(row) > m + 2 and row[m + 2] is not None else None
     session_id, session_credential_id, proof_hash, closed_at, role = row[n:b]
     attempt = BoundAttempt(*row[b + 1 : m]) if row[b + 1] is not None else None
     return AgentAuth(
@@ -207,6 +216,8 @@ def _agent_auth(*row: Any) -> AgentAuth:  # the driver's values, in _AGENT_AUTH'
         receipt,
         row[b],
         attempt,
+        row[m],
+        row[m + 1],
     )
 
 

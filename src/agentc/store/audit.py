@@ -39,6 +39,7 @@ class Receipt(NamedTuple):
     body: str | None  # None once compacted after the retention period
     created_at: int
     credential_id: str | None  # the agent credential that wrote it (None: a person, or older)
+    authority_epoch: str  # the epoch it was made under (agentc.store.epoch)
 
 
 @table("telemetry_rows", key=None)

@@ -84,6 +84,8 @@ browser_sessions = Table(
     # The public origin the session was made at: it is good only there (None: made before
     # sessions recorded it, good nowhere).
     Column("origin", String(300)),
+    # The authority epoch it was made under (migration 0010): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
 )
 
 agent_sessions = Table(
@@ -98,6 +100,8 @@ agent_sessions = Table(
     Column("capabilities_json", Text, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("closed_at", Ms),
+    # The authority epoch it was made under (migration 0010): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
     # Agent text is screened for live session proofs by verifier (service/screening.py).
     Index("ix_agent_sessions_proof_hash", "proof_hash"),
 )
@@ -325,10 +329,20 @@ receipts = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("status", Integer, nullable=False),
     Column("body", Text),  # null once compacted after the retention period
-    Column("created_at", Ms, nullable=False, index=True),
+    Column("created_at", Ms, nullable=False),
     # The agent credential that made the write (null for people and for receipts written
     # before 0004): only that credential may replay it.
     Column("credential_id", Id),
+    # The authority epoch it was made under (migration 0010): a restore starts a new one.
+    Column("authority_epoch", String(32), nullable=False, server_default=text("''")),
+    # The receipts whose answers maintenance has yet to compact, oldest first
+    # (agentc.store.compaction; migration 0010, which replaced the index of every receipt).
+    Index(
+        "ix_receipts_uncompacted",
+        "created_at",
+        sqlite_where=text("body IS NOT NULL"),
+        postgresql_where=text("body IS NOT NULL"),
+    ),
 )
 
 telemetry_rows = Table(

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentc.core.errors import CoordinatorError
+from agentc.store.clock import HighWater
 from agentc.store.sql import RowT, Value, begin, by_key_sql, commit, end, fetch_one, run
 
 T = TypeVar("T")
@@ -47,10 +48,10 @@ class Tx:
     The queries of `agentc.store` run on `conn` (plain SQL on the driver's cursor, see
     `agentc.store.sql`) inside the same transaction."""
 
-    def __init__(self, conn: Connection, clock: Clock) -> None:
+    def __init__(self, conn: Connection, clock: Clock, now: int | None = None) -> None:
         self.conn = conn
         self._clock = clock
-        self.now = clock()
+        self.now = clock() if now is None else now
         self.is_postgres = conn.dialect.name == "postgresql"
 
     def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
@@ -84,12 +85,13 @@ class Executor:
 
     def __init__(self, engine: Engine, clock: Clock = wall_clock_ms) -> None:
         self.engine = engine
-        self.clock = clock
+        self.time = HighWater(clock)  # the one home of the service's time (agentc.store.clock)
+        self.clock = self.time.read_now
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._writer: _SqliteWriter | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         if self.is_sqlite:
-            self._writer = _SqliteWriter(engine, clock)
+            self._writer = _SqliteWriter(engine, self.time)
             self._writer.start()
         else:
             self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -137,7 +139,7 @@ class Executor:
                     begin(conn)  # BEGIN goes with the first query
                     try:
                         with conn.begin():
-                            result = fn(Tx(conn, self.clock))
+                            result = fn(_write_tx(conn, self.time))
                             commit(conn)  # the deferred writes and COMMIT: one round trip
                             return result
                     finally:
@@ -156,6 +158,11 @@ class Executor:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.engine.dispose()
+
+
+def _write_tx(conn: Connection, time: HighWater) -> Tx:
+    """A write's transaction: its time from the high-water clock (refused while paused)."""
+    return Tx(conn, time.read_now, time.write_now(conn))
 
 
 def _unavailable(exc: DBAPIError) -> Exception:
@@ -224,10 +231,10 @@ def _settle(answers: list[_Outcome]) -> None:
 
 
 class _SqliteWriter(threading.Thread):
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, time: HighWater) -> None:
         super().__init__(name="agentc-sqlite-writer", daemon=True)
         self._engine = engine
-        self._clock = clock
+        self._time = time
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
 
     def submit(self, fn: Callable[[Tx], T]) -> concurrent.futures.Future[T]:
@@ -275,7 +282,7 @@ class _SqliteWriter(threading.Thread):
                         continue
                     run(conn, "SAVEPOINT job")
                     try:
-                        result = fn(Tx(conn, self._clock))
+                        result = fn(_write_tx(conn, self._time))
                     except BaseException as exc:  # the mutation alone is undone
                         run(conn, "ROLLBACK TO job")
                         run(conn, "RELEASE job")

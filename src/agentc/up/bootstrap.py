@@ -23,6 +23,7 @@ from typing import Any
 
 from agentc.client.transport import Transport
 from agentc.core.errors import ConfigError
+from agentc.files.git import git_env, run_git
 from agentc.up import sample
 from agentc.up.layout import Layout, write_credential
 
@@ -33,10 +34,8 @@ PRINCIPALS = {
     "integrator": ("integrator", "write"),
     "status": ("interactive", "read"),
 }
-GIT_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_TERMINAL_PROMPT": "0",
+GIT_TIMEOUT = 300.0
+GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "agentc up",
     "GIT_AUTHOR_EMAIL": "up@agentc.invalid",
     "GIT_COMMITTER_NAME": "agentc up",
@@ -68,13 +67,13 @@ def program(name: str) -> list[str]:
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **GIT_ENV}
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise ConfigError(f"git {' '.join(args[:2])}: {done.stderr.strip() or done.stdout}")
+    env = {**git_env(), "HOME": "/nonexistent", **GIT_IDENTITY}
+    done = run_git(["git", *args], cwd, env, GIT_TIMEOUT, ConfigError, _complaint, text=True)
     return done.stdout.strip()
+
+
+def _complaint(stderr: str) -> str:
+    return stderr.strip()
 
 
 def check_repo(repo: Path) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.files import write_atomic
+from agentc.files.toml import dump_toml
 from agentc.up.gateway import INNER, GatewaySetup
 from agentc.up.layout import Layout
 
@@ -37,28 +38,6 @@ def reviews_by_agents(harness: str) -> str | None:
 def harness_value(harness: str) -> str:
     """``supervisor.toml``'s harness for ``--harness`` (``example``: the bundled agent)."""
     return f"command:{EXAMPLE_AGENT}" if harness == "example" else harness
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, dict):  # an inline table
-        return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + "}"
-    return json.dumps(value)
-
-
-def _toml(tables: dict[str, dict[str, Any]]) -> bytes:
-    lines: list[str] = []
-    for name, table in tables.items():
-        if name:
-            lines.append(f"\n[{name}]")
-        for key, value in table.items():
-            if isinstance(value, Path):
-                value = str(value)
-            elif isinstance(value, list):
-                value = [str(v) if isinstance(v, Path) else v for v in value]
-            if isinstance(value, dict):
-                value = {k: str(v) for k, v in value.items()}
-            lines.append(f"{key} = {_value(value)}")
-    return ("\n".join(lines) + "\n").encode()
 
 
 def write_supervisor(
@@ -93,9 +72,9 @@ def write_supervisor(
             harness_paths={harness: found} if found else {},
         )
         health = {"ledger": gateway.ledger, "vendors": gateway.vendors}
-    tables: dict[str, dict[str, Any]] = {
-        "": top,
-        "run": {
+    tables: dict[tuple[str, ...], dict[str, Any]] = {
+        (): top,
+        ("run",): {
             "poll_seconds": 2,
             "harness": agent,
             "reviewer": reviews_by_agents(harness) is None,
@@ -105,19 +84,19 @@ def write_supervisor(
             "drain_seconds": 10,
             "branch": record["branch"],
         },
-        "run.binding": {
+        ("run", "binding"): {
             "service_url": origin,
             "project_id": project,
             "credential_file": layout.credential("implementer").resolve(),
         },
-        "run.reviewer_binding": {"credential_file": layout.credential("reviewer").resolve()},
-        f"setup.{project}": {"repository_url": str(layout.remote.resolve())},
+        ("run", "reviewer_binding"): {"credential_file": layout.credential("reviewer").resolve()},
+        ("setup", project): {"repository_url": str(layout.remote.resolve())},
     }
     if health:
-        tables["health"] = health
+        tables[("health",)] = health
     if harness == "claude":
         _claude_settings(layout)
-    write_atomic(layout.supervisor_config, _toml(tables), mode=0o600)
+    write_atomic(layout.supervisor_config, dump_toml(tables), mode=0o600)
 
 
 # Claude Code's tools a launch may use without asking (nobody is there to answer); the sandbox,
@@ -141,8 +120,8 @@ def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> Non
     from agentc.up.bootstrap import check_names
 
     root = layout.root.resolve()
-    tables: dict[str, dict[str, Any]] = {
-        "": {
+    tables: dict[tuple[str, ...], dict[str, Any]] = {
+        (): {
             "origin": origin,
             "project_id": record["project_id"],
             "credential_file": layout.credential("integrator").resolve(),
@@ -156,5 +135,5 @@ def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> Non
         }
     }
     for name, command in zip(check_names(record["checks"]), record["checks"], strict=True):
-        tables[f"checks.{name}"] = {"argv": ["/bin/sh", "-c", command]}
-    write_atomic(layout.integrator_config, _toml(tables), mode=0o600)
+        tables[("checks", name)] = {"argv": ["/bin/sh", "-c", command]}
+    write_atomic(layout.integrator_config, dump_toml(tables), mode=0o600)

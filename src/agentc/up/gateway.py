@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.files import write_atomic
+from agentc.files.toml import dump_toml
 from agentc.up.harnesses import ModelAccess
 from agentc.up.layout import Layout
 
@@ -51,18 +52,20 @@ def write_gateway(layout: Layout, access: ModelAccess) -> GatewaySetup:
         root / "ledger.jsonl",
         root / "vendors.json",
     )
-    lines = [
-        'host = "127.0.0.1"',
-        f"port = {port}",
-        f'control_socket = "{setup.control}"',
-        f'ledger = "{setup.ledger}"',
-        f'vendors = "{setup.vendors}"',
-        f'log = "{root / "gateway.jsonl"}"',
-        "",
-        f"[upstreams.{access.upstream}]",
-        f'api = "{access.api}"',
-        f'base_url = "{access.base_url}"',
-        f'credential_file = "{credential}"',
-    ]
-    write_atomic(setup.config, ("\n".join(lines) + "\n").encode(), mode=0o600)
+    tables: dict[tuple[str, ...], dict[str, object]] = {
+        (): {
+            "host": "127.0.0.1",
+            "port": port,
+            "control_socket": setup.control,
+            "ledger": setup.ledger,
+            "vendors": setup.vendors,
+            "log": root / "gateway.jsonl",
+        },
+        ("upstreams", access.upstream): {
+            "api": access.api,
+            "base_url": access.base_url,
+            "credential_file": credential,
+        },
+    }
+    write_atomic(setup.config, dump_toml(tables), mode=0o600)
     return setup

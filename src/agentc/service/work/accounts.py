@@ -202,7 +202,17 @@ def open_session(op: Op, body: SessionIn) -> Result:
     proof = op.client_proof or new_secret()
     owner = (actor.principal_id, actor.credential_id, verifier(proof))
     described = (body.harness, body.workstation_id, json.dumps(body.capabilities))
-    insert(op.conn, AgentSession(session_id, *owner, *described, created_at=op.now, closed_at=None))
+    insert(
+        op.conn,
+        AgentSession(
+            session_id,
+            *owner,
+            *described,
+            created_at=op.now,
+            closed_at=None,
+            authority_epoch=actor.epoch,
+        ),
+    )
     op.event("agent_session_registered", None, session_id, harness=body.harness)
     data = {
         "session_id": session_id,

@@ -100,7 +100,7 @@ def _agent_cli_dir(config: SupervisorConfig) -> list[str]:
 
 
 # agentc run from a source tree (no console scripts): the agent CLI's shim (agentc/client/bin).
-SHIM_DIR = Path(__file__).resolve().parent.parent / "client" / "bin"
+SHIM_DIR = Path(__file__).resolve().parents[2] / "client" / "bin"
 
 
 def _python_env() -> dict[str, str]:

@@ -32,6 +32,7 @@ from agentc.client.state import Store
 from agentc.core import secrets
 from agentc.core.errors import CoordinatorError
 from agentc.files import read_private, write_atomic
+from agentc.files.toml import dump_toml
 
 # Refusals that end an attempt for good (the loop stops renewing and settles it).
 FINAL_CODES = frozenset({"lease_expired", "operation_not_permitted", "record_not_found"})
@@ -56,14 +57,10 @@ class Binding:
 def install_binding(
     path: Path, service_url: str, project_id: str, project_name: str | None
 ) -> None:
-    lines = [f"service_url = {_toml(service_url)}", f"project_id = {_toml(project_id)}"]
+    binding = {"service_url": service_url, "project_id": project_id}
     if project_name:
-        lines.append(f"project_name = {_toml(project_name)}")
-    write_atomic(path, ("\n".join(lines) + "\n").encode(), mode=0o644)
-
-
-def _toml(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        binding["project_name"] = project_name
+    write_atomic(path, dump_toml({(): binding}), mode=0o644)
 
 
 def _config_dir(root: Path, binding: Binding) -> Path:

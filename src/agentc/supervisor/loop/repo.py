@@ -18,19 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
-from agentc.push.repo import Out, run_git
+from agentc.files.git import DEFAULT_PATH, Out, git_env, run_git
 from agentc.supervisor.contracts import INSTRUCTION_FILES
 
 GIT_TIMEOUT = 300
 NO_PUSH = "agentc-no-push://publish-through-agent-coordinator"
 MAX_BLOB = 1 << 20
-SAFE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_TERMINAL_PROMPT": "0",
-}
+SAFE_ENV = {**git_env(), "PATH": DEFAULT_PATH}  # the loop runs as root: a fixed PATH
 
 
 def git(*args: str, cwd: Path | None = None) -> str:

@@ -4,8 +4,8 @@
 ``patch`` of a code submission (the reviewed diff's file list, its text when within the size
 cap, and its ``sha256:`` digest) and the attempt's ``steps`` (docs/console.md, decision D45).
 
-Revision ID: 0012
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
