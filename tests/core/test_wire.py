@@ -47,6 +47,30 @@ def test_submission_limits(body: dict[str, object], problem: str) -> None:
         wire.Submission.model_validate(full)
 
 
+def test_a_finding_names_its_file_and_lines() -> None:
+    found = wire.Finding.model_validate(
+        {"severity": "required", "remedy": "r", "path": "a/b.py", "line": 3, "end_line": 5}
+    )
+    assert (found.path, found.line, found.end_line) == ("a/b.py", 3, 5)
+    assert wire.Finding.model_validate({"severity": "advisory", "remedy": "r"}).path is None
+
+
+@pytest.mark.parametrize(
+    ("place", "problem"),
+    [
+        ({"line": 3}, "a finding's line needs its path"),
+        ({"path": "a", "end_line": 3}, "end_line needs a line at or before it"),
+        ({"path": "a", "line": 4, "end_line": 3}, "end_line needs a line at or before it"),
+        ({"path": "a", "line": 0}, "greater than or equal to 1"),
+        ({"path": "", "line": 1}, "at least 1 character"),
+        ({"path": "a", "line": "3"}, "valid integer"),
+    ],
+)
+def test_a_finding_s_place_is_checked(place: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        wire.Finding.model_validate({"severity": "required", "remedy": "r", **place})
+
+
 def test_the_service_bodies_build_on_the_shared_shapes() -> None:
     from agentc.service import schemas
 

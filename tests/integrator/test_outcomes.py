@@ -158,3 +158,20 @@ def test_a_check_log_quoting_a_secret_is_sent_back_with_a_note_instead(
     assert secret not in str(back)
     [sent] = s.reports()
     assert sent["event"] == "sent_back"
+
+
+def test_a_landing_whose_check_output_quotes_a_secret_lands_without_the_output(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    """A passing check prints a secret: the landing with the checks' commands and output tails
+    is refused, and the integrator records it again without them, so the task is done."""
+    s = make_setup(tmp_path, server.url, admin)
+    secret = FORMATS["a GitHub token"]()
+    s.write_config({"unit": ["/bin/sh", "-c", f"echo using {secret}"]})
+    good = s.approved({"d.txt": "d\n"})
+    _run(s)
+    landing = s.landing(good["task"]["id"])
+    assert landing["landed_revision"] == s.tip()
+    [check] = landing["checks"]
+    assert check["outcome"] == "passed" and check["tail"] == "" and check["command"] == ""
+    assert isinstance(check["duration_ms"], int)

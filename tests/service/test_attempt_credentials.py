@@ -140,6 +140,7 @@ def test_every_other_route_of_the_app_is_refused(svc: Service) -> None:
         "attempt_id": run.attempt["id"],
         "session_id": session,
         "activity_id": MADE_UP,
+        "submission_id": MADE_UP,
         "credential_id": run.minted["credential_id"],
         "principal_id": run.loop.issued["agent_id"],
         "name": "console.css",

@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from agentc.core.wire import Finding, Review
 from agentc.supervisor.harness.events import summarize
 from agentc.supervisor.review import (
     VERDICT_SCHEMA,
@@ -53,8 +55,10 @@ def test_a_complete_approval_passes_and_posts_advisory_findings() -> None:
         (verdict(extra=1), "unknown keys: extra"),
         ({"decision": "approve"}, "lacks: criteria_evidence, findings"),
         (verdict(decision="lgtm"), "decision must be"),
-        (verdict(findings="x"), "findings must be a list of strings"),
-        (verdict(findings=[1]), "findings must be a list of strings"),
+        (verdict(findings="x"), "findings must be a list of strings or objects"),
+        (verdict(findings=[1]), r"findings\[0\] must be a string or an object"),
+        (verdict(findings=[{"path": "a.py"}]), r"findings\[0\] must be a string or an object"),
+        (verdict(findings=[{"remedy": "x", "col": 1}]), r"findings\[0\] must be"),
         (verdict(criteria_evidence=[{"criterion": "a"}]), r"criteria_evidence\[0\]"),
         (verdict(criteria_evidence=[{"criterion": "a", "evidence": 2}]), r"\[0\]"),
         (verdict(amendment_decision="maybe"), "amendment_decision must be"),
@@ -108,6 +112,58 @@ def test_amendments_must_be_decided_and_an_accepted_one_changes_the_judged_set()
     )
 
 
+def test_a_finding_on_lines_is_posted_with_its_place() -> None:
+    placed = [
+        {"remedy": "off by one", "path": "src/a.py", "line": 3, "end_line": 5},
+        {"remedy": "name it", "path": "b.py", "line": 7, "end_line": None},
+        {"remedy": "the whole file", "path": "c.py", "line": None, "end_line": None},
+        {"remedy": "general"},
+        "a string, as before",
+    ]
+    body = review_body(
+        parse_verdict(verdict(decision="request_changes", findings=placed)),
+        submission_id="s",
+        has_amendment=False,
+    )
+    assert body["findings"] == [
+        {"severity": "required", "remedy": "off by one", "path": "src/a.py", "line": 3,
+         "end_line": 5},
+        {"severity": "required", "remedy": "name it", "path": "b.py", "line": 7},
+        {"severity": "required", "remedy": "the whole file", "path": "c.py"},
+        {"severity": "required", "remedy": "general"},
+        {"severity": "required", "remedy": "a string, as before"},
+    ]  # fmt: skip
+    # What the supervisor posts is what the coordinator's own shape accepts.
+    Review.model_validate({k: body[k] for k in ("decision", "summary", "findings")})
+
+
+@pytest.mark.parametrize(
+    ("place", "message"),
+    [
+        ({"line": 3}, "a finding's line needs its path"),
+        ({"path": "a", "end_line": 3}, "end_line needs a line at or before it"),
+        ({"path": "a", "line": 4, "end_line": 3}, "end_line needs a line at or before it"),
+        ({"path": "a", "line": 0}, "line must be a whole number from 1"),
+        ({"path": "a", "line": True}, "line must be a whole number from 1"),
+        ({"path": "a", "line": "3"}, "line must be a whole number from 1"),
+        ({"path": "a", "line": 1, "end_line": 2**62 + 1}, "end_line must be a whole number"),
+        ({"path": ""}, "path must be 1-4096 characters"),
+        ({"path": "a\x00b"}, "none of them NUL"),
+        ({"path": "p" * 4097}, "path must be 1-4096 characters"),
+        ({"path": 5}, "path must be 1-4096 characters"),
+    ],
+)
+def test_a_misplaced_finding_is_refused_by_the_wire_rule(
+    place: dict[str, object], message: str
+) -> None:
+    """The verdict's placement rule is the wire's: both refuse the same places, the same way."""
+    with pytest.raises(VerdictError, match=message):
+        parse_verdict(verdict(findings=[{"remedy": "x", **place}]))
+    with pytest.raises(ValidationError) as refused:  # the field types refuse the others first
+        Finding.model_validate({"severity": "required", "remedy": "x", **place})
+    assert "needs" not in message or message in str(refused.value)
+
+
 def test_findings_are_bounded_and_blank_ones_dropped() -> None:
     v = parse_verdict(verdict(findings=[" ", *["f" * 5000] * 150]))
     body = review_body(v, submission_id="s", has_amendment=False)
@@ -134,6 +190,9 @@ def test_a_final_message_that_is_no_verdict_is_refused(text: str | None) -> None
 def test_schema_names_every_key_the_parser_accepts() -> None:
     assert set(VERDICT_SCHEMA["required"]) == set(VERDICT_SCHEMA["properties"])
     parse_verdict({key: verdict()[key] for key in VERDICT_SCHEMA["required"]})
+    placed = VERDICT_SCHEMA["properties"]["findings"]["items"]["anyOf"][1]
+    assert set(placed["required"]) == set(placed["properties"])
+    parse_verdict(verdict(findings=[dict.fromkeys(placed["required"]) | {"remedy": "x"}]))
 
 
 def test_release_summary_is_bounded() -> None:

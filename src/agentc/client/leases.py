@@ -94,11 +94,15 @@ class Leases(Journal):
                 self.store.save(st)
         return attempt
 
-    def renew(self, attempt_id: str | None = None, generation: int | None = None) -> Outcome:
+    def renew(
+        self, attempt_id: str | None = None, generation: int | None = None, step: str | None = None
+    ) -> Outcome:
+        """Renew the lease; ``step``: what the agent is doing now (its supervisor's reading)."""
         aid, gen = self.held(attempt_id, generation)
-        return self.mutate(
-            "renew", "POST", self.project(f"/attempts/{aid}/renew"), {"generation": gen}
-        )
+        body: dict[str, object] = {"generation": gen}
+        if step is not None:
+            body["step"] = step[:300]
+        return self.mutate("renew", "POST", self.project(f"/attempts/{aid}/renew"), body)
 
     def checkpoint(
         self,

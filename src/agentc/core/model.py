@@ -139,6 +139,7 @@ CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
 # Every number a request may carry has a range (docs/api.md lists them all).
 ID_MAX = 128  # record ids: 1-128 visible ASCII characters
 COUNTER_MAX = 2**62  # revisions, generations, event cursors (stored as 64-bit integers)
+FINDING_PATH_MAX = 4096  # a finding's file (its line numbers are 1..COUNTER_MAX)
 PAGE_LIMIT_MAX = 200
 EXIT_CODE_MIN, EXIT_CODE_MAX = -255, 255
 TOKENS_MAX = 10**12  # per cost row and token kind

@@ -11,7 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeGuard
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import COUNTER_MAX, ID_MAX, ActivityKind, ReviewMode, TaskKind
+from agentc.core.model import (
+    COUNTER_MAX,
+    FINDING_PATH_MAX,
+    ID_MAX,
+    ActivityKind,
+    ReviewMode,
+    TaskKind,
+)
 
 _VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
 ID_PATTERN = rf"^[\x21-\x7e]{{1,{ID_MAX}}}$"
@@ -142,6 +149,28 @@ def check_evidence(criteria: list[str], evidence: list[tuple[str, str]]) -> None
             status=422,
             details={"missing": missing, "unknown": unknown, "duplicated": dupes},
         )
+
+
+def finding_place_problem(path: object, line: object, end_line: object) -> str | None:
+    """What is wrong with a finding's place (its file ``path`` and lines ``line`` to
+    ``end_line``, each optional), or None: the one rule of the wire's ``Finding`` and the
+    supervisor's reviewer verdict."""
+    if path is not None and (
+        not isinstance(path, str) or not 1 <= len(path) <= FINDING_PATH_MAX or "\x00" in path
+    ):
+        return f"a finding's path must be 1-{FINDING_PATH_MAX} characters, none of them NUL"
+    for name, value in (("line", line), ("end_line", end_line)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= COUNTER_MAX
+        ):
+            return f"a finding's {name} must be a whole number from 1 to {COUNTER_MAX}"
+    if line is not None and path is None:
+        return "a finding's line needs its path"
+    if end_line is not None and not (
+        isinstance(line, int) and isinstance(end_line, int) and line <= end_line
+    ):
+        return "a finding's end_line needs a line at or before it"
+    return None
 
 
 def check_revision_sha(field: str, value: str | None) -> str:

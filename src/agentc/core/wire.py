@@ -14,10 +14,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 
 from agentc.core import model as m
-from agentc.core.rules import ID_PATTERN
+from agentc.core.rules import ID_PATTERN, finding_place_problem
 
 NO_NUL = r"^[^\x00]*$"
 """Text holds no NUL character (PostgreSQL's text cannot store one)."""
@@ -72,10 +72,27 @@ class Submission(Body):
     ac_amendment: Amendment | None = None
 
 
+LineNumber = Annotated[int, Field(ge=1, le=m.COUNTER_MAX)]
+
+
 class Finding(Body):
+    """A reviewer's finding; with ``path`` (a file of the submission's change, its new name)
+    and optionally ``line`` to ``end_line`` (that file's lines after the change; a deleted
+    file's, before it), it is about those lines (the console shows it on them)."""
+
     severity: ByValue[m.Severity]
     remedy: Summary
     evidence: Annotated[str, text(8192)] = ""
+    path: Annotated[str, text(m.FINDING_PATH_MAX, min_length=1)] | None = None
+    line: LineNumber | None = None
+    end_line: LineNumber | None = None
+
+    @model_validator(mode="after")
+    def _placed(self) -> Finding:
+        problem = finding_place_problem(self.path, self.line, self.end_line)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class Review(Body):

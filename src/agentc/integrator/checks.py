@@ -17,6 +17,7 @@ import os
 import pwd
 import signal
 import subprocess
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -52,6 +53,7 @@ class CheckResult:
     tail: str
     log: str
     limit: str | None = None
+    duration_ms: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -136,16 +138,18 @@ class CheckRunner:
             limits.create()
         except OSError as exc:
             raise CheckSetupError(f"cannot create the checks' cgroup: {exc}") from None
+        started = time.monotonic()
         try:
             code = self._spawn(desc, scratch, log, limits, check.timeout_seconds)
             hit = limits.hit()
         finally:
             limits.remove()
+        took = int((time.monotonic() - started) * 1000)
         tail = _tail(log, self.config.log_tail_bytes)
         if code is None:
-            return CheckResult(name, check.argv, "timed_out", None, tail, str(log), hit)
+            return CheckResult(name, check.argv, "timed_out", None, tail, str(log), hit, took)
         outcome = "passed" if code == 0 else "failed"
-        return CheckResult(name, check.argv, outcome, code, tail, str(log), hit)
+        return CheckResult(name, check.argv, outcome, code, tail, str(log), hit, took)
 
     def _spawn(
         self, desc: LaunchDescription, scratch: Path, log: Path, limits: LaunchLimits, timeout: int

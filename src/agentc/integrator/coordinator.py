@@ -120,15 +120,22 @@ class Coordinator:
             "submission_id": entry.submission_id,
             "landed_revision": rev,
             "target_revision": entry.target_before,
-            "checks": [check_body(c) for c in entry.checks],
+            "checks": [check_body(c, detail=True) for c in entry.checks],
+            "reviewed_diff": entry.reviewed_diff,
         }
-        self._record_once(
-            entry,
-            "landing",
-            body,
-            f"landing:{entry.activity_id}:{rev}",
-            lambda act: act["state"] == "completed" and act["landed_revision"] == rev,
-        )
+        key = f"landing:{entry.activity_id}:{rev}"
+
+        def landed(act: dict[str, Any]) -> bool:
+            return bool(act["state"] == "completed" and act["landed_revision"] == rev)
+
+        try:
+            self._record_once(entry, "landing", body, key, landed)
+        except CoordinatorError as exc:
+            if exc.code != secrets.REFUSED:
+                raise
+            # a check's command or output quoted a secret: they stay in the checks' logs here
+            plain = {**body, "checks": [check_body(c) for c in entry.checks]}
+            self._record_once(entry, "landing", plain, key + ":no-tails", landed)
 
     def send_back(self, entry: Entry, code: str, reason: str, tail: str) -> None:
         """Send ``entry``'s task back to its implementer with the reason (once: a replay, or an
@@ -182,10 +189,19 @@ class Coordinator:
                 raise
 
 
-def check_body(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A check's result as the coordinator records it (name, outcome, exit code)."""
-    return {
+def check_body(record: Mapping[str, Any], *, detail: bool = False) -> dict[str, Any]:
+    """A check's result as the coordinator records it (name, outcome, exit code, duration; with
+    ``detail`` its command and the end of its output, which may quote the candidate's text)."""
+    took = record.get("duration_ms")
+    body = {
         "name": str(record.get("name", "check"))[:200] or "check",
         "outcome": record.get("outcome"),
         "exit_code": record.get("exit_code"),
+        "duration_ms": took if isinstance(took, int) and took >= 0 else None,
     }
+    if detail:
+        argv = record.get("argv")
+        words = argv if isinstance(argv, list) else []
+        body["command"] = " ".join(str(a) for a in words)[:2000].replace("\x00", "")
+        body["tail"] = str(record.get("tail") or "")[-4000:].replace("\x00", "")
+    return body

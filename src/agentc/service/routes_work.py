@@ -33,6 +33,7 @@ from agentc.service.schemas import (
     PolicyIn,
     ProjectIn,
     ReleaseIn,
+    RenewIn,
     ReviewIn,
     SendBackIn,
     SubmissionIn,
@@ -42,6 +43,7 @@ from agentc.service.schemas import (
     UnblockIn,
 )
 from agentc.service.work import (
+    artifacts,
     attention,
     digest_link,
     integration,
@@ -49,6 +51,7 @@ from agentc.service.work import (
     leases,
     projects,
     reviews,
+    steps,
     tasks,
     telemetry,
     workflow,
@@ -137,7 +140,7 @@ async def claim(request: Request, project_id: str, body: ClaimIn) -> Response:
 
 
 LANE.append(lane_route("POST", router.prefix + P + "/claims", ClaimIn, claim))
-_record_route("POST", AT + "/renew", "leases", leases.renew, GenerationIn, lane=True)
+_record_route("POST", AT + "/renew", "leases", leases.renew, RenewIn, lane=True)
 _record_route(
     "POST",
     AT + "/checkpoints",
@@ -276,6 +279,38 @@ _record_route(
 )
 _record_route(
     "POST", AT + "/submissions", "workflow", workflow.submit, SubmissionIn, status_code=201
+)
+
+
+@router.get(AT + "/artifacts/patch", tags=["workflow"])
+async def get_patch(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(request, lambda tx, _a: artifacts.read_patch(tx.conn, project_id, attempt_id))
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/patch",
+    "workflow",
+    artifacts.record_patch,
+    artifacts.PatchIn,
+    name="record_patch",
+    status_code=201,
+)
+
+
+@router.get(AT + "/artifacts/steps", tags=["workflow"])
+async def get_steps(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(request, lambda tx, _a: steps.read_steps(tx.conn, project_id, attempt_id))
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/steps",
+    "workflow",
+    steps.record_steps,
+    steps.StepsIn,
+    name="record_steps",
+    status_code=201,
 )
 _record_route(
     "POST", A + "/claim", "workflow", reviews.claim_activity, ActivityClaimIn, status_code=201

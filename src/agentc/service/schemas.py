@@ -149,6 +149,13 @@ class GenerationIn(Body):
     generation: Counter
 
 
+class RenewIn(Body):
+    generation: Counter
+    # What the agent is doing now, as its supervisor read it from the launch's stream (agent
+    # text, screened like any body): shown live on the task page (docs/console.md).
+    step: Annotated[str, text(300)] | None = None
+
+
 class CheckpointIn(Body):
     generation: Counter
     summary: Summary
@@ -194,6 +201,9 @@ class CheckRecord(Body):
     name: Label
     outcome: Literal["passed", "failed", "timed_out"]
     exit_code: Annotated[int, Field(ge=m.EXIT_CODE_MIN, le=m.EXIT_CODE_MAX)] | None = None
+    command: Annotated[str, text(2000)] = ""  # what ran, for the console
+    duration_ms: Annotated[int, Field(ge=0, le=m.COUNTER_MAX)] | None = None
+    tail: Annotated[str, text(4096)] = ""  # the end of its output
 
 
 LogTail = Annotated[str, text(16384)]
@@ -205,6 +215,8 @@ class LandingIn(Body):
     landed_revision: Revision
     target_revision: Revision | None = None  # the target the landed revision was built on
     checks: Checks = []
+    # the landed commit's Agentc-Reviewed-Diff trailer, shown beside the recorded patch's
+    reviewed_diff: Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
 
 
 class SendBackIn(Body):

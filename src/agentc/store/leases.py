@@ -363,3 +363,14 @@ def ended_attempts_since(
     return fetch_all(
         conn, _ENDED_WITH_NEWS, Attempt, project_id=project_id, since=since, limit=limit
     )
+
+
+_WORKING = (
+    "SELECT DISTINCT task_id FROM attempts WHERE project_id = :project_id "
+    f"AND state = '{AttemptState.ACTIVE}' AND expires_at > :now"
+)
+
+
+def working_tasks(conn: Connection, project_id: str, now: int) -> set[str]:
+    """The project's tasks with an agent working now: an active attempt, its lease live."""
+    return set(fetch_all(conn, _WORKING, str, project_id=project_id, now=now))

@@ -279,6 +279,22 @@ review_decisions = Table(
     Column("created_at", Ms, nullable=False),
 )
 
+work_artifacts = Table(
+    "work_artifacts",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("project_id", Id, ForeignKey("projects.id"), nullable=False),
+    Column("task_id", Id, ForeignKey("tasks.id"), nullable=False, index=True),
+    Column("attempt_id", Id, ForeignKey("attempts.id"), nullable=False),
+    Column("submission_id", Id, ForeignKey("submissions.id")),
+    Column("kind", String(16), nullable=False),  # patch | steps
+    Column("digest", String(80)),  # a patch's reviewed diff, sha256:<hex>
+    Column("body_json", Text, nullable=False),
+    Column("created_by", Id, nullable=False),
+    Column("created_at", Ms, nullable=False),
+    UniqueConstraint("attempt_id", "kind", name="uq_work_artifacts_attempt_kind"),
+)
+
 task_contributors = Table(
     "task_contributors",
     metadata,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,16 @@ from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
 from tests.service.kit import ORIGIN, Caller, Service
 
 CHROMIUM = Path("/usr/bin/chromium")
+# axe-core, pinned in tools/axe/package.json and installed by scripts/setup --dev.
+AXE = Path(__file__).resolve().parents[3] / "tools/axe/node_modules/axe-core/axe.min.js"
+# What axe reports of each violation: its rule, impact, help and the first elements it names.
+_AXE_RUN = """async () => {
+    const found = await axe.run(document, {resultTypes: ["violations"]});
+    return found.violations.map(v => ({
+        id: v.id, impact: v.impact, help: v.help,
+        nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ")),
+    }));
+}"""
 
 
 @pytest.fixture
@@ -49,6 +59,20 @@ def page(browser: Browser, server: LiveServer) -> Iterator[Page]:
     yield tab
     context.close()
     assert errors == [], errors  # a CSP violation or a script error shows up here
+
+
+def with_axe(page: Page) -> None:
+    """Every document the tab loads from now on carries axe-core, injected by Playwright from
+    the local file as an init script (outside the page's CSP, which stays as it is)."""
+    if not AXE.exists():
+        pytest.fail("axe-core is missing: run scripts/setup --dev")
+    page.add_init_script(path=AXE)
+
+
+def serious_violations(page: Page) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations of the page as it is now (``with_axe``)."""
+    found: list[dict[str, Any]] = page.evaluate(_AXE_RUN)
+    return [v for v in found if v["impact"] in ("serious", "critical")]
 
 
 def sign_in(page: Page, live: LiveServer, password: str = ADMIN_PASSWORD) -> None:
@@ -96,7 +120,7 @@ def form_of(svc: Service, path: str = "/console/access") -> dict[str, str]:
 
 
 def post_form(
-    svc: Service, path: str, data: dict[str, str], origin: str | None = ORIGIN
+    svc: Service, path: str, data: Mapping[str, str | list[str]], origin: str | None = ORIGIN
 ) -> httpx2.Response:
     headers = {"Origin": origin} if origin else {}
     return svc.client.post(path, data=data, headers=headers, follow_redirects=False)

@@ -15,12 +15,14 @@ from playwright.sync_api import Page, sync_playwright
 
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
 from tests.service.console.kit import CHROMIUM, Agent
+from tests.service.console.screen_change import code_change
 
 OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 
 
-def seed(live: LiveServer) -> tuple[str, str]:
-    """A project with tasks in several states; returns the project and a task waiting review."""
+def seed(live: LiveServer) -> tuple[str, str, str]:
+    """A project with tasks in several states; returns the project, a task waiting review and
+    the task an agent is working on."""
     admin = live.admin_client()
     pid = admin.post(
         "/api/v1/projects",
@@ -65,7 +67,7 @@ def seed(live: LiveServer) -> tuple[str, str]:
         _work(agent, pid, ids)
     _telemetry(live, pid, ids)
     live.cli("designate-digest-sender", "--project", pid, "--agent", "claude-worker")
-    return pid, ids[1]
+    return pid, ids[1], ids[0]
 
 
 def _outcome(days_ago: int, harness: str) -> str:
@@ -98,7 +100,7 @@ def _telemetry(live: LiveServer, pid: str, ids: list[str]) -> None:
         ("host-b", "supervised", "cost-rows", "build-2", costs[25:]),
         ("canary-bot", "supervised", "canary-results", "build-1", canaries),
     ):
-        token = live.issue_token(who, credential_class=cls)
+        token = live.issue_token(who, pid, credential_class=cls)
         resp = httpx.post(
             f"{live.url}/api/v1/projects/{pid}/telemetry/{stream}",
             json={"host": host, "rows": rows},
@@ -119,6 +121,11 @@ def _work(agent: Agent, pid: str, ids: list[str]) -> None:
             f"/api/v1/projects/{pid}/attempts/{att['id']}/checkpoints",
             {"generation": att["generation"], "summary": "reproduced; fixing"},
         )
+        if n == 0:  # the board marks it, the task page says what it is doing now
+            agent.post(
+                f"/api/v1/projects/{pid}/attempts/{att['id']}/renew",
+                {"generation": att["generation"], "step": "Bash: pytest tests/test_login.py -q"},
+            )
         if n == 3:
             agent.post(
                 f"/api/v1/projects/{pid}/attempts/{att['id']}/release",
@@ -143,10 +150,14 @@ def _work(agent: Agent, pid: str, ids: list[str]) -> None:
             )
 
 
-def shoot(page: Page, live: LiveServer, path: str, name: str) -> None:
+def shoot(page: Page, live: LiveServer, path: str, name: str, part: str | None = None) -> None:
+    """The page at path, whole, or only its first element matching the selector ``part``."""
     page.goto(live.url + path)
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+    if part:
+        page.locator(part).first.screenshot(path=str(OUT / f"{name}.png"))
+    else:
+        page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
     print(f"docs/screenshots/{name}.png", file=sys.stderr)
 
 
@@ -155,7 +166,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="agentc-screens-"))
     canary = ("--canary-principals", "canary-bot")
     with live_server(str(work / "c.sqlite3"), work, *canary) as live, sync_playwright() as pw:
-        pid, review = seed(live)
+        pid, review, working = seed(live)
+        change, steps = code_change(live, work / "repo")
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         for width, suffix in ((1280, ""), (390, "-phone")):
             page = browser.new_page(viewport={"width": width, "height": 800})
@@ -166,6 +178,9 @@ def main() -> None:
             page.wait_for_url("**/console/projects")
             shoot(page, live, f"/console/projects/{pid}", "board" + suffix)
             shoot(page, live, f"/console/projects/{pid}/tasks/{review}", "task-review" + suffix)
+            page.set_viewport_size({"width": width, "height": 1600})  # the review form is
+            shoot(page, live, change, "change" + suffix)  # sticky, 96% of the window's height
+            page.set_viewport_size({"width": width, "height": 800})
             shoot(page, live, f"/console/projects/{pid}/costs", "costs" + suffix)
             shoot(page, live, "/console/attention", "attention" + suffix)
             if not suffix:
@@ -174,6 +189,13 @@ def main() -> None:
                 shoot(page, live, "/console/access", "access")
                 shoot(page, live, f"/console/projects/{pid}/settings", "settings")
                 shoot(page, live, "/console/account", "account")
+                page.set_viewport_size({"width": width, "height": 1600})
+                shoot(page, live, change + "?view=split", "change-split")
+                page.set_viewport_size({"width": width, "height": 800})
+                shoot(page, live, steps, "steps", "article.run")
+                board = f"/console/projects/{pid}"
+                shoot(page, live, board, "board-live", "li.task-card:has(.working)")
+                shoot(page, live, f"{board}/tasks/{working}", "task-live", "table:has(.working)")
             page.close()
         browser.close()
 

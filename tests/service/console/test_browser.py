@@ -25,7 +25,7 @@ def test_a_task_from_creation_to_approval(page: Page, server: LiveServer) -> Non
     page.get_by_text("New project").click()
     page.get_by_label("Name").fill("demo")
     page.get_by_label("Repository URL").fill("https://example.com/demo.git")
-    page.get_by_label("Review").select_option("human")
+    page.get_by_label("Who reviews").select_option("human")
     page.get_by_role("button", name="Create project").click()
     expect(page.get_by_role("heading", name="demo")).to_be_visible()
     project_id = page.url.rsplit("/", 1)[1]
@@ -70,7 +70,7 @@ def test_a_task_from_creation_to_approval(page: Page, server: LiveServer) -> Non
     page.get_by_label("Severity").first.select_option("advisory")
     page.get_by_role("button", name="Send review").click()
     _status(page, "done")
-    expect(page.get_by_text("approved by a human")).to_be_visible()
+    expect(page.get_by_text("approved by a person")).to_be_visible()
     expect(page.get_by_text("a typo in the title")).to_be_visible()
 
     page.get_by_role("link", name="demo").click()
@@ -163,7 +163,7 @@ def test_settings_charts_attention_and_ending_a_session(page: Page, server: Live
     sign_in(page, server)
     page.get_by_role("link", name="shop").click()
     page.get_by_role("link", name="Settings").click()
-    page.get_by_label("Review").select_option("human")
+    page.get_by_label("Who reviews").select_option("human")
     page.get_by_label("Required checks (one a line: a name, or name, version, environment)").fill(
         "unit\nlint, 2, ci"
     )

@@ -22,7 +22,8 @@ from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
 # A command: reviewer (the operator's own program): it reads the criteria from its prompt, runs
 # the candidate's test only through $AGENTC_CANDIDATE_SHELL with the output captured, and
 # prints its verdict as its last stdout line. MODE: honest (approve when the test passes, else
-# request changes), no-evidence (an approval without criteria evidence), hang.
+# request changes, its finding on FAILING_TEST's line 2), no-evidence (an approval without
+# criteria evidence), hang.
 REVIEWER = """#!/usr/bin/python3
 import json, os, subprocess, sys, time
 
@@ -45,7 +46,10 @@ passed = test.returncode == 0
 verdict = {
     "decision": "approve" if passed else "request_changes",
     "summary": evidence,
-    "findings": [] if passed else ["test.sh fails: " + report.strip()[:500]],
+    "findings": [] if passed else [{
+        "remedy": "test.sh fails: " + report.strip()[:500],
+        "path": "test.sh", "line": 2, "end_line": None,
+    }],
     "criteria_evidence": [
         {"criterion": c, "evidence": evidence} for c in data["acceptance_criteria"]
     ] if MODE == "honest" else [],

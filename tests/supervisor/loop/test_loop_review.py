@@ -51,8 +51,19 @@ def test_an_approval_with_evidence_for_every_criterion_is_posted(
     assert final["outcome"] == "decided: approve"
     assert final["activity"] == review_activity(loop, task)["id"]
     assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
+    # The reviewer's run is recorded with the reviewer's credential (decision D45).
+    run = _run(loop, final["attempt"])
+    assert (run["ending"], run["harness"], run["steps"]) == ("submitted", "command", [])
+    assert str(run["why"]).endswith("its verdict (approve) was posted")
     # The implementer's part of the poll ran after the review, under its own cap.
     assert "the daily cost cap is reached ($1000.00 of $150.00)" in result.stderr
+
+
+def _run(loop: LoopKit, attempt: str) -> dict[str, object]:
+    """The attempt's recorded run (its steps artifact)."""
+    path = f"/api/v1/projects/{loop.project}/attempts/{attempt}/artifacts/steps"
+    run: dict[str, object] = loop.admin.get(path).json()["data"]
+    return run
 
 
 def _attempts(loop: LoopKit, task: str) -> list[dict[str, object]]:
@@ -106,6 +117,8 @@ def test_request_changes_sends_the_task_back_with_the_findings(
     assert decision["decision"] == "changes_requested"
     [finding] = decision["findings"]
     assert finding["severity"] == "required"
+    # The reviewer put it on the change's lines (FAILING_TEST's exit 1): posted with its place.
+    assert (finding["path"], finding["line"], finding.get("end_line")) == ("test.sh", 2, None)
     assert (
         finding["remedy"].startswith("test.sh fails: ")
         and "greeting.txt is missing" in (finding["remedy"])
@@ -242,6 +255,8 @@ def test_a_reviewer_past_review_minutes_is_stopped_and_its_review_released(
     assert "the reviewer ran past 0.02 minutes and was stopped" in result.stderr, result.stderr
     [final] = loop.records("finished")
     assert final["pid"] and final["outcome"].startswith("released: the reviewer ran past")
+    run = _run(loop, final["attempt"])
+    assert run["ending"] == "limit_hit" and "the reviewer ran past 0.02 minutes" in str(run["why"])
     assert review_activity(loop, task)["state"] == "queued"
     strikes = json.loads((loop.state / "loop/review-strikes.json").read_text())
     assert list(strikes.values())[0]["failures"] == 1

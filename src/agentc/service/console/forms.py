@@ -261,18 +261,11 @@ async def task_action_form(
 async def review_form(
     request: Request, form: FormData, project_id: str, activity_id: str
 ) -> Response:
-    findings = [
-        {"severity": form.getlist("severity")[i], "remedy": remedy, "evidence": evidence}
-        for i, (remedy, evidence) in enumerate(
-            zip(form.getlist("remedy"), form.getlist("evidence"), strict=False)
-        )
-        if isinstance(remedy, str) and remedy.strip() and i < len(form.getlist("severity"))
-    ]
     fields: dict[str, Any] = {
         "submission_id": _field(form, "submission_id"),
         "decision": _field(form, "decision"),
         "summary": _field(form, "summary"),
-        "findings": findings,
+        "findings": _findings(form),
     }
     if _field(form, "amendment_decision"):
         fields["amendment_decision"] = _field(form, "amendment_decision")
@@ -280,8 +273,37 @@ async def review_form(
     await run_write(
         request, form, body, lambda op, b: reviews.decide(op, project_id, activity_id, b)
     )
-    task = quote(_field(form, "task_id"), safe="")
-    return _go(f"/console/projects/{quote(project_id, safe='')}/tasks/{task}")
+    task = _task_page(project_id, _field(form, "task_id"))
+    if _field(form, "from") == "change":  # back to the change, named by the ids it posted
+        return _go(f"{task}/submissions/{quote(fields['submission_id'], safe='')}")
+    return _go(task)
+
+
+def _findings(form: FormData) -> list[dict[str, Any]]:
+    """The form's findings, one per non-blank remedy: its severity and evidence, and for a
+    line comment its file and lines (the i-th of each field belongs to the i-th remedy)."""
+    columns = {k: form.getlist(k) for k in ("severity", "evidence", "path", "line", "end_line")}
+    found = []
+    for i, remedy in enumerate(form.getlist("remedy")):
+        if not isinstance(remedy, str) or not remedy.strip():
+            continue
+        at: dict[str, str] = {}
+        for key, values in columns.items():
+            value = values[i] if i < len(values) else None
+            if isinstance(value, str):
+                at[key] = value
+        finding: dict[str, Any] = {
+            "severity": at.get("severity", "required"),
+            "remedy": remedy,
+            "evidence": at.get("evidence", ""),
+        }
+        if at.get("path"):
+            finding["path"] = at["path"]
+        for key in ("line", "end_line"):
+            if at.get(key, "").strip():
+                finding[key] = _number(at[key])
+        found.append(finding)
+    return found
 
 
 @_form("/console/access/people")

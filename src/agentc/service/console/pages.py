@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import Request
@@ -11,9 +12,10 @@ from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.service.auth import visible_projects
 from agentc.service.console.render import HERE, Viewer, html, page, router
-from agentc.service.work import tasks
+from agentc.service.work import steps, tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
+from agentc.store import artifacts, leases
 from agentc.store.accounts import all_credentials, all_principals, live_browser_sessions
 from agentc.store.audit import events_after
 from agentc.store.grants import all_grants
@@ -80,7 +82,10 @@ async def board_page(request: Request, project_id: str, status: str = "") -> Res
             for s in WorkStatus
             if not status or s.value == status
         ]
-        return "board.html", {"project": project, "columns": columns, "status": status}
+        working = leases.working_tasks(tx.conn, project_id, tx.now)
+        return "board.html", {
+            "project": project, "columns": columns, "status": status, "working": working
+        }  # fmt: skip
 
     return await page(request, build)
 
@@ -119,9 +124,32 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             and not task["current_attempt_id"]
             and task["phase"] not in ("review", "integration"),
             "events": _task_events(tx, project_id, task),
+            "runs": steps.of_task(tx.conn, task_id),
+            "working": _working(tx, task),
+            "patches": {
+                a.submission_id for a in artifacts.of_task(tx.conn, task_id) if a.kind == "patch"
+            },
         }
 
     return await page(request, build)
+
+
+def _working(tx: Tx, task: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The task's attempts running now (active, lease live): for each, how long it has run
+    and the current step its supervisor last told (with its renewal), if any."""
+    told = artifacts.live_of_task(tx.conn, task["id"])
+    working = {}
+    for a in task["attempts"]:
+        if a["state"] != "active" or not a.get("lease_remaining_ms"):
+            continue
+        started = int(datetime.fromisoformat(a["created_at"]).timestamp() * 1000)
+        now = told.get(a["id"], {})
+        working[a["id"]] = {
+            "elapsed_ms": max(0, tx.now - started),
+            "step": now.get("step"),
+            "at": rfc3339(now["at_ms"]) if now else None,
+        }
+    return working
 
 
 def _task_events(tx: Tx, project_id: str, task: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,6 +33,34 @@ _env = Environment(
 )
 _env.globals["new_key"] = new_id
 _env.globals["statuses"] = [s.value for s in WorkStatus]
+# Who reviews, in words (the review mode's name is the API's, shown only as the form's value).
+_env.globals["who_reviews"] = {
+    "none": "nobody (no review)",
+    "agent": "an agent",
+    "human": "a person",
+    "both": "an agent and a person",
+    "either": "an agent or a person, whoever takes it first",
+}
+
+_env.globals["endings"] = {
+    "submitted": "submitted",
+    "released": "released",
+    "killed": "stopped by the supervisor",
+    "limit_hit": "hit a limit",
+}
+
+
+def duration(ms: object) -> str:
+    """A duration in words: ``1 h 02 min``, ``3 min 05 s``, ``12 s``."""
+    seconds = int(ms) // 1000 if isinstance(ms, int) and ms > 0 else 0
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+_env.filters["duration"] = duration
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,9 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
             "completed_at": op.now,
             "landed_revision": body.landed_revision,
             "target_revision": body.target_revision,
-            "outcome_json": json.dumps({"checks": _checks(body.checks)}),
+            "outcome_json": json.dumps(
+                {"checks": _checks(body.checks), "reviewed_diff": body.reviewed_diff}
+            ),
         },
     )
     op.event(

@@ -33,7 +33,7 @@ from agentc.core.status import (
 )
 from agentc.service.auth import Actor, require_agent_session
 from agentc.service.ops import JsonObject, Op, Result, new_id
-from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, GenerationIn, ReleaseIn
+from agentc.service.schemas import CheckoutIn, CheckpointIn, ClaimIn, ReleaseIn, RenewIn
 from agentc.service.work.refusals import conflict, forbidden, missing
 from agentc.service.work.tasks import locked_task
 from agentc.service.work.views import (
@@ -43,7 +43,7 @@ from agentc.service.work.views import (
     task_facts,
     task_view_of,
 )
-from agentc.store import leases, tasks
+from agentc.store import artifacts, leases, tasks
 from agentc.store.leases import Attempt, Checkout, Checkpoint, Offer
 from agentc.store.projects import Project
 from agentc.store.sql import fetch_row, insert
@@ -378,7 +378,7 @@ def _held(
     return row
 
 
-def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Result:
+def renew(op: Op, project_id: str, attempt_id: str, body: RenewIn) -> Result:
     found = leases.lock_with_policy(op.tx, attempt_id)
     row = _held(op, project_id, attempt_id, body.generation, found and found[0])
     assert found is not None
@@ -387,6 +387,8 @@ def renew(op: Op, project_id: str, attempt_id: str, body: GenerationIn) -> Resul
         op.now, row.expires_at, policy.lease_seconds, row.created_at, policy.max_attempt_seconds
     )
     leases.renew_attempt(op.conn, attempt_id, result.expires_at, op.now)
+    if body.step is not None:  # the current step, kept for the task page (not an event)
+        artifacts.note_live(op.conn, new_id(), row, body.step, op.actor.principal_id, op.now)
     op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)
     att = row._replace(expires_at=result.expires_at, last_heartbeat_at=op.now)
     return Result(

@@ -70,12 +70,14 @@ def implementer_prompt(
     generation: int,
     checkout: str,
     instructions: Mapping[str, bytes],
+    feedback: Mapping[str, Any] | None = None,
 ) -> str:
     """The implementer's prompt: the contract, then the task and the repository's instructions.
 
     ``task`` is the coordinator's task (``id``, ``revision``, ``title``, ``description``,
     ``acceptance_criteria``); ``instructions`` maps an instruction file's name to its bytes at
-    the cloned revision (absent files left out).
+    the cloned revision (absent files left out); ``feedback`` is what the reviews (or the
+    integrator) said of the task's last submission, sent back (``supervisor.loop.feedback``).
     """
     contract = _fill(
         "implementer.md",
@@ -94,6 +96,8 @@ def implementer_prompt(
         "description": task.get("description") or "",
         "acceptance_criteria": list(task.get("acceptance_criteria") or []),
     }
+    if feedback:
+        data["changes_requested"] = dict(feedback)
     body = json.dumps(data, indent=2, ensure_ascii=False)
     return (
         contract

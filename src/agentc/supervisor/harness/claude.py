@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agentc.supervisor.harness.base import Adapter, LaunchRequest
 from agentc.supervisor.harness.env import HarnessSetup, ModelEndpoint, root_url
 from agentc.supervisor.harness.stream import (
+    FILE_TOOLS,
     State,
     Usage,
     dollars_of,
@@ -115,6 +116,11 @@ def _event(s: State, event: Mapping[str, Any]) -> None:
             s.per_call[message["id"]] = call
         else:
             s.anonymous = s.anonymous + call
+        _steps(s, message.get("content"))
+    elif kind == "user":
+        for block in _blocks(table(event.get("message")).get("content")):
+            if block.get("type") == "tool_result":
+                s.ended(block.get("tool_use_id"), block.get("is_error") is not True)
     elif kind == "rate_limit_event":
         info = table(event.get("rate_limit_info"))
         if info.get("status") == "rejected":
@@ -122,6 +128,24 @@ def _event(s: State, event: Mapping[str, Any]) -> None:
             s.limit(number(resets) * 1000 if number(resets) else None)
     elif kind == "result":
         _result(s, event)
+
+
+def _blocks(content: object) -> list[Mapping[str, Any]]:
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _steps(s: State, content: object) -> None:
+    """An assistant message's text and tool calls (a file tool's call is a file written)."""
+    for block in _blocks(content):
+        if block.get("type") == "text":
+            s.step("model", "message", block.get("text"))
+        elif block.get("type") == "tool_use":
+            name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+            args = table(block.get("input"))
+            what = next(
+                (args[k] for k in ("command", "file_path", "path", "pattern") if k in args), args
+            )
+            s.step("file" if name in FILE_TOOLS else "tool", name, what, ref=block.get("id"))
 
 
 def _result(s: State, event: Mapping[str, Any]) -> None:
@@ -147,3 +171,4 @@ def _result(s: State, event: Mapping[str, Any]) -> None:
         limited = event.get("api_error_status") == 429 or limit_text(s.final_text or "")
         if limited:
             s.limit(epoch_reset(s.final_text or ""))
+        s.step("error", subtype if isinstance(subtype, str) else "error", s.error)

@@ -80,6 +80,7 @@ def _event(s: State, event: Mapping[str, Any]) -> None:
         item = table(event.get("item"))
         if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
             s.final_text = item["text"]
+        _step(s, item)
     elif kind == "turn.completed":
         usage = table(event.get("usage"))
         given = number(usage.get("input_tokens"))
@@ -95,7 +96,26 @@ def _event(s: State, event: Mapping[str, Any]) -> None:
         text = message if isinstance(message, str) else "codex reported an error"
         s.failed = True
         s.error = text
+        s.step("error", kind, text)
         if kind == "turn.failed":
             s.completed = True
         if error.get("status") == 429 or limit_text(text):
             s.limit(epoch_reset(text))
+
+
+def _step(s: State, item: Mapping[str, Any]) -> None:
+    """A finished item: a message, a command with its exit status, files changed, a tool."""
+    kind = item.get("type")
+    if kind == "agent_message":
+        s.step("model", "message", item.get("text"))
+    elif kind == "command_execution":
+        code = item.get("exit_code")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        s.step("tool", "shell", item.get("command"), ok=code == 0, exit_code=code)
+    elif kind == "file_change":
+        for change in item.get("changes") or []:
+            change = table(change)
+            what = change.get("kind") if isinstance(change.get("kind"), str) else "change"
+            s.step("file", what, change.get("path"), ok=item.get("status") == "completed")
+    elif kind in ("web_search", "mcp_tool_call"):
+        s.step("tool", str(kind), item.get("query") or item.get("tool") or "")

@@ -56,6 +56,8 @@ class RunSummary:
     events: int
     unpriced_reason: str | None = None
     priced_model: str | None = None
+    steps: tuple[dict[str, Any], ...] = ()  # what the agent did (Step.view), the first MAX_STEPS
+    steps_dropped: int = 0
 
 
 class StreamReader:
@@ -89,6 +91,11 @@ class StreamReader:
         if isinstance(event, dict):
             self._state.events += 1
             self._apply(self._state, event)
+
+    def current_step(self) -> str | None:
+        """The newest step so far in a line (``Bash: git commit -m x``), or None."""
+        last = self._state.last
+        return None if last is None else f"{last.name}: {last.detail}"[:300].rstrip(": ")
 
     def summary(
         self, *, model: str | None = None, prices: Mapping[str, Price] = DEFAULT_PRICES
@@ -135,6 +142,8 @@ class StreamReader:
             events=s.events,
             unpriced_reason=reason,
             priced_model=priced,
+            steps=tuple(step.view() for step in s.steps),
+            steps_dropped=s.steps_dropped,
         )
 
 

@@ -17,7 +17,15 @@ from typing import Any
 
 from agentc.supervisor.harness.base import Adapter, LaunchRequest
 from agentc.supervisor.harness.env import PROVIDER, HarnessSetup, ModelEndpoint, root_url
-from agentc.supervisor.harness.stream import State, Usage, dollars_of, limit_text, number, table
+from agentc.supervisor.harness.stream import (
+    FILE_TOOLS,
+    State,
+    Usage,
+    dollars_of,
+    limit_text,
+    number,
+    table,
+)
 
 # Pi has no built-in default for a custom provider: it is told which model id to use.
 DEFAULT_MODEL = "claude-sonnet-5"
@@ -95,14 +103,23 @@ def _event(s: State, event: Mapping[str, Any]) -> None:
         ]
         if texts:
             s.final_text = "".join(texts)
+            s.step("model", "message", s.final_text)
         if message.get("stopReason") == "error":
             error = message.get("errorMessage")
             s.failed = True
             s.error = error if isinstance(error, str) else "pi reported an error"
+            s.step("error", "error", s.error)
             if limit_text(s.error):
                 s.limit(None)
         elif message.get("stopReason") in ("stop", "toolUse", "length"):
             s.failed = False
             s.error = None
+    elif kind == "tool_execution_start":
+        name = event.get("toolName") if isinstance(event.get("toolName"), str) else "tool"
+        args = table(event.get("args"))
+        what = next((args[k] for k in ("command", "path", "pattern") if k in args), args)
+        s.step("file" if name in FILE_TOOLS else "tool", name, what, ref=event.get("toolCallId"))
+    elif kind == "tool_execution_end":
+        s.ended(event.get("toolCallId"), event.get("isError") is not True)
     elif kind == "agent_end":
         s.completed = event.get("willRetry") is not True

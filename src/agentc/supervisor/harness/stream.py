@@ -6,6 +6,7 @@ Light (no pricing, no I/O): the harness adapters import it, and a launch imports
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -13,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LIMIT_PHRASES = ("rate limit", "rate_limit", "usage limit", "too many requests")
+MAX_STEPS = 500  # steps kept per run (the first ones; later ones are counted, not kept)
+MAX_DETAIL = 500  # characters of a step's detail (a command, a path, a message's start)
+FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "write", "edit"})
 _EPOCH_SUFFIX = re.compile(r"\|(\d{9,12})\s*$")
 
 
@@ -66,6 +70,30 @@ def epoch_reset(text: str) -> int | None:
 
 
 @dataclass
+class Step:
+    """One thing the agent did, as its stream tells it: a model's message (``model``), a tool
+    call (``tool``: its name, its command or argument, whether it succeeded, its exit status),
+    a file written (``file``) or an error (``error``). Agent text: bounded, never trusted."""
+
+    kind: str
+    name: str
+    detail: str
+    ok: bool | None = None
+    exit_code: int | None = None
+    ref: str | None = None  # the harness's id of a tool call, to match its result
+
+    def view(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "ref" and v is not None}
+
+
+def detail_of(value: object) -> str:
+    """A step's detail: a string as it is, anything else as compact JSON; bounded."""
+    if not isinstance(value, str):
+        value = "" if value is None else json.dumps(value, separators=(",", ":"), default=str)
+    return " ".join(value.split())[:MAX_DETAIL]
+
+
+@dataclass
 class State:
     events: int = 0
     model: str | None = None
@@ -84,6 +112,24 @@ class State:
     anonymous: Usage = field(default_factory=Usage)
     own_usd: float = 0.0  # dollars the harness computed itself (Pi), when it did
     own_priced: bool = False
+    steps: list[Step] = field(default_factory=list)
+    steps_dropped: int = 0
+    last: Step | None = None  # the newest step, kept or not (what the agent is doing now)
+
+    def step(self, kind: str, name: object, detail: object = "", **more: Any) -> None:
+        named = name[:100] if isinstance(name, str) and name else kind
+        self.last = Step(kind, named, detail_of(detail), **more)
+        if len(self.steps) >= MAX_STEPS:
+            self.steps_dropped += 1
+            return
+        self.steps.append(self.last)
+
+    def ended(self, ref: object, ok: bool, exit_code: int | None = None) -> None:
+        """A tool call's result: marks the newest step of that call."""
+        for step in reversed(self.steps):
+            if ref is not None and step.ref == ref:
+                step.ok, step.exit_code = ok, exit_code
+                return
 
     def limit(self, reset_ms: int | None) -> None:
         self.rate_limited = True

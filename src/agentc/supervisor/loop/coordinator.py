@@ -147,9 +147,18 @@ def resolve_pending(client: Agent) -> None:
     client.retry()
 
 
-def renew(client: Agent, attempt_id: str, generation: int) -> dict[str, Any]:
+def renew(
+    client: Agent, attempt_id: str, generation: int, step: str | None = None
+) -> dict[str, Any]:
+    """Renew, telling the current ``step``; one the coordinator refuses for a secret is left
+    out (the renewal is what matters)."""
     resolve_pending(client)
-    data: dict[str, Any] = client.renew(attempt_id, generation).data
+    try:
+        data: dict[str, Any] = client.renew(attempt_id, generation, step).data
+    except CoordinatorError as exc:
+        if step is None or exc.code != SECRET_REFUSED:
+            raise
+        data = client.renew(attempt_id, generation).data
     return data
 
 

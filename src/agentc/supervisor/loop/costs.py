@@ -33,16 +33,15 @@ from typing import Any
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
-from agentc.files import JsonLines, open_regular
+from agentc.files import JsonLines
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.harness.events import RunSummary, StreamReader
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
 from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord
 from agentc.supervisor.loop.signin import token_opt_in
+from agentc.supervisor.loop.steps import summary_of
 
 BATCH = 500
-_READ = 1 << 20
 _NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
 
@@ -137,21 +136,6 @@ def price_table(config: SupervisorConfig) -> dict[str, Price]:
     return table
 
 
-def _events(
-    path: Path, harness: str, model: str | None, config: SupervisorConfig
-) -> RunSummary | None:
-    """The summary of the events file (never following a link), or None without one."""
-    try:
-        handle = open_regular(path)
-    except OSError:
-        return None
-    reader = StreamReader(harness)
-    with handle:
-        while chunk := handle.read(_READ):
-            reader.feed(chunk)
-    return reader.summary(model=model, prices=price_table(config))
-
-
 def record_harness_cost(
     config: SupervisorConfig, root: Path, record: LaunchRecord, run: Path, now: int
 ) -> dict[str, Any] | None:
@@ -163,7 +147,7 @@ def record_harness_cost(
     ledger = root / HARNESS_LEDGER
     if any(row["session"] == record.launch_id for row in _ledger_rows(ledger)):
         return None
-    summary = _events(run / "events.jsonl", harness, record.vendor.get("model"), config)
+    summary = summary_of(run, harness, record.vendor.get("model"), price_table(config))
     if summary is None or summary.events == 0:
         return None
     row: dict[str, Any] = {

@@ -22,7 +22,7 @@ from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.request import CoordinatorAccess
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import coordinator, hostlaunch, push, repo
+from agentc.supervisor.loop import artifacts, coordinator, feedback, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
@@ -84,7 +84,7 @@ class ImplementerLaunch(LeasedLaunch):
                 text = handoff(f"the launch failed: {why}.")
                 if isinstance(exc, project_setup.SetupFailed):
                     text = self._setup_handoff(exc)
-                self._settle(client, lease, text)
+                self._settle(client, lease, text, exited=f"the launch failed: {why}")
                 return f"Failed({self.task}: {why})"
             try:
                 exit_note = self._supervise(client, lease, running)
@@ -93,7 +93,8 @@ class ImplementerLaunch(LeasedLaunch):
                 self._stop_push()
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
             text = f"the launch exited with code {code}{exit_note}."
-            self._settle(client, lease, handoff(text), empty_exit=code == 0)
+            exited = f"the launch exited with code {code}"
+            self._settle(client, lease, handoff(text), exited=exited, empty_exit=code == 0)
             return f"Launched {{task: {self.task!r}, exit_code: {code}}}"
 
     def _setup_handoff(self, exc: project_setup.SetupFailed) -> str:
@@ -109,6 +110,9 @@ class ImplementerLaunch(LeasedLaunch):
 
     def _remove(self) -> None:
         remove_launch(self.loop, self.launch_id)
+
+    def _time_limit_seconds(self) -> float:
+        return self.loop.config.run.budget_minutes * 60
 
     def _claim(self, client: Agent) -> dict[str, Any]:
         self._connect(client, "agentc-supervisor")
@@ -134,6 +138,7 @@ class ImplementerLaunch(LeasedLaunch):
             generation=int(attempt["generation"]),
             checkout=str(checkout),
             instructions=repo.instruction_files(self.mirror, head),
+            feedback=feedback.read(client, self.task),
         )
         self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)
@@ -239,9 +244,18 @@ class ImplementerLaunch(LeasedLaunch):
 
     # -- the end -----------------------------------------------------------------------------
 
-    def _settle(self, client: Agent, lease: Lease, text: str, *, empty_exit: bool = False) -> None:
-        """Release unless the agent submitted or released; then remove what the launch left.
-        A harness that exited 0 with the attempt still active counts as an empty exit."""
+    def _record_patch(self, client: Agent, lease: Lease) -> str:
+        kib = self.loop.config.run.patch_max_kib
+        return artifacts.record_patch(
+            client, self.mirror, self.launch_id, self.task, lease.attempt_id, kib
+        )
+
+    def _settle(
+        self, client: Agent, lease: Lease, text: str, *, exited: str, empty_exit: bool = False
+    ) -> None:
+        """Record the run's steps; release unless the agent submitted or released; then remove
+        what the launch left. A harness that exited 0 with the attempt still active counts as an
+        empty exit. ``exited`` says how the launch's process ended."""
         assert self.record is not None
         try:  # first of all, the launch's credential dies with the launch
             coordinator.revoke_launch_credentials(client, lease.attempt_id, lease.generation)
@@ -251,8 +265,10 @@ class ImplementerLaunch(LeasedLaunch):
         state = coordinator.task_attempt_state(client, lease.attempt_id)
         if state == "submitted":
             self.loop.records.count_empty_exit(None)
+            log(f"task {self.task}: {self._record_patch(client, lease)}")
         elif state == "active" and empty_exit:
             self.loop.records.count_empty_exit(self.record.task)
+        self._record_steps(client, lease.attempt_id, state, exited)
         if state == "active" and (self.layout.run / ".state-started").exists():
             kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
             text += f" The launch's logs are kept in {kept}."

@@ -28,7 +28,7 @@ from agentc.core.roles import Role
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import coordinator, hostlaunch, repo
+from agentc.supervisor.loop import coordinator, costs, hostlaunch, repo, steps
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 
@@ -112,11 +112,12 @@ def renew(
     *,
     gone: Callable[[str], str],
     label: str,
+    step: str | None = None,
 ) -> tuple[str | None, float]:
     """Renew ``lease``; returns why to stop (``gone(code)`` when the coordinator says the lease
     is over for good) and when to renew next (with ``backoff`` after a failure)."""
     try:
-        data = coordinator.renew(client, lease.attempt_id, lease.generation)
+        data = coordinator.renew(client, lease.attempt_id, lease.generation, step)
     except CoordinatorError as exc:
         if exc.code in coordinator.FINAL_CODES:
             return gone(str(exc.code)), now
@@ -158,6 +159,9 @@ class LeasedLaunch:
         self.layout = RunLayout.of_launch(loop.state, self.role, self.launch_id)
         self.private = loop.records.sessions / self.launch_id
         self.record: LaunchRecord | None = None
+        self.started_ms: int | None = None  # when the launch's process started
+        self.stopped: str | None = None  # why the loop stopped it, if it did
+        self.at_limit = False  # whether that was the role's time limit
 
     def _new_record(self) -> LaunchRecord:
         raise NotImplementedError
@@ -168,6 +172,10 @@ class LeasedLaunch:
 
     def _remove(self) -> None:
         """Remove what the launch left (clone, run, private coordinator state)."""
+        raise NotImplementedError
+
+    def _time_limit_seconds(self) -> float:
+        """The longest the role's launch may run (the loop stops it then: a limit hit)."""
         raise NotImplementedError
 
     def _blank_record(
@@ -271,6 +279,7 @@ class LeasedLaunch:
     def _record_started(self, running: hostlaunch.Running) -> None:
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
+        self.started_ms = now_ms()
         self.loop.records.write(self.record)
 
     def _supervise_lease(
@@ -294,6 +303,7 @@ class LeasedLaunch:
         next_renew, next_beat = started + lease.renew_after, started
         cap = min(300.0, lease.renew_after)
         backoff = Backoff(first=min(30.0, cap), cap=cap)
+        tail = steps.Tail(self.layout.run, self.vendor["harness"])
         while running.proc.poll() is None:
             now = time.monotonic()
             if now >= next_beat:
@@ -302,9 +312,13 @@ class LeasedLaunch:
             reason = "the host supervisor stopped" if self.loop.stopping else None
             reason = reason or gate(now - started)
             if reason is None and now >= next_renew:
-                reason, next_renew = renew(client, lease, backoff, now, gone=gone, label=label)
+                reason, next_renew = renew(
+                    client, lease, backoff, now, gone=gone, label=label, step=tail.current()
+                )
             if reason is not None:
                 log(f"{stop_note}: {reason}")
+                self.stopped = reason
+                self.at_limit = now - started >= min(limit_seconds, self._time_limit_seconds())
                 drain(running, cfg.drain_seconds)
                 return reason
             try:
@@ -312,6 +326,30 @@ class LeasedLaunch:
             except subprocess.TimeoutExpired:
                 pass
         return None
+
+    def _record_steps(self, client: Agent, attempt_id: str, state: str | None, exited: str) -> None:
+        """Record what the agent did in the attempt (its steps, cost, duration and ending) with
+        the loop's own credential, before the run's directory is removed; best effort."""
+        harness = self.vendor["harness"]
+        cfg = self.loop.config
+        summary = steps.summary_of(
+            self.layout.run, harness, self.vendor.get("model"), costs.price_table(cfg)
+        )
+        ending = steps.ending_of(
+            state,
+            stopped=self.stopped,
+            at_limit=self.at_limit,
+            rate_limited=summary is not None and summary.rate_limited,
+            exited=exited,
+        )
+        body = steps.body_of(
+            summary,
+            harness,
+            ending,
+            started_ms=self.started_ms,
+            max_bytes=cfg.run.steps_max_kib * 1024,
+        )
+        log(f"task {self.task}: {steps.record(client, attempt_id, body)}")
 
     def _release_failed(self, exc: AgentcError, what: str) -> str:
         """Note a release that failed in the record, kept for the next poll to settle."""

@@ -33,6 +33,16 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return _run_git(args, cwd, _complaint, text=True).stdout.strip()
 
 
+def git_bytes(*args: str, cwd: Path | None = None) -> bytes:
+    """Like :func:`git`, git's output as it is (bytes)."""
+    out: bytes = _run_git(args, cwd, _complaint_bytes).stdout
+    return out
+
+
+def _complaint_bytes(stderr: bytes) -> str:
+    return _complaint(stderr.decode("utf-8", errors="replace"))
+
+
 def _run_git(
     args: tuple[str, ...],
     cwd: Path | None,

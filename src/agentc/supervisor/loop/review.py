@@ -251,6 +251,9 @@ class ReviewLaunch(LeasedLaunch):
         assert self.record is not None
         remove_review(self.loop, self.record)
 
+    def _time_limit_seconds(self) -> float:
+        return self.loop.config.run.review_minutes * 60
+
     def _claim(self, client: Agent) -> dict[str, Any]:
         self._connect(client, "agentc-supervisor-reviewer")
         data: dict[str, Any] = client.review_claim(self.activity, self.submission).data
@@ -357,6 +360,8 @@ class ReviewLaunch(LeasedLaunch):
                 )
             return self._give_back(client, lease, why, strike=True)
         self.loop.records.clear_strike(self.submission)
+        posted = f"its verdict ({verdict.decision}) was posted"
+        self._record_steps(client, lease.attempt_id, "submitted", posted)
         self._finish("decided: " + verdict.decision)
         return f"Reviewed {{task: {self.task!r}, decision: {verdict.decision!r}}}"
 
@@ -364,6 +369,7 @@ class ReviewLaunch(LeasedLaunch):
         """Release the review with ``why`` (a strike unless the loop stops); then clean up.
         A release that fails keeps everything for the next poll to settle."""
         assert self.record is not None
+        self._record_steps(client, lease.attempt_id, None, why)
         try:
             done = _release(client, self.activity, lease.generation, release_summary(why))
         except AgentcError as exc:

@@ -136,6 +136,9 @@ class RunSettings(Settings):
     heartbeat_seconds: float = setting(number(minimum=1), default=30.0)
     empty_exit_limit: int = setting(integer(minimum=0), default=2)
     empty_exit_total_limit: int = setting(integer(minimum=0), default=5)
+    # The largest patch text sent with a submission for the console (the file list always goes)
+    patch_max_kib: int = setting(integer(minimum=0, maximum=900), default=512)
+    steps_max_kib: int = setting(integer(minimum=1, maximum=900), default=256)
     binding: Binding | None = setting(optional(section(Binding)), default=None)
     reviewer_binding: ReviewerBinding | None = setting(
         optional(section(ReviewerBinding)), default=None

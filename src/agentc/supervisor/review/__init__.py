@@ -8,6 +8,7 @@ Pure: no I/O.
 
 from agentc.supervisor.review.verdict import (
     VERDICT_SCHEMA,
+    Finding,
     Verdict,
     VerdictError,
     check_verdict,
@@ -19,6 +20,7 @@ from agentc.supervisor.review.verdict import (
 
 __all__ = [
     "VERDICT_SCHEMA",
+    "Finding",
     "Verdict",
     "VerdictError",
     "check_verdict",

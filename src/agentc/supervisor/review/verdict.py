@@ -1,8 +1,10 @@
 """The reviewer's verdict: schema, strict parse, approval checks, and the posted review body.
 
 A reviewer's final message is the verdict only: ``decision`` (``approve`` | ``request_changes``),
-``summary``, ``findings`` (strings), ``criteria_evidence`` (``{criterion, evidence}`` for each
-acceptance criterion, verbatim) and ``amendment_decision`` (``accepted`` | ``rejected`` | null).
+``summary``, ``findings`` (each a string, or an object ``{remedy, path, line, end_line}`` putting
+it on the change's lines: the place keys optional, by the rule of the wire's ``Finding``),
+``criteria_evidence`` (``{criterion, evidence}`` for each acceptance criterion, verbatim) and
+``amendment_decision`` (``accepted`` | ``rejected`` | null).
 Anything else (an unknown key, a wrong type) makes the verdict invalid: the review is released,
 never decided on a guess. An approval must carry evidence for every criterion the task is judged
 by (the amended set when the amendment is accepted) and, when the submission proposes an
@@ -15,6 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from agentc.core.rules import finding_place_problem
 
 MAX_FINDINGS = 100
 MAX_FINDING_CHARS = 4000
@@ -35,7 +39,25 @@ VERDICT_SCHEMA: Mapping[str, Any] = {
     "properties": {
         "decision": {"type": "string", "enum": ["approve", "request_changes"]},
         "summary": {"type": "string"},
-        "findings": {"type": "array", "items": {"type": "string"}},
+        "findings": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "string"},
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["remedy", "path", "line", "end_line"],
+                        "properties": {
+                            "remedy": {"type": "string"},
+                            "path": {"type": ["string", "null"]},
+                            "line": {"type": ["integer", "null"], "minimum": 1},
+                            "end_line": {"type": ["integer", "null"], "minimum": 1},
+                        },
+                    },
+                ]
+            },
+        },
         "criteria_evidence": {
             "type": "array",
             "items": {
@@ -64,18 +86,50 @@ class VerdictError(ValueError):
 
 
 @dataclass(frozen=True)
+class Finding:
+    """A verdict's finding; with ``path`` (and ``line`` to ``end_line``) it is on the change."""
+
+    remedy: str
+    path: str | None = None
+    line: int | None = None
+    end_line: int | None = None
+
+
+_FINDING_KEYS = frozenset({"remedy", "path", "line", "end_line"})
+
+
+@dataclass(frozen=True)
 class Verdict:
     decision: Literal["approve", "request_changes"]
     summary: str
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
     criteria_evidence: tuple[tuple[str, str], ...]
     amendment_decision: Literal["accepted", "rejected"] | None
 
 
-def _strings(value: object, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise VerdictError(f"{what} must be a list of strings")
-    return tuple(value)
+def _findings(value: object) -> tuple[Finding, ...]:
+    if not isinstance(value, list):
+        raise VerdictError("findings must be a list of strings or objects")
+    return tuple(_finding(i, item) for i, item in enumerate(value))
+
+
+def _finding(i: int, item: object) -> Finding:
+    if isinstance(item, str):
+        return Finding(item)
+    if (
+        not isinstance(item, dict)
+        or not set(item) <= _FINDING_KEYS
+        or not isinstance(item.get("remedy"), str)
+    ):
+        raise VerdictError(
+            f"findings[{i}] must be a string or an object of remedy (a string) and optionally "
+            "path, line and end_line"
+        )
+    path, line, end_line = item.get("path"), item.get("line"), item.get("end_line")
+    problem = finding_place_problem(path, line, end_line)
+    if problem:
+        raise VerdictError(f"findings[{i}]: {problem}")
+    return Finding(item["remedy"], path, line, end_line)  # checked by the rule above
 
 
 def parse_verdict(obj: object) -> Verdict:
@@ -116,7 +170,7 @@ def parse_verdict(obj: object) -> Verdict:
     return Verdict(
         decision=decision,
         summary=summary,
-        findings=_strings(obj["findings"], "findings"),
+        findings=_findings(obj["findings"]),
         criteria_evidence=tuple(evidence),
         amendment_decision=amendment,
     )
@@ -178,9 +232,10 @@ def review_body(verdict: Verdict, *, submission_id: str, has_amendment: bool) ->
     approved = verdict.decision == "approve"
     severity = "advisory" if approved else "required"
     findings = [
-        {"severity": severity, "remedy": text.strip()[:MAX_FINDING_CHARS]}
-        for text in verdict.findings
-        if text.strip()
+        {"severity": severity, "remedy": f.remedy.strip()[:MAX_FINDING_CHARS]}
+        | {key: value for key in ("path", "line", "end_line") if (value := getattr(f, key))}
+        for f in verdict.findings
+        if f.remedy.strip()
     ][:MAX_FINDINGS]
     summary = verdict.summary.strip() or DEFAULT_SUMMARY
     if verdict.criteria_evidence:

@@ -1,0 +1,62 @@
+"""What the loop records about a settled attempt for the console (decision D45): a code
+submission's patch, computed from the mirror (:mod:`.patch`).
+
+Recording is best effort: a failure is logged and the attempt's settling goes on (the console
+then shows the submission without its change). A patch whose text the coordinator refuses for
+a secret is sent again without the text, the note naming the refusal (never the secret).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentc.client.ops import Agent
+from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.supervisor.loop import patch
+from agentc.supervisor.loop.coordinator import SECRET_REFUSED, secret_left_out
+
+
+def submission_of(client: Agent, task_id: str, attempt_id: str) -> dict[str, Any] | None:
+    """The attempt's submission, as the task's workflow shows it (None: it has none)."""
+    flow = client.get(client.project(f"/tasks/{task_id}/workflow"))
+    for sub in flow.get("submissions", []) if isinstance(flow, dict) else []:
+        if isinstance(sub, dict) and sub.get("attempt_id") == attempt_id:
+            return sub
+    return None
+
+
+def record_patch(
+    client: Agent, mirror: Path, launch_id: str, task_id: str, attempt_id: str, max_kib: int
+) -> str:
+    """Compute and send the patch of the attempt's code submission; what happened, in words."""
+    try:
+        sub = submission_of(client, task_id, attempt_id)
+        if sub is None or sub.get("kind") != "code" or not sub.get("candidate_ref"):
+            return "no code submission: no patch"
+        body = patch.compute(
+            mirror,
+            str(sub["candidate_ref"]),
+            launch_id,
+            str(sub["base_revision"]),
+            str(sub["candidate_revision"]),
+            max_kib * 1024,
+        )
+        body["submission_id"] = sub["id"]
+        _send(client, attempt_id, body)
+    except (AgentcError, OSError, ValueError, KeyError) as exc:  # never stops the settling
+        return f"the patch was not recorded: {exc}"
+    return f"recorded the patch ({len(body['files'])} files)"
+
+
+def _send(client: Agent, attempt_id: str, body: dict[str, Any]) -> None:
+    path = client.project(f"/attempts/{attempt_id}/artifacts/patch")
+    try:
+        client.mutate("record_patch", "POST", path, body)
+    except CoordinatorError as exc:
+        if exc.code == "artifact_exists":
+            return
+        if exc.code != SECRET_REFUSED:
+            raise
+        note = secret_left_out(exc, "the patch")[:1000]
+        client.mutate("record_patch", "POST", path, {**body, "patch": None, "note": note})

@@ -1,0 +1,60 @@
+"""What the next implementer is told about the task's last submission (issue 32): the
+findings of the reviews that requested changes to it, each with its file and lines when the
+reviewer put it on the diff, and the integrator's send-back.
+
+Read from the task's workflow with the loop's role credential after the claim; the prompt
+quotes it as data (``implementer_prompt``). A task whose newest submission was not sent back
+has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentc.client.ops import Agent
+
+FINDING_KEYS = ("severity", "remedy", "evidence", "path", "line", "end_line")
+MAX_REVIEWS = 5
+
+
+def of_workflow(flow: dict[str, Any]) -> dict[str, Any] | None:
+    """The feedback on the newest submission of a task's workflow view, or None."""
+    subs = [s for s in flow.get("submissions") or [] if isinstance(s, dict)]
+    if not subs or not subs[0].get("superseded_at"):
+        return None
+    newest = subs[0]["id"]
+    reviews = [
+        {
+            "reviewer": r.get("reviewer_kind"),
+            "summary": r.get("summary", ""),
+            "findings": [
+                {k: f[k] for k in FINDING_KEYS if f.get(k) not in (None, "")}
+                for f in r.get("findings") or []
+                if isinstance(f, dict)
+            ],
+        }
+        for r in flow.get("reviews") or []
+        if isinstance(r, dict)
+        and r.get("submission_id") == newest
+        and r.get("decision") == "changes_requested"
+    ][:MAX_REVIEWS]
+    sent_back = next(
+        (
+            a["sent_back"]
+            for a in flow.get("activities") or []
+            if isinstance(a, dict) and a.get("submission_id") == newest and a.get("sent_back")
+        ),
+        None,
+    )
+    if not reviews and sent_back is None:
+        return None
+    found: dict[str, Any] = {"submission_id": newest, "reviews": reviews}
+    if sent_back is not None:
+        found["sent_back_by_integrator"] = sent_back
+    return found
+
+
+def read(client: Agent, task_id: str) -> dict[str, Any] | None:
+    """The task's feedback, read from the coordinator."""
+    flow = client.get(client.project(f"/tasks/{task_id}/workflow"))
+    return of_workflow(flow) if isinstance(flow, dict) else None

@@ -1,0 +1,166 @@
+"""What the loop records about a settled attempt's run for the console (decision D45): the
+agent's steps from its harness's event stream (:attr:`RunSummary.steps`), its cost and tokens,
+its duration, and how it ended and why.
+
+Sent with the loop's own credential (the attempt's role's), never the launch's. Bounded: the
+parsers keep the first ``MAX_STEPS``, and the loop keeps as many of those as fit in
+``[run] steps_max_kib`` of JSON (the rest are counted). The steps are agent text: a body the
+coordinator refuses for a secret is sent again without the steps, the model's name and the
+harness's error, the note naming the refusal (never the secret). Recording is best effort, like
+the patch's: a failure is logged and the settling goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.files import open_regular
+from agentc.gateway.prices import Price
+from agentc.supervisor.harness import registry
+from agentc.supervisor.harness.events import RunSummary, StreamReader
+from agentc.supervisor.loop.coordinator import SECRET_REFUSED, secret_left_out
+
+if TYPE_CHECKING:
+    from agentc.client.ops import Agent
+
+_READ = 1 << 20
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt's run ended (``submitted``, ``released``, ``killed``, ``limit_hit``) and
+    why, in the supervisor's words."""
+
+    kind: str
+    why: str
+
+
+def ending_of(
+    state: str | None,
+    *,
+    stopped: str | None,
+    at_limit: bool,
+    rate_limited: bool,
+    exited: str,
+) -> Ending:
+    """The ending of a run from what the loop saw: the attempt's state after the run, why the
+    loop stopped the launch (None: it ended by itself), whether that was the role's time limit,
+    whether the stream told a vendor's rate limit, and how the process ended (``exited``)."""
+    if state == "submitted":
+        return Ending("submitted", f"the agent submitted its work; {exited}")
+    if rate_limited:
+        return Ending("limit_hit", f"the vendor's rate limit stopped the agent; {exited}")
+    if stopped is not None:
+        return Ending(
+            "limit_hit" if at_limit else "killed", f"the supervisor stopped it: {stopped}"
+        )
+    if state == "released":
+        return Ending("released", "the agent released the attempt")
+    return Ending("released", f"{exited}; the supervisor released the attempt")
+
+
+class Tail:
+    """The running launch's ``events.jsonl`` read as it grows (never following a link), for
+    the current step the loop tells with each renewal; nothing for a ``command:`` agent."""
+
+    def __init__(self, run: Path, harness: str) -> None:
+        self.path, self.offset = run / "events.jsonl", 0
+        known = not registry.is_command(harness) and registry.named(harness) is not None
+        self.reader = StreamReader(harness) if known else None
+
+    def current(self) -> str | None:
+        if self.reader is None:
+            return None
+        try:
+            with open_regular(self.path) as handle:
+                handle.seek(self.offset)
+                while chunk := handle.read(_READ):
+                    self.reader.feed(chunk)
+                    self.offset += len(chunk)
+        except OSError:
+            pass
+        return self.reader.current_step()
+
+
+def summary_of(
+    run: Path, harness: str, model: str | None, prices: Mapping[str, Price]
+) -> RunSummary | None:
+    """The run's ``events.jsonl`` read by its harness's parser (never following a link); None
+    without one, or for a ``command:`` agent (its output is its own, not a known stream)."""
+    if registry.is_command(harness) or registry.named(harness) is None:
+        return None
+    try:
+        handle = open_regular(run / "events.jsonl")
+    except OSError:
+        return None
+    reader = StreamReader(harness)
+    with handle:
+        while chunk := handle.read(_READ):
+            reader.feed(chunk)
+    return reader.summary(model=model, prices=prices)
+
+
+def body_of(
+    summary: RunSummary | None,
+    harness: str,
+    ending: Ending,
+    *,
+    started_ms: int | None,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """The body of ``POST .../artifacts/steps``: the steps that fit in ``max_bytes``."""
+    now = int(time.time() * 1000)
+    body: dict[str, Any] = {
+        "harness": harness.split(":", 1)[0][:200],
+        "ending": ending.kind,
+        "why": ending.why[:2000],
+        "started_at_ms": started_ms,
+        "duration_ms": max(0, now - started_ms) if started_ms is not None else 0,
+        "steps": [],
+    }
+    if summary is None:
+        return body
+    kept, size = [], 0
+    for step in summary.steps:
+        size += len(json.dumps(step)) + 1
+        if size > max_bytes:
+            break
+        kept.append(step)
+    body.update(
+        model=summary.model[:200] if summary.model else None,
+        steps=kept,
+        steps_dropped=summary.steps_dropped + len(summary.steps) - len(kept),
+        error=summary.error[:2000] if summary.error else None,
+        usd=float(summary.usd) if summary.usd is not None else None,
+        usd_estimated=summary.usd_estimated,
+        input_tokens=summary.usage.input_tokens,
+        cached_input_tokens=summary.usage.cached_input_tokens,
+        output_tokens=summary.usage.output_tokens,
+    )
+    return body
+
+
+def record(client: Agent, attempt_id: str, body: dict[str, Any]) -> str:
+    """Send the attempt's steps; what happened, in words (never raises)."""
+    path = client.project(f"/attempts/{attempt_id}/artifacts/steps")
+    try:
+        try:
+            client.mutate("record_steps", "POST", path, body)
+        except CoordinatorError as exc:
+            if exc.code == "artifact_exists":
+                return "the steps were recorded before"
+            if exc.code != SECRET_REFUSED:
+                raise
+            note = secret_left_out(exc, "the steps")[:1000]
+            bare = {**body, "steps": None, "model": None, "error": None, "note": note}
+            client.mutate("record_steps", "POST", path, bare)
+            return f"recorded the run's ending ({body['ending']}) without its steps: {note}"
+    except (AgentcError, OSError) as exc:  # never stops the settling
+        return f"the steps were not recorded: {exc}"
+    return f"recorded {len(body['steps'])} steps ({body['ending']})"

@@ -1,0 +1,55 @@
+"""The feedback the next implementer reads: the sent-back submission's findings (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentc.supervisor.loop.feedback import of_workflow
+
+PLACED = {"severity": "required", "remedy": "r", "evidence": "", "path": "a.py", "line": 3}
+
+
+def flow(superseded: bool = True, **more: Any) -> dict[str, Any]:
+    return {
+        "submissions": [
+            {"id": "sub_2", "superseded_at": "2026-01-01T00:00:00Z" if superseded else None},
+            {"id": "sub_1", "superseded_at": "2025-12-01T00:00:00Z"},
+        ],
+        "reviews": [
+            {
+                "submission_id": "sub_2",
+                "decision": "changes_requested",
+                "summary": "fix",
+                "reviewer_kind": "human",
+                "findings": [PLACED, "junk"],
+            },
+            {"submission_id": "sub_2", "decision": "approved", "summary": "ok", "findings": []},
+            {"submission_id": "sub_1", "decision": "changes_requested", "summary": "old"},
+        ],
+        "activities": [],
+        **more,
+    }
+
+
+def test_the_newest_submission_s_requests_with_their_places() -> None:
+    found = of_workflow(flow())
+    assert found == {
+        "submission_id": "sub_2",
+        "reviews": [
+            {
+                "reviewer": "human",
+                "summary": "fix",
+                "findings": [{"severity": "required", "remedy": "r", "path": "a.py", "line": 3}],
+            }
+        ],
+    }
+
+
+def test_a_send_back_is_feedback_and_a_live_submission_has_none() -> None:
+    back = {"reason_code": "check_failed", "reason": "tests", "log_tail": "E"}
+    activities = [{"submission_id": "sub_2", "kind": "integration", "sent_back": back}]
+    found = of_workflow(flow(reviews=[], activities=activities))
+    assert found == {"submission_id": "sub_2", "reviews": [], "sent_back_by_integrator": back}
+    assert of_workflow(flow(superseded=False)) is None
+    assert of_workflow(flow(reviews=[])) is None
+    assert of_workflow({}) is None
