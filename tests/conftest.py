@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agentc.sandbox import reaper
 from tests.kit import pg
 
 pytest_plugins = ["pytester"]
@@ -56,6 +57,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("root") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _not_a_subreaper() -> Iterator[None]:
+    """A test that runs a launch's or a setup command's code in-process marks the test process a
+    child subreaper (loop/setup.py, launch/execute.py). Left marked, every process a later test's
+    programs orphan (an `agentc up` under a throwaway user, a supervisor killed with SIGKILL)
+    would become this process's zombie, never reaped, and still look alive to the loop's
+    "an earlier launch may still run" check. Unmarked after each test, orphans go to init."""
+    yield
+    reaper.prctl(reaper.PR_SET_CHILD_SUBREAPER, 0)
 
 
 @pytest.fixture(autouse=True)
