@@ -115,7 +115,7 @@ def test_a_relay_whose_certificate_names_another_host_never_gets_the_password(
     with smtp_server(tmp_path, "starttls", name="relay.example.org") as box:
         config = _mail(setup, box, "starttls", tmp_path / "relay.example.org.crt")
         out = attention(config, "digest")
-    assert out.returncode == 1
+    assert out.returncode == 7
     assert "mail not sent (SSLCertVerificationError" in out.stderr
     assert box.logins == [] and box.messages == []
     assert "Traceback" not in out.stderr
@@ -126,7 +126,7 @@ def test_a_wrong_password_exits_non_zero_naming_the_code(setup: Setup, tmp_path:
         config = _mail(setup, box, "starttls", tmp_path / "localhost.crt")
         private(setup.root / "smtp-password", "wrong\n")
         out = attention(config, "digest")
-    assert out.returncode == 1
+    assert out.returncode == 7
     assert "mail not sent (SMTPAuthenticationError 535)" in out.stderr
     assert box.messages == [] and box.logins == [(USER, False)]
 
@@ -155,5 +155,5 @@ def test_a_password_file_others_can_read_is_refused(setup: Setup, tmp_path: Path
         config = _mail(setup, box, "starttls", tmp_path / "localhost.crt")
         (setup.root / "smtp-password").chmod(0o644)
         out = attention(config, "digest")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert "mail.smtp_password_file:" in out.stderr and box.logins == []

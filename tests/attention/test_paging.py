@@ -60,7 +60,7 @@ def test_an_undelivered_page_exits_2_and_is_sent_next_run_once_per_destination(
     config = _config(setup, ntfy, hook, tmp_path / "missing.json")
     ntfy.status = 503
     first = attention(config, "check")
-    assert first.returncode == 2
+    assert first.returncode == 7
     assert "not delivered to ntfy" in first.stderr and "503" in first.stderr
     assert not ntfy.got and len(hook.got) == 1  # the webhook took it
     ntfy.status = 200
@@ -72,14 +72,14 @@ def test_an_undelivered_page_exits_2_and_is_sent_next_run_once_per_destination(
     assert (setup.root / "state" / "state.json").stat().st_mode & 0o777 == 0o600
 
 
-def test_an_unreachable_destination_exits_2(setup: Setup, tmp_path: Path) -> None:
+def test_an_unreachable_destination_exits_7(setup: Setup, tmp_path: Path) -> None:
     with receiver() as gone:
         url = gone.url
     config = setup.config(
         ntfy={"url": url, "topic": "t"}, checks={"heartbeat": str(tmp_path / "none")}
     )
     out = attention(config, "check")
-    assert out.returncode == 2 and "no answer" in out.stderr
+    assert out.returncode == 7 and "no answer" in out.stderr
 
 
 def test_the_coordinator_stopped_pages_and_leaves_its_checks_alone(

@@ -123,4 +123,4 @@ def test_one_integrator_per_work_directory(tmp_path: Path):
         out = _run(config)
     finally:
         os.close(fd)
-    assert out.returncode == 3 and "another integrator holds" in out.stderr
+    assert out.returncode == 5 and "another integrator holds" in out.stderr

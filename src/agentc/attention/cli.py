@@ -21,13 +21,14 @@ from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
 from agentc.attention.paging import read_secret
 from agentc.attention.units import Plan, generate
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.files import exits
+from agentc.files.exits import INVALID_INPUT
 
-EXIT_CONFIG = 2
+PROGRAM = "agentc-attention"
 
 
-def fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"agentc-attention: {message}", err=True)
-    sys.exit(code)
+def fail(problem: BaseException | str, status: int = INVALID_INPUT) -> NoReturn:
+    exits.fail(PROGRAM, problem, status)
 
 
 def now_ms() -> int:
@@ -91,14 +92,14 @@ def main(ctx: click.Context, config_path: Path | None) -> None:
 def check(ctx: click.Context, state_dir: Path | None, heartbeat: Path | None) -> None:
     """Run every check; page what newly fails and note what recovered.
 
-    Exit 0 healthy, 1 a check fails, 2 a page could not be delivered (retried next run)."""
+    Exit 0 healthy, 1 a check fails, 7 a page could not be delivered (retried next run)."""
     try:
         config = load(ctx.obj, state_dir=state_dir, heartbeat=heartbeat)
         token = read_secret(config.token_file, "token_file")
         with locked(config.state_dir, "check"):
             code = watch.run(config, token, now_ms)
     except (AgentcError, OSError) as exc:
-        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}", watch.UNDELIVERED)
+        fail(exc)
     sys.exit(code)
 
 
@@ -107,13 +108,13 @@ def check(ctx: click.Context, state_dir: Path | None, heartbeat: Path | None) ->
 def digest(ctx: click.Context) -> None:
     """Print the project's attention digest; with [mail], mail it with an "I read this" link.
 
-    Exit 0 done, 1 the mail was not sent, 2 the digest could not be read."""
+    Exit 0 done, 7 the mail was not sent, 2 the digest could not be read."""
     try:
         config = load(ctx.obj)
         token = read_secret(config.token_file, "token_file")
         code = digest_job.run(config, token)
     except (AgentcError, OSError) as exc:
-        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
+        fail(exc)
     sys.exit(code)
 
 
@@ -125,7 +126,7 @@ def digest(ctx: click.Context) -> None:
 def canary(ctx: click.Context, harness: str) -> None:
     """File one trivial task in the canary project, wait for it, record, report and page.
 
-    Exit 0 passed, 1 failed or timed out, 2 a page could not be delivered."""
+    Exit 0 passed, 1 failed or timed out, 7 a page could not be delivered."""
     try:
         config = load(ctx.obj)
         if harness not in config.canary.harnesses:
@@ -134,7 +135,7 @@ def canary(ctx: click.Context, harness: str) -> None:
         with locked(config.state_dir, "canary"):
             code = canary_job.run(config, harness, now_ms)
     except (AgentcError, OSError) as exc:
-        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
+        fail(exc)
     sys.exit(code)
 
 
@@ -176,7 +177,7 @@ def units(
         for path in generate(plan, out, cron):
             click.echo(str(path))
     except (AgentcError, OSError) as exc:
-        fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
+        fail(exc)
 
 
 if __name__ == "__main__":  # python -m agentc.attention.cli

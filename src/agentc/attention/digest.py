@@ -16,7 +16,8 @@ from agentc.attention import mail
 from agentc.attention.checks import Coordinator
 from agentc.attention.config import AttentionConfig
 from agentc.client.transport import Transport
-from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.files.exits import INVALID_INPUT, TRANSPORT
 
 SHOWN = 10  # items per section in the text
 
@@ -102,7 +103,9 @@ def render(digest: dict[str, Any], ready: int, console: str) -> str:
 
 
 def run(config: AttentionConfig, token: str, out: Callable[[str], None] = print) -> int:
-    """Print the digest; mail it when ``[mail]`` is set. 0 done, 1 the mail was not sent."""
+    """Print the digest; mail it when ``[mail]`` is set.
+
+    0 done, 2 the mail settings are wrong, 7 the mail was not sent (:mod:`agentc.files.exits`)."""
     with Transport(config.coordinator_origin(), token) as transport:
         coord = Coordinator(transport, config.project_id)
         digest = coord.get("/attention")
@@ -128,7 +131,10 @@ def run(config: AttentionConfig, token: str, out: Callable[[str], None] = print)
     subject = f"agentc digest: {digest['project']['name']}: {digest['needs_attention']} item(s)"
     try:
         mail.send(config.mail, subject, body)
+    except ConfigError as exc:  # the mail settings are wrong: nothing was sent
+        print(f"agentc-attention: mail not sent ({exc})", file=sys.stderr)
+        return INVALID_INPUT
     except (AgentcError, OSError) as exc:
         print(f"agentc-attention: mail not sent ({exc})", file=sys.stderr)
-        return 1
+        return TRANSPORT
     return 0

@@ -12,10 +12,10 @@ from email.utils import formatdate, make_msgid
 
 from agentc.attention.config import MailConfig
 from agentc.attention.paging import read_secret
-from agentc.core.errors import ConfigError
+from agentc.core.errors import AgentcError
 
 
-class MailFailed(ConfigError):
+class MailFailed(AgentcError):
     """The relay refused or could not be reached (the message names the error, never the
     password)."""
 

@@ -18,7 +18,7 @@ import httpx
 from agentc import __version__
 from agentc.attention.config import AttentionConfig
 from agentc.attention.state import Page
-from agentc.core.errors import ConfigError
+from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import JsonLines, UnsafeFile, read_private
 
 TIMEOUT = httpx.Timeout(15.0, connect=10.0)
@@ -75,7 +75,7 @@ def _post(
         raise DeliveryFailed(f"{url}: answered {resp.status_code}")
 
 
-class DeliveryFailed(Exception):
+class DeliveryFailed(AgentcError):
     """A destination did not accept a page (the message names the URL, never a token)."""
 
 

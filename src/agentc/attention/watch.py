@@ -21,8 +21,9 @@ from agentc.attention.checks import Observation, run_checks
 from agentc.attention.config import AttentionConfig
 from agentc.attention.paging import Send
 from agentc.attention.state import Failing, Page, State
+from agentc.files.exits import FAILED, OK, TRANSPORT
 
-HEALTHY, FAILING, UNDELIVERED = 0, 1, 2
+HEALTHY, FAILING, UNDELIVERED = OK, FAILED, TRANSPORT  # agentc.files.exits
 MINUTE_MS = 60_000
 HIGH, LOW = 4, 2
 

@@ -15,11 +15,11 @@ import click
 
 from agentc.client.cli import PROG, cli
 from agentc.client.config import Binding, Settings
-from agentc.client.errors import EXIT_CODES
 from agentc.client.mcp_adapter import build
 from agentc.client.mcp_adapter import command as mcp_command
 from agentc.client.ops import Agent
 from agentc.core.model import CANDIDATE_REF_PREFIX
+from agentc.files.exits import EXIT_STATUSES, PROGRAM_STATUSES
 
 WIDTH = 100
 
@@ -111,7 +111,17 @@ def _tools() -> list[tuple[str, str]]:
 
 def render() -> str:
     parts = [INTRO]
-    parts += [f"| {code} | {meaning} |\n" for code, meaning in EXIT_CODES.items()]
+    parts += [f"| {code} | {meaning} |\n" for code, meaning in EXIT_STATUSES.items()]
+    parts.append(
+        "\nEvery agentc program exits with a status from this one table "
+        "(`agentc.files.exits`) and names its error in one line on standard error "
+        "(`<program>: <problem>`; the agent's command line adds the refusal's code), never a "
+        "traceback.\n"
+    )
+    parts.append("\n| Program | Statuses it uses besides 0 |\n|---|---|\n")
+    for program, statuses in PROGRAM_STATUSES.items():
+        used = "; ".join(f"{code} {meaning}" for code, meaning in statuses.items())
+        parts.append(f"| `{program}` | {used} |\n")
     parts.append("\n## Commands\n")
     for ctx in _contexts(cli, PROG, None):
         parts.append(f"\n### `{ctx.command_path}`\n\n```text\n{_help(ctx)}\n```\n")

@@ -27,14 +27,15 @@ from typing import Any, TypedDict
 import click
 
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
-
-OK = 0
-INVALID_INPUT = 2
-AUTHENTICATION = 3
-DENIED = 4
-CONFLICT = 5
-UNSATISFIED = 6
-TRANSPORT = 7
+from agentc.files.exits import (  # the one table of every program's exit statuses
+    AUTHENTICATION,
+    CONFLICT,
+    DENIED,
+    INVALID_INPUT,
+    OK,
+    TRANSPORT,
+    UNSATISFIED,
+)
 
 EXIT_CODES: dict[int, str] = {
     OK: "success",

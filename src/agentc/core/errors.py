@@ -1,13 +1,21 @@
 """The one exception tree of agentc.
 
-    AgentcError                      every error agentc raises on purpose
+    AgentcError                      every error agentc raises on purpose (its message is safe
+    │                                to show a user; tests/core/test_error_tree.py keeps it so)
     ├── CoordinatorError             a refusal of the coordinator API: code, HTTP status, details
     │                                (the service renders it as the error envelope; the client
     │                                rebuilds it from one)
     ├── ConfigError                  a settings or configuration file is missing or wrong
-    └── SupervisorError              a launch, sandbox or host problem (agentc.supervisor)
+    │   └── SettingsError            (files.settings) every problem of one settings table
+    ├── SupervisorError              a launch, sandbox or host problem (agentc.supervisor)
+    │   └── GatewayError, RelayAddressError, ...
+    └── the programs' own refusals, each beside its rule: UnsafeFile (files.private),
+        SeccompError and ToolPathError (sandbox), BodyTooLarge and BodyRefused (the service's
+        and the gateway's body readers), PushError and ProtocolError (push), VerdictError,
+        ContractError, RawDiffError, HelloError, ScanLimit, DeliveryFailed, BadLink, ...
 
-agentns-claude stands alone and has its own small errors.
+The command-line programs render any of them the same way and pick the exit status from one
+table (:mod:`agentc.files.exits`). agentns-claude stands alone and has its own small errors.
 """
 
 from __future__ import annotations

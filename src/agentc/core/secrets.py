@@ -38,6 +38,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from agentc.core.errors import AgentcError
+
 TOKEN_HEX = 64
 MAX_DEPTH = 3
 BUDGET_FACTOR = 32
@@ -164,7 +166,7 @@ def _spans(mask: bytes, run: tuple[bytes, re.Pattern[bytes]]) -> Iterator[tuple[
         yield start, pos
 
 
-class ScanLimit(ValueError):
+class ScanLimit(AgentcError, ValueError):
     """The text decodes to more than the scan's budget (see the module's docstring)."""
 
 

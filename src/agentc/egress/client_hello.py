@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
+from agentc.core.errors import AgentcError
+
 RECORD_HANDSHAKE = 0x16
 HANDSHAKE_CLIENT_HELLO = 0x01
 EXT_SERVER_NAME = 0x0000
@@ -19,7 +21,7 @@ NAME_TYPE_HOST = 0x00
 MAX_HELLO_BYTES = 64 * 1024
 
 
-class HelloError(ValueError):
+class HelloError(AgentcError, ValueError):
     """The bytes are not a TLS ClientHello this proxy can check; the message says why."""
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from ipaddress import ip_address
 from typing import Any
 
+from agentc.core.errors import AgentcError
 from agentc.core.rules import rfc3339
 from agentc.egress import client_hello
 from agentc.egress.egress_policy import (
@@ -159,7 +160,7 @@ class _Decision:
     address: str | None = None
 
 
-class _Refusal(Exception):
+class _Refusal(AgentcError):
     def __init__(self, status: int, reason: str, address: str | None = None) -> None:
         super().__init__(reason)
         self.status = status

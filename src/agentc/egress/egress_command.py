@@ -38,6 +38,7 @@ from agentc.egress.egress import (
 )
 from agentc.egress.pipe import listen_unix
 from agentc.files import JsonLines
+from agentc.files.exits import FAILED, fail
 
 DEFAULT_SOCKET = Path("/run/agentc-egress/proxy.sock")
 
@@ -149,13 +150,15 @@ def command(
     try:
         sock = listen_socket(socket_path, shared=bool(users))
     except SupervisorError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail("agentc-supervisor egress", exc, FAILED)
     bound = os.lstat(socket_path).st_ino
     try:
         log = JsonLines(sys.stdout) if log_path is None else JsonLines.open(log_path)
     except OSError as exc:
         sock.close()
-        raise click.ClickException(f"cannot open egress log {log_path}: {exc.strerror}") from None
+        fail(
+            "agentc-supervisor egress", f"cannot open egress log {log_path}: {exc.strerror}", FAILED
+        )
     proxy = EgressProxy(
         allowlist,
         log=json_line_sink(log),

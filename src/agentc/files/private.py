@@ -14,12 +14,13 @@ import os
 import stat
 from pathlib import Path
 
+from agentc.core.errors import AgentcError
 from agentc.files.regular import READ_FLAGS
 
 _READ_CHUNK = 1 << 20
 
 
-class UnsafeFile(Exception):
+class UnsafeFile(AgentcError):
     """A file refused by :func:`read_private`; ``reason`` says why, ``missing`` if absent."""
 
     def __init__(self, path: Path, reason: str, *, missing: bool = False) -> None:

@@ -49,7 +49,7 @@ class Check(Protocol[T_co]):
 _CHECK = "agentc.files.settings.check"
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError, ValueError):
     """Every problem of one settings table, each a ``(dotted key, message)`` pair."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:

@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentc.core.errors import AgentcError
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
 from agentc.gateway.config import GatewayConfig, UpstreamConfig
@@ -109,7 +110,7 @@ def _upstream_headers(request: Request, api: Api, credential: Credential) -> lis
     return headers
 
 
-class _Refusal(Exception):
+class _Refusal(AgentcError):
     """A call answered by the gateway itself (logged, never forwarded).
 
     ``kinds``: the error type in the Anthropic and in the OpenAI shape.

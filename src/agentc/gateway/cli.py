@@ -8,6 +8,7 @@ from typing import TextIO
 import click
 
 from agentc.core.errors import AgentcError
+from agentc.files.exits import INVALID_INPUT, fail
 from agentc.gateway.app import Gateway
 from agentc.gateway.config import load_config
 from agentc.gateway.server import serve_forever
@@ -34,7 +35,7 @@ def command(config_path: Path, check: bool) -> None:
             gateway.credentials.get(upstream.credential_file)
             click.echo(f"upstream {name}: {upstream.api} at {upstream.base_url}: credential ok")
     except AgentcError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail("agentc-supervisor gateway", exc, INVALID_INPUT)
     if check:
         return
     serve_forever(gateway)

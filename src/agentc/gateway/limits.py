@@ -13,8 +13,10 @@ from collections import Counter
 
 from starlette.requests import Request
 
+from agentc.core.errors import AgentcError
 
-class BodyTooLarge(Exception):
+
+class BodyTooLarge(AgentcError):
     def __init__(self, limit: int, declared: bool) -> None:
         how = "declares" if declared else "sent"
         super().__init__(f"the request body {how} more than {limit} bytes (max_body_bytes)")

@@ -14,19 +14,16 @@ import click
 from agentc.client.errors import TransportFailure
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.files.exits import CONFLICT, FAILED, INVALID_INPUT, fail
 from agentc.integrator.checks import CheckRunner
 from agentc.integrator.config import IntegratorConfig, load_config
 from agentc.integrator.coordinator import Coordinator, read_token
 from agentc.integrator.engine import Integrator
 from agentc.integrator.repo import GitFailure
 
-EXIT_CONFIG = 2
-EXIT_LOCKED = 3
 
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"agentc-integrator: {message}", err=True)
-    sys.exit(code)
+def _fail(problem: BaseException | str, status: int) -> NoReturn:
+    fail("agentc-integrator", problem, status)
 
 
 @click.group()
@@ -52,12 +49,12 @@ def run(ctx: click.Context, once: bool) -> None:
         config = load_config(ctx.obj)
         token = read_token(config.credential_file)
     except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
+        _fail(exc, INVALID_INPUT)
     try:
         config.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock = _lock(config.work_dir)
     except OSError as exc:
-        _fail(f"work_dir: {config.work_dir}: {exc.strerror}", EXIT_CONFIG)
+        _fail(f"work_dir: {config.work_dir}: {exc.strerror}", INVALID_INPUT)
     try:
         sys.exit(_serve(config, token, once))
     finally:
@@ -71,7 +68,7 @@ def _lock(work_dir: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        _fail(f"another integrator holds {work_dir / 'lock'}", EXIT_LOCKED)
+        _fail(f"another integrator holds {work_dir / 'lock'}", CONFLICT)
     return fd
 
 
@@ -79,7 +76,7 @@ def _serve(config: IntegratorConfig, token: str, once: bool) -> int:
     try:
         runner = CheckRunner(config)
     except AgentcError as exc:
-        _fail(str(exc), 1)
+        _fail(exc, FAILED)
     with Transport(config.coordinator_origin(), token) as transport:
         integrator = Integrator(config, Coordinator(transport, config.project_id), runner)
         try:

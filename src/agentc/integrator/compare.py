@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentc.core.errors import AgentcError
+
 REGULAR = ("100644", "100755")
 BINARY_PROBE = 8000  # git's own test: a NUL byte in the first 8000 bytes is binary
 _MODE = re.compile(rb"[0-7]{6}")
@@ -36,7 +38,7 @@ Patch = Callable[[str, str], bytes]
 """Git's ``-U3`` diff of two blobs by id (``git diff -U3 <old> <new>``)."""
 
 
-class RawDiffError(ValueError):
+class RawDiffError(AgentcError, ValueError):
     """Output that is not ``git diff-tree -r -z --no-renames`` raw records."""
 
 

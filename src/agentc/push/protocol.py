@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentc.core.errors import AgentcError
 from agentc.files.git import run_git
 from agentc.files.sockets import sun_path
 
@@ -45,11 +46,11 @@ _REVISION = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _CHUNK = 1024 * 1024
 
 
-class ProtocolError(ValueError):
+class ProtocolError(AgentcError, ValueError):
     """A request or an answer that does not follow the protocol; the message says how."""
 
 
-class PushError(Exception):
+class PushError(AgentcError):
     """Publishing through the helper failed; the message is safe to show."""
 
 

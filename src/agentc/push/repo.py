@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from agentc.core.errors import AgentcError
 from agentc.files.git import run_git
 from agentc.push.scan import Scanner
 
@@ -33,7 +34,7 @@ _CONFIG = (
 _CHUNK = 1024 * 1024
 
 
-class Refusal(Exception):
+class Refusal(AgentcError):
     """A request the helper refuses; the message is the answer's error."""
 
 

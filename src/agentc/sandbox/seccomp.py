@@ -26,6 +26,8 @@ import os
 from collections.abc import Iterable
 from typing import Literal
 
+from agentc.core.errors import AgentcError
+
 FilterRole = Literal["implementer", "reviewer"]
 
 FILTER_VERSION = 2  # bump when a list below changes: cached programs are keyed by it
@@ -135,7 +137,7 @@ def _act_errno(code: int) -> int:
     return 0x00050000 | (code & 0xFFFF)
 
 
-class SeccompError(RuntimeError):
+class SeccompError(AgentcError, RuntimeError):
     """libseccomp is missing or refused the filter; the message names the call that failed."""
 
 

@@ -20,12 +20,14 @@ import os
 import shlex
 from pathlib import Path
 
+from agentc.core.errors import AgentcError
+
 MAX_HOPS = 40  # as the kernel's own symlink limit
 MAX_DEPTH = 4  # interpreters of interpreters
 _MARKERS = ("package.json", "pyvenv.cfg")
 
 
-class ToolPathError(ValueError):
+class ToolPathError(AgentcError, ValueError):
     """A program cannot be followed (missing, a symlink loop, an unreadable #! line)."""
 
 

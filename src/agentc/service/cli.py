@@ -8,13 +8,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from pydantic import ValidationError
 
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
 from agentc.core.rules import NAME_RULE, is_name
+from agentc.files import exits
 from agentc.service.settings import (
     DEFAULT_PORT,
     ENVIRONMENT,
@@ -32,9 +33,8 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"agent-coordinator-server: {message}", err=True)
-    sys.exit(code)
+def _fail(problem: BaseException | str, status: int = exits.INVALID_INPUT) -> NoReturn:
+    exits.fail("agent-coordinator-server", problem, status)
 
 
 def _settings(ctx: click.Context, **overrides: Any) -> ServerSettings:
@@ -103,18 +103,18 @@ def _guard(fn: Callable[[], T]) -> T:
         return fn()
     except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        _fail(f"the database refused or could not be reached: {reason}", 1)
+        _fail(f"the database refused or could not be reached: {reason}", exits.FAILED)
     except PoolTimeout as exc:
-        _fail(f"no database connection came free in time; try again ({exc.args[0]})", 1)
+        _fail(f"no database connection came free in time; try again ({exc.args[0]})", exits.FAILED)
     except SQLAlchemyError as exc:  # without the driver's own error, its text is the reason
         reason = str(exc.args[0] if exc.args else type(exc).__name__).splitlines()[0]
-        _fail(f"the database could not be used: {reason}", 1)
+        _fail(f"the database could not be used: {reason}", exits.FAILED)
     except CoordinatorError as exc:
         _fail(exc.message)
     except AgentcError as exc:
-        _fail(str(exc))
+        _fail(exc)
     except OSError as exc:
-        _fail(f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc))
+        _fail(exc)
     raise AssertionError
 
 

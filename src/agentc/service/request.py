@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive
 
+from agentc.core.errors import AgentcError
 from agentc.core.model import JSON_DEPTH_MAX
 from agentc.core.rules import check_id
 
@@ -28,7 +29,7 @@ from agentc.core.rules import check_id
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
-class BodyRefused(ValueError):
+class BodyRefused(AgentcError, ValueError):
     """A body that parses as Python's JSON but is not standard JSON the service accepts."""
 
 
@@ -130,7 +131,7 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes | None:
             return b"".join(chunks)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(AgentcError):
     """The body is longer than the limit `read_body` was given."""
 
 

@@ -14,12 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
-
-
-def _fail(message: str) -> NoReturn:
-    print(f"agentc-supervisor: {message}", file=sys.stderr, flush=True)
-    sys.exit(1)
 
 
 def main(args: Sequence[str] | None = None) -> None:
@@ -39,6 +33,7 @@ def main(args: Sequence[str] | None = None) -> None:
 
         commands.main.main(args=argv)  # exits
     from agentc.core.errors import AgentcError
+    from agentc.files.exits import FAILED, fail
     from agentc.supervisor.config import load_config
     from agentc.supervisor.launch.run import run_launch
 
@@ -47,10 +42,8 @@ def main(args: Sequence[str] | None = None) -> None:
     try:
         config = load_config(config_path)
         code = run_launch(config, request, params["dry_run"])
-    except AgentcError as exc:
-        _fail(str(exc))
-    except OSError as exc:  # an unexpected host condition: name it, no traceback
-        _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except (AgentcError, OSError) as exc:  # a host condition is named too, no traceback
+        fail("agentc-supervisor", exc, FAILED)
     sys.exit(code)
 
 

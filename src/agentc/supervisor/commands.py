@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentc.core.errors import AgentcError
+from agentc.files.exits import FAILED, fail
 from agentc.supervisor.harness import registry
 from agentc.supervisor.launch.request import (
     ROLES,
@@ -27,11 +28,6 @@ from agentc.supervisor.launch.request import (
 
 if TYPE_CHECKING:
     from agentc.supervisor.config import SupervisorConfig
-
-
-def _fail(message: str) -> None:
-    click.echo(f"agentc-supervisor: {message}", err=True)
-    sys.exit(1)
 
 
 def _config(ctx: click.Context) -> SupervisorConfig:
@@ -103,10 +99,8 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except AgentcError as exc:
-            _fail(str(exc))
-        except OSError as exc:  # an unexpected host condition: name it, no traceback
-            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        except (AgentcError, OSError) as exc:  # a host condition is named too, no traceback
+            fail("agentc-supervisor", exc, FAILED)
 
 
 @click.group(cls=Group)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import httpx
@@ -25,6 +25,7 @@ from agentc.client.errors import TransportFailure
 from agentc.core.addresses import local_console_origin, new_local_console_origin
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.quiet import parse_window
+from agentc.files import exits
 from agentc.files.sockets import sun_path
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
@@ -48,9 +49,8 @@ HEALTH_SECONDS = 60.0
 WATCH_TIMEOUT = httpx.Timeout(2.0)
 
 
-def fail(message: str, code: int = 2) -> None:
-    click.echo(f"agentc: {message}", err=True)
-    sys.exit(code)
+def fail(problem: BaseException | str, status: int = exits.INVALID_INPUT) -> NoReturn:
+    exits.fail("agentc", problem, status)
 
 
 @click.group()
@@ -346,8 +346,7 @@ class Up:
             self.stop()
             if self.created:
                 shutil.rmtree(self.layout.root, ignore_errors=True)
-            fail(str(exc) if isinstance(exc, AgentcError) else f"{exc}")
-            return 2
+            fail(exc)
         click.echo("agentc: stopping (the supervisor drains its launch first)...", err=True)
         self.stop()
         click.echo("agentc: stopped; `agentc up` again resumes where this left off", err=True)
@@ -411,8 +410,7 @@ def up(
         check_owner(layout.root)  # before anything of it is read: another account's is refused
         record = layout.read_record()
     except ConfigError as exc:
-        fail(str(exc))
-        return
+        fail(exc)
     if seed_demo and (repo is not None or (record is not None and record.get("repo"))):
         fail("--seed-demo: the demo tasks are for the sample repository (omit --repo)")
     chosen = port or (record.get("port") if record else None) or DEFAULT_PORT
@@ -450,11 +448,9 @@ def status_cmd(state_dir: Path, as_json: bool) -> None:
         record = layout.read_record()
         if record is None:
             fail(f"{layout.root}: no agentc up here yet (run `agentc up` first)")
-            return
         snap = _status(layout, record)
     except (AgentcError, TransportFailure) as exc:
-        fail(str(exc))
-        return
+        fail(exc)
     if as_json:
         click.echo(json.dumps(snap, indent=2))
     else:
@@ -470,11 +466,9 @@ def canary_cmd(state_dir: Path) -> None:
     try:
         record = layout.read_record()
     except ConfigError as exc:
-        fail(str(exc))
-        return
+        fail(exc)
     if record is None or layout.running_pid() is None:
         fail(f"{layout.root}: agentc up is not running here (start it first)")
-        return
     argv = [*program("agentc-attention"), "--config", str(layout.attention_config)]
     harness = configs.harness_value(str(record.get("harness") or "example"))
     done = subprocess.run([*argv, "canary", "--harness", harness], env=child_env())

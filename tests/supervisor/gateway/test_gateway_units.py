@@ -251,7 +251,7 @@ def test_cli_check(tmp_path: Path) -> None:
     assert "credential ok" in result.output and SECRET not in result.output
     os.chmod(cred, 0o644)
     result = CliRunner().invoke(command, ["--config", str(config), "--check"])
-    assert result.exit_code == 1 and "no group or other access" in result.output
+    assert result.exit_code == 2 and "no group or other access" in result.output
     config.write_text(config.read_text() + "typo = 1\n")
     result = CliRunner().invoke(command, ["--config", str(config), "--check"])
     assert "typo" in result.output

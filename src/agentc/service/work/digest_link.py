@@ -22,6 +22,7 @@ import json
 
 from sqlalchemy.engine import Connection
 
+from agentc.core.errors import AgentcError
 from agentc.core.model import PrincipalKind
 from agentc.core.rules import rfc3339
 from agentc.service.auth import Actor, denied
@@ -38,7 +39,7 @@ _MAC = b"agentc-digest-read-v1|"
 PATH = "/console/digest-read/"
 
 
-class BadLink(Exception):
+class BadLink(AgentcError):
     """Why a link records nothing (shown to whoever opened it)."""
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from agentc.core.errors import AgentcError
+
 MAX_CONTRACT_WORDS = 1500
 MAX_INSTRUCTION_BYTES = 32 * 1024
 INSTRUCTION_FILES = ("AGENTS.md", "CONTRIBUTING.md")
@@ -18,7 +20,7 @@ _QUOTE_TAGS = ("task-title", "task-data", "repository-instructions", "review-dat
 _CLOSING = re.compile(r"</\s*(" + "|".join(_QUOTE_TAGS) + r")", re.IGNORECASE)
 
 
-class ContractError(ValueError):
+class ContractError(AgentcError, ValueError):
     """A contract cannot be rendered (a placeholder unfilled or unknown, or it is too long)."""
 
 

@@ -263,7 +263,7 @@ class Loop:
             try:
                 with self.client(binding) as client:
                     offer = client.next()
-            except (AgentcError, UnsafeFile) as exc:  # the other project is still asked
+            except AgentcError as exc:  # the other project is still asked (an unsafe file too)
                 failed.append(f"next{where}: {coordinator.describe_error(exc)}")
                 log(f"{failed[-1]} (the other projects are still asked)")
                 continue

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentc.core.errors import AgentcError
 from agentc.core.rules import finding_place_problem
 
 MAX_FINDINGS = 100
@@ -81,7 +82,7 @@ _KEYS = frozenset(VERDICT_SCHEMA["properties"])
 _REQUIRED = frozenset({"decision", "findings", "criteria_evidence"})
 
 
-class VerdictError(ValueError):
+class VerdictError(AgentcError, ValueError):
     """The reviewer's output is not a valid verdict; the message says why (one line)."""
 
 
