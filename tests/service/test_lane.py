@@ -15,11 +15,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.testclient import TestClient
 from starlette.types import Message, Receive, Scope, Send
 
+from agentc.core.body import read_body
 from agentc.core.errors import CoordinatorError
 from agentc.service import routes_work
 from agentc.service.app import create_app
 from agentc.service.lane import LeaseLane, lane_route
-from agentc.service.request import read_body
 from tests.service.kit import ORIGIN, ApiError, Caller, Service, claim
 
 # --- the lane alone, with a stand-in application behind it ---------------------------------

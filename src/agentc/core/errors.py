@@ -10,8 +10,8 @@
     ├── SupervisorError              a launch, sandbox or host problem (agentc.supervisor)
     │   └── GatewayError, RelayAddressError, ...
     └── the programs' own refusals, each beside its rule: UnsafeFile (files.private),
-        SeccompError and ToolPathError (sandbox), BodyTooLarge and BodyRefused (the service's
-        and the gateway's body readers), PushError and ProtocolError (push), VerdictError,
+        SeccompError and ToolPathError (sandbox), BodyTooLarge (core.body, the one body
+        reader), BodyRefused (the service's strict JSON), PushError and ProtocolError (push), VerdictError,
         ContractError, RawDiffError, HelloError, ScanLimit, DeliveryFailed, BadLink, ...
 
 The command-line programs render any of them the same way and pick the exit status from one

@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentc.core.body import BodyTooLarge
 from agentc.core.errors import AgentcError
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
@@ -33,7 +34,7 @@ from agentc.gateway.config import GatewayConfig, UpstreamConfig
 from agentc.gateway.credentials import Credential, CredentialStore
 from agentc.gateway.errors import CredentialError, SentinelRefused
 from agentc.gateway.ledger import Ledger
-from agentc.gateway.limits import BodyTooLarge, LaunchSlots, read_body
+from agentc.gateway.limits import LaunchSlots, read_request_body
 from agentc.gateway.meter import Api, Meter, estimate
 from agentc.gateway.prices import Tokens, price_call
 from agentc.gateway.records import Call, ledger_row, log_line, usd_text
@@ -282,10 +283,11 @@ class Gateway:
                 502, "credential_error", ("api_error",) * 2, message, reason=str(exc)
             ) from None
         try:
-            body = await read_body(request, self.config.max_body_bytes)
+            body = await read_request_body(request, self.config.max_body_bytes)
         except BodyTooLarge as exc:
             kinds = ("request_too_large", "invalid_request_error")
-            raise _Refusal(413, "refused_body", kinds, f"agentc: {exc}", reason=str(exc)) from None
+            why = f"{exc} (max_body_bytes)"
+            raise _Refusal(413, "refused_body", kinds, f"agentc: {why}", reason=why) from None
         except ClientDisconnect:
             call.outcome, call.status = "client_closed", 499
             self._emit(call, None, None)

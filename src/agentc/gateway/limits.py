@@ -11,16 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from agentc.core.errors import AgentcError
-
-
-class BodyTooLarge(AgentcError):
-    def __init__(self, limit: int, declared: bool) -> None:
-        how = "declares" if declared else "sent"
-        super().__init__(f"the request body {how} more than {limit} bytes (max_body_bytes)")
-        self.limit = limit
+from agentc.core.body import read_body
 
 
 def declared_length(request: Request) -> int | None:
@@ -28,22 +21,13 @@ def declared_length(request: Request) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or :class:`BodyTooLarge` as soon as it is known to exceed ``limit``.
-
-    Raises :class:`starlette.requests.ClientDisconnect` when the client leaves mid-body.
-    """
-    declared = declared_length(request)
-    if declared is not None and declared > limit:
-        raise BodyTooLarge(limit, declared=True)
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise BodyTooLarge(limit, declared=False)
-        parts.append(part)
-    return b"".join(parts)
+async def read_request_body(request: Request, limit: int) -> bytes:
+    """The whole body (:func:`agentc.core.body.read_body`), or :class:`BodyTooLarge` as soon
+    as it is known to exceed ``limit``; :class:`ClientDisconnect` when the client leaves."""
+    body = await read_body(request.receive, limit, declared_length(request))
+    if body is None:
+        raise ClientDisconnect
+    return body
 
 
 class LaunchSlots:

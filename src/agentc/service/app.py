@@ -10,6 +10,7 @@ from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentc import __version__
+from agentc.core.body import BodyTooLarge, read_body
 from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.service import console, routes_access, routes_work
@@ -18,7 +19,7 @@ from agentc.service.console.render import html
 from agentc.service.hosts import Hosts, Under
 from agentc.service.lane import LeaseLane
 from agentc.service.ops import Runtime
-from agentc.service.request import BodyTooLarge, read_body, replayed
+from agentc.service.request import replayed
 from agentc.service.settings import POOL_OVERFLOW, ServerSettings
 from agentc.store.engine import Database, open_engine
 from agentc.store.tx import Clock, Executor, wall_clock_ms

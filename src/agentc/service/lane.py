@@ -31,10 +31,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentc.core.body import read_body
 from agentc.core.errors import CoordinatorError
 from agentc.core.rules import check_id
 from agentc.service.api import error_response, runtime_of
-from agentc.service.request import parse_json, read_body, replayed
+from agentc.service.request import parse_json, replayed
 
 Endpoint = Callable[..., Awaitable[Response]]
 

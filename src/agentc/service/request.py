@@ -113,28 +113,6 @@ class ApiRoute(APIRoute):
         return checked
 
 
-async def read_body(receive: Receive, limit: int | None = None) -> bytes | None:
-    """The whole body; None when the client leaves before it ends. With ``limit``, raises
-    :class:`BodyTooLarge` once the body is longer."""
-    chunks: list[bytes] = []
-    seen = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk: bytes = message.get("body", b"")
-        seen += len(chunk)
-        if limit is not None and seen > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-class BodyTooLarge(AgentcError):
-    """The body is longer than the limit `read_body` was given."""
-
-
 def replayed(body: bytes, receive: Receive) -> Receive:
     """A receive that gives body as one message, then whatever receive gives (a disconnect)."""
     sent = False
