@@ -11,8 +11,9 @@
     │   └── GatewayError, RelayAddressError, ...
     └── the programs' own refusals, each beside its rule: UnsafeFile (files.private),
         SeccompError and ToolPathError (sandbox), BodyTooLarge (core.body, the one body
-        reader), BodyRefused (the service's strict JSON), PushError and ProtocolError (push), VerdictError,
-        ContractError, RawDiffError, HelloError, ScanLimit, DeliveryFailed, BadLink, ...
+        reader), BodyRefused (the service's strict JSON), PushError and ProtocolError (push),
+        VerdictError, ContractError, RawDiffError, HelloError, ScanLimit, DeliveryFailed,
+        BadLink, ...
 
 The command-line programs render any of them the same way and pick the exit status from one
 table (:mod:`agentc.files.exits`). agentns-claude stands alone and has its own small errors.
