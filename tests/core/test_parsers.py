@@ -10,7 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import COUNTER_MAX, ID_MAX
-from agentc.core.rules import ID_PATTERN, check_id, is_id, parse_task_cursor, task_cursor
+from agentc.core.rules import ID_PATTERN, check_path_id, is_id, parse_task_cursor, task_cursor
 from agentc.core.wire import Id
 
 ids = st.from_regex(ID_PATTERN, fullmatch=True)
@@ -28,10 +28,10 @@ def test_an_id_is_visible_ascii_or_a_400_naming_the_field(text: str) -> None:
     expected = 1 <= len(text) <= ID_MAX and all("!" <= c <= "~" for c in text)
     assert is_id(text) is expected
     if expected:
-        assert check_id("task_id", text) == text
+        assert check_path_id("task_id", text) == text
     else:
         with pytest.raises(CoordinatorError) as info:
-            check_id("task_id", text)
+            check_path_id("task_id", text)
         assert info.value.status == 400 and info.value.code == "invalid_request"
         assert info.value.message.startswith("task_id: ")
         assert info.value.details == {"field": "task_id"}

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentc.core.errors import CoordinatorError
@@ -118,3 +118,46 @@ def test_times() -> None:
     monday = 1_795_000_000_000 - (2 * 86400 + 11 * 3600 + 6 * 60 + 40) * 1000
     assert iso_week_start_ms(monday) == monday
     assert iso_week_start_ms(monday - 1) == monday - 7 * 86400 * 1000
+
+
+# --- the one id rule of the programs (URL paths, git refs) ---------------------------------
+
+
+@given(st.text(alphabet="ab.-_/:\n\\ é", max_size=12) | st.from_regex(r"[A-Za-z0-9._-]{1,130}"))
+@example("abc\n")
+@example("a..b")
+@example("a.lock")
+@example("a.")
+@example(".a")
+@example("x" * 129)
+def test_a_safe_id_is_one_path_segment_and_one_ref_component(text: str) -> None:
+    from agentc.core.errors import ConfigError
+    from agentc.core.rules import check_id, is_safe_id
+
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+    expected = (
+        1 <= len(text) <= 128
+        and set(text) <= allowed
+        and text[0] not in "._-"
+        and ".." not in text
+        and not text.endswith((".", ".lock"))
+    )
+    assert is_safe_id(text) is expected
+    if expected:
+        assert check_id("task", text) == text
+    else:
+        with pytest.raises(ConfigError, match=r"^task .* is not a safe id \(1-128 of"):
+            check_id("task", text)
+
+
+@pytest.mark.parametrize(
+    "value", ["0f8e2c1a-7b3d-4e5f-9a0b-1c2d3e4f5a6b", "a.b", "A_b-c.d", "x" * 128]
+)
+def test_git_takes_a_safe_id_as_one_ref_component(value: str) -> None:
+    import subprocess
+
+    from agentc.core.rules import is_safe_id
+
+    assert is_safe_id(value)
+    done = subprocess.run(["git", "check-ref-format", f"refs/x/{value}/y"], check=False)
+    assert done.returncode == 0

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from agentc.core.errors import ConfigError
+from agentc.core.rules import check_id
 from agentc.core.secrets import verifier
 from agentc.push.protocol import (
     ProtocolError,
@@ -17,7 +18,7 @@ from agentc.push.protocol import (
     parse_answer,
     parse_request,
 )
-from agentc.push.refs import candidate_ref, check_id, wip_ref
+from agentc.push.refs import candidate_ref, wip_ref
 from agentc.push.scan import OVERLAP, WINDOW, Scanner
 from tests.core import kit
 
@@ -112,4 +113,4 @@ def test_refs_are_derived_from_safe_ids() -> None:
     assert wip_ref("t", "s", rev) == f"refs/agent-coordinator/candidates/wip/t/s/{rev}"
     for bad in ("", "..", "a..b", "a/b", "-x", ".x", "x.", "x.lock", "a b", "a" * 129, "é"):
         with pytest.raises(ConfigError, match="not a safe id"):
-            check_id(bad, "task")
+            check_id("task", bad)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from agentc.client.errors import SetupRequired
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
+from agentc.core.rules import check_id
 from agentc.files import UnsafeFile, load_toml, read_private
 from agentc.files.toml import parse_toml, toml_string
 
@@ -33,7 +34,6 @@ BINDING_FILE = ".agent-coordinator.toml"
 CREDENTIALS_FILE = "credentials.toml"
 ENV_PREFIX = "AGENT_COORDINATOR_"
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _BINDING_KEYS = {"service_url", "project_id", "project_name"}
 CREDENTIALS_MAX_BYTES = 1 << 20
 
@@ -159,8 +159,7 @@ def load_binding(path: Path, *, allow_insecure_loopback: bool) -> Binding:
     for key in ("service_url", "project_id"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise ConfigError(f"{path}: {key} is required and must be a string")
-    if not ID.match(data["project_id"]):
-        raise ConfigError(f"{path}: project_id {data['project_id']!r} is not a valid id")
+    check_id(f"{path}: project_id", data["project_id"])
     name = data.get("project_name")
     if name is not None and (not isinstance(name, str) or not NAME.match(name)):
         raise ConfigError(f"{path}: project_name must match {NAME.pattern}")

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from agentc.client.config import ID, Settings
+from agentc.client.config import Settings
 from agentc.client.errors import MutationPending, SetupRequired
 from agentc.client.state import Pending, State, Store
 from agentc.client.transport import Closing, Transport, check_path
@@ -51,12 +51,6 @@ def ends_hold(hold: Literal["attempt", "review"], collection: str, id_key: str) 
         return data
 
     return learn
-
-
-def check_id(value: str, what: str) -> str:
-    if not ID.match(value):
-        raise ConfigError(f"{what} {value!r} is not a valid id")
-    return value
 
 
 def no_session() -> SetupRequired:

@@ -8,10 +8,11 @@ from typing import Any
 import httpx
 
 from agentc.client.candidates import publish
-from agentc.client.journal import Journal, Learner, Outcome, check_id, ends_hold
+from agentc.client.journal import Journal, Learner, Outcome, ends_hold
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
 from agentc.core.model import Role
+from agentc.core.rules import check_id
 
 
 class Leases(Journal):
@@ -29,7 +30,7 @@ class Leases(Journal):
         return self.get(self.project(f"/tasks?{params}"))
 
     def task_show(self, task_id: str) -> Any:
-        return self.get(self.project(f"/tasks/{check_id(task_id, 'task id')}"))
+        return self.get(self.project(f"/tasks/{check_id('task id', task_id)}"))
 
     def tasks_create(self, body: Any) -> Outcome:
         return self.mutate("task_create", "POST", self.project("/tasks"), body, session="optional")
@@ -37,7 +38,7 @@ class Leases(Journal):
     def claim(self, task_id: str | None = None, revision: int | None = None) -> Outcome:
         body: dict[str, Any] = {}
         if task_id is not None:
-            check_id(task_id, "task id")
+            check_id("task id", task_id)
             if revision is None:
                 revision = int(self.task_show(task_id)["revision"])
             body = {"task_id": task_id, "expected_task_revision": revision}
@@ -49,7 +50,7 @@ class Leases(Journal):
         """The attempt to act on: the one given, the one this session claimed last, or else the
         one the coordinator says this session holds in this project."""
         if attempt_id is not None:
-            check_id(attempt_id, "attempt id")
+            check_id("attempt id", attempt_id)
             if generation is None:
                 generation = int(
                     self.get(self.project(f"/attempts/{attempt_id}"))["attempt"]["generation"]
@@ -138,7 +139,7 @@ class Leases(Journal):
         """A credential bound to this session's attempt, for the launch working on it: its
         token. The coordinator shows a token once, so a replayed answer (a lost answer
         recovered) holds none and a new one is minted."""
-        path = self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}/credentials")
+        path = self.project(f"/attempts/{check_id('attempt id', attempt_id)}/credentials")
         for _ in range(2):
             data = self.mutate("attempt_credential", "POST", path, {"generation": generation}).data
             token = data.get("token") if isinstance(data, dict) else None
@@ -148,7 +149,7 @@ class Leases(Journal):
 
     def revoke_attempt_credentials(self, attempt_id: str, generation: int) -> int:
         """Revoke every credential bound to the attempt (in any state); how many were live."""
-        path = self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}/credentials/revoke")
+        path = self.project(f"/attempts/{check_id('attempt id', attempt_id)}/credentials/revoke")
         data = self.mutate("attempt_credential", "POST", path, {"generation": generation}).data
         return int(data.get("revoked", 0)) if isinstance(data, dict) else 0
 

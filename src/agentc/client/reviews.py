@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentc.client.journal import Learner, Outcome, check_id, ends_hold
+from agentc.client.journal import Learner, Outcome, ends_hold
 from agentc.client.leases import Leases
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
 from agentc.core.model import Role
+from agentc.core.rules import check_id
 
 
 class Reviews(Leases):
@@ -21,7 +22,7 @@ class Reviews(Leases):
             if action is None:
                 return Outcome({"review": None, "reasons": ["no review is waiting for you"], **nxt})
             activity_id, submission_id = action["activity_id"], action["submission_id"]
-        check_id(activity_id, "activity id")
+        check_id("activity id", activity_id)
         if submission_id is None:
             raise ConfigError("--submission goes with --activity (the submission under review)")
         path = self.project(f"/workflow-activities/{activity_id}/claim")
@@ -57,7 +58,7 @@ class Reviews(Leases):
             if held is None:
                 raise ConfigError("no review is held by this session: run `reviews claim`")
             activity_id = str(held["activity_id"])
-        check_id(activity_id, "activity id")
+        check_id("activity id", activity_id)
         return held, activity_id
 
 

@@ -9,11 +9,12 @@ from typing import Any
 from agentc.client import worktree
 from agentc.client.candidates import publish
 from agentc.client.errors import LocalConflict
-from agentc.client.journal import Learner, Outcome, check_id, no_session, unresolved
+from agentc.client.journal import Learner, Outcome, no_session, unresolved
 from agentc.client.leases import Leases, ended
 from agentc.client.state import Pending, State
 from agentc.core.errors import ConfigError
 from agentc.core.model import CANDIDATE_REF_PREFIX, TaskKind
+from agentc.core.rules import check_id
 
 
 class Submissions(Leases):
@@ -78,7 +79,7 @@ class Submissions(Leases):
 
     def registered_checkout(self, attempt_id: str) -> dict[str, Any] | None:
         """The checkout the coordinator has on record for the attempt, if any."""
-        detail = self.get(self.project(f"/attempts/{check_id(attempt_id, 'attempt id')}"))
+        detail = self.get(self.project(f"/attempts/{check_id('attempt id', attempt_id)}"))
         checkout = detail.get("checkout") if isinstance(detail, dict) else None
         return checkout if isinstance(checkout, dict) else None
 

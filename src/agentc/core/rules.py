@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeGuard
 
-from agentc.core.errors import CoordinatorError
+from agentc.core.errors import ConfigError, CoordinatorError
 from agentc.core.model import (
     COUNTER_MAX,
     FINDING_PATH_MAX,
@@ -29,6 +29,13 @@ NAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,100}$"
 """A person's or an agent's name (and a credential's): ASCII letters, digits, ``_.@-``."""
 NAME_RULE = "1-100 ASCII letters, digits, '_', '.', '@' or '-'"
 _NAME = re.compile(NAME_PATTERN)
+SAFE_ID_RULE = (
+    "1-128 of A-Z a-z 0-9 _ . -, starting with a letter or digit, no '..', not ending in '.' "
+    "or '.lock'"
+)
+"""An id a program puts in a URL path or a git ref (task, attempt, launch, activity, project):
+one path segment and one ref component git accepts. The ids the service makes are UUIDs."""
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _TASK_CURSOR = re.compile(r"(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -76,11 +83,29 @@ def fold_name(name: str) -> str:
     return name.translate(_ASCII_FOLD)
 
 
+def is_safe_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is an id safe in a URL path and a git ref (:data:`SAFE_ID_RULE`)."""
+    return (
+        isinstance(value, str)
+        and _SAFE_ID.fullmatch(value) is not None
+        and ".." not in value
+        and not value.endswith((".", ".lock"))
+    )
+
+
+def check_id(what: str, value: str) -> str:
+    """``value`` when it is a safe id (:func:`is_safe_id`), else :class:`ConfigError` naming
+    ``what``: the one check the programs make before an id goes into a URL or a ref."""
+    if not is_safe_id(value):
+        raise ConfigError(f"{what} {value!r} is not a safe id ({SAFE_ID_RULE})")
+    return value
+
+
 def is_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
-def check_id(field: str, value: str) -> str:
+def check_path_id(field: str, value: str) -> str:
     """A record id from the request line, or 400 naming the field."""
     if not is_id(value):
         raise bad_request(field, f"not an id (1-{ID_MAX} visible ASCII characters)")

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentc.core.errors import ConfigError, CoordinatorError
-from agentc.core.rules import ms_of
+from agentc.core.errors import CoordinatorError
+from agentc.core.rules import is_safe_id, ms_of
 from agentc.integrator.coordinator import Coordinator
 from agentc.integrator.repo import Repo
-from agentc.push.refs import CANDIDATES, check_id
+from agentc.push.refs import CANDIDATES
 
 PREFIX = CANDIDATES + "/"
 DAY_MS = 86_400_000
@@ -56,14 +56,6 @@ class Ended:
     unused: frozenset[str]  # candidate refs of listed submissions never integrated
 
 
-def _safe(value: str) -> bool:
-    try:
-        check_id(value, "id")
-    except ConfigError:
-        return False
-    return True
-
-
 def parse(refs: Mapping[str, str]) -> list[Published]:
     """The refs of the two published shapes; anything else is left out."""
     found = []
@@ -71,12 +63,12 @@ def parse(refs: Mapping[str, str]) -> list[Published]:
         if not ref.startswith(PREFIX) or not _SHA.fullmatch(revision):
             continue
         parts = ref[len(PREFIX) :].split("/")
-        if len(parts) == 2 and all(_safe(p) for p in parts):
+        if len(parts) == 2 and all(is_safe_id(p) for p in parts):
             found.append(Published(ref, revision, parts[0], wip=False))
         elif (
             len(parts) == 4
             and parts[0] == "wip"
-            and all(_safe(p) for p in parts[1:3])
+            and all(is_safe_id(p) for p in parts[1:3])
             and _SHA.fullmatch(parts[3])
         ):
             found.append(Published(ref, revision, parts[1], wip=True))

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from agentc.core.errors import ConfigError
+from agentc.core.rules import check_id
 from agentc.files.git import git_env
 from agentc.push.protocol import MAX_BUNDLE_BYTES, WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.push.publisher import Publisher, WipQuota
-from agentc.push.refs import check_id
 from agentc.push.repo import PrivateRepo
 from agentc.push.scan import Scanner, is_digest
 from agentc.push.server import Limits, run
@@ -86,8 +86,8 @@ def serve(
 ) -> None:
     """Serve the launch's candidate and WIP pushes on a Unix socket."""
     try:
-        check_id(task, "task")
-        check_id(launch, "launch")
+        check_id("task", task)
+        check_id("launch", launch)
         bad = [d for d in known_digests if not is_digest(d.lower())]
         if bad:
             raise ConfigError("--known-digest must be a SHA-256 digest: 64 hex digits")

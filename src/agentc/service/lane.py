@@ -9,7 +9,7 @@ read replayed), so every refusal keeps the one shape and the one home it has the
 
 - the route table is the project router's own: :func:`lane_route` is called next to the
   route's declaration, with its path, body model and endpoint;
-- a request is the lane's only if its path ids pass :func:`check_id`, its body is JSON
+- a request is the lane's only if its path ids pass :func:`check_path_id`, its body is JSON
   (``application/json``) that `parse_json` accepts and the body model validates; otherwise
   the application answers it (a 400, 404 or 422 exactly as without the lane);
 - the endpoint's own refusals (:class:`CoordinatorError`: a lapsed lease, a conflict) get
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentc.core.body import read_body
 from agentc.core.errors import CoordinatorError
-from agentc.core.rules import check_id
+from agentc.core.rules import check_path_id
 from agentc.service.api import error_response, runtime_of
 from agentc.service.request import parse_json, replayed
 
@@ -108,7 +108,7 @@ def _valid(route: LaneRoute, params: dict[str, str], scope: Scope, body: bytes) 
     try:
         for name, value in params.items():
             if name.endswith("_id"):
-                check_id(name, value)
+                check_path_id(name, value)
         return route.model.model_validate(parse_json(body))
     except (CoordinatorError, ValueError, ValidationError):  # JSONDecodeError is a ValueError
         return None

@@ -1,7 +1,7 @@
 """How a route reads its request before the operation runs: the ids in its path and its JSON body.
 
 Every API and console route is an `ApiRoute`. A path parameter named `*_id` must be an id
-(`agentc.core.rules.check_id`: 400 naming the parameter), and a JSON body is parsed strictly:
+(`agentc.core.rules.check_path_id`: 400 naming the parameter), and a JSON body is parsed strictly:
 UTF-8, standard JSON only (no `NaN`, `Infinity`, or a number too large for a double), at most
 `JSON_DEPTH_MAX` arrays and objects deep, and text that is valid Unicode (no unpaired surrogate
 escape). A body that breaks one of these is 400 `invalid_request` naming the problem, like
@@ -23,7 +23,7 @@ from starlette.types import Message, Receive
 
 from agentc.core.errors import AgentcError
 from agentc.core.model import JSON_DEPTH_MAX
-from agentc.core.rules import check_id
+from agentc.core.rules import check_path_id
 
 # A \uXXXX escape of a surrogate: only then can the parsed text hold an unpaired one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
@@ -107,7 +107,7 @@ class ApiRoute(APIRoute):
         async def checked(request: Request) -> Response:
             for name, value in request.path_params.items():
                 if name.endswith("_id"):
-                    check_id(name, value)
+                    check_path_id(name, value)
             return await handler(StrictJsonRequest(request.scope, request.receive))
 
         return checked
