@@ -124,3 +124,22 @@ def test_one_integrator_per_work_directory(tmp_path: Path):
     finally:
         os.close(fd)
     assert out.returncode == 5 and "another integrator holds" in out.stderr
+
+
+# --- docs/integrator.md lists every key with its default ------------------------------------
+
+
+def test_the_page_lists_every_key_with_its_default() -> None:
+    from agentc.integrator.config import CheckConfig, IntegratorConfig
+    from tests.kit.settings_doc import fields, key_rows, shown
+
+    rows = key_rows("integrator.md", "Configuration")
+    expected = {f"`{name}`": shown(item) for name, item in fields(IntegratorConfig).items()}
+    for name, item in fields(CheckConfig).items():
+        expected[f"`[checks.<name>] {name}`"] = shown(item)
+    del expected["`checks`"], expected["`limits`"]  # tables: their own rows
+    expected["`[limits]`"] = rows.get("`[limits]`", "missing")
+    assert "the supervisor's defaults" in expected["`[limits]`"]
+    checks = expected.pop("`[checks.<name>] argv`")
+    assert checks == "required" and rows.pop("`[checks.<name>] argv`").startswith("required")
+    assert rows == expected

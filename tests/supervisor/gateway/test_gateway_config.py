@@ -3,6 +3,7 @@ defaults as before, every problem named by its dotted key and the file."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,42 @@ def test_missing_keys_are_reported_together(tmp_path: Path) -> None:
         assert f"{key}: required, but missing" in str(caught.value)
     with pytest.raises(ConfigError, match="the gateway configuration does not exist"):
         load_config(tmp_path / "none.toml")
+
+
+# --- docs/gateway.md's configuration example: every key, the defaults, loadable ------------
+
+
+def _example() -> str:
+    from tests.kit.settings_doc import DOCS
+
+    page = (DOCS / "gateway.md").read_text(encoding="utf-8")
+    section = page.split("## Configuration (`/etc/agentc/gateway.toml`)", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_example_names_every_key_and_shows_the_defaults(tmp_path: Path) -> None:
+    import tomllib
+
+    from agentc.gateway.config import (
+        CapsConfig,
+        GatewayConfig,
+        PriceConfig,
+        UpstreamConfig,
+        load_config,
+    )
+    from tests.kit.settings_doc import default, fields
+
+    text = _example()
+    written = tmp_path / "gateway.toml"
+    written.write_text(text)
+    load_config(written)  # the example is a valid file
+    keys = set(re.findall(r"(?m)(?:^|# or )([a-z_]+) = ", text))
+    for cls in (GatewayConfig, CapsConfig, UpstreamConfig, PriceConfig):
+        names = set(fields(cls)) - {"caps", "upstreams", "prices"}
+        assert names <= keys, (cls.__name__, names - keys)
+    top = tomllib.loads(text)
+    for name, item in fields(GatewayConfig).items():
+        value = default(item)
+        scalar = isinstance(top.get(name), int | float | str)
+        if scalar and value not in ("required", None):
+            assert top[name] == value, f"{name}: the example shows {top[name]!r}, not {value!r}"

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,6 +22,7 @@ from agentc.supervisor.loop.checks import (
     check_reviewer_binding,
 )
 from tests.client.kit import write_credentials
+from tests.kit.settings_doc import default, render
 
 DOC = Path(__file__).resolve().parents[3] / "docs/supervisor.md"
 TABLES: dict[str, type[Settings]] = {
@@ -65,29 +65,6 @@ def _doc_tables() -> dict[str, dict[str, str]]:
     return tables
 
 
-def _render(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, float) and value.is_integer() and "." not in str(int(value)):
-        return f"`{int(value)}`"
-    if isinstance(value, str | Path):
-        return f'`"{value}"`'
-    if isinstance(value, dict):
-        inner = ", ".join(f'{k} = "{v}"' for k, v in value.items())
-        return "`{" + inner + "}`"
-    return f"`{value}`"
-
-
-def _default(item: dataclasses.Field[Any]) -> Any:
-    if item.default is not dataclasses.MISSING:
-        return item.default
-    if item.default_factory is not dataclasses.MISSING:
-        return item.default_factory()
-    return "required"
-
-
 @pytest.mark.parametrize("heading", list(TABLES))
 def test_the_page_lists_every_key_with_its_default(heading: str) -> None:
     doc = _doc_tables()[heading]
@@ -101,8 +78,8 @@ def test_the_page_lists_every_key_with_its_default(heading: str) -> None:
     for name, item in fields.items():
         if name in SECTIONS:
             continue  # a nested table: documented by its own heading
-        value = _default(item)
-        shown = "required" if value == "required" else _render(value)
+        value = default(item)
+        shown = "required" if value == "required" else render(value)
         if name == "implementer_daily_usd" or name == "reviewer_daily_usd":
             shown = f"`{value}`"
         assert doc[name] == shown, (heading, name)
