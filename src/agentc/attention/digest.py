@@ -38,6 +38,59 @@ def _title(row: dict[str, Any]) -> str:
     return str(row.get("title") or row.get("task_id") or "")
 
 
+Line = Callable[[dict[str, Any]], str]
+
+# The digest's sections in order (the console's Attention page has the same): a heading, then
+# per item kind its title, its key in the digest and how one of its rows reads.
+SECTIONS: tuple[tuple[str, tuple[tuple[str, str, Line], ...]], ...] = (
+    (
+        "Interventions needed:",
+        (
+            ("Waiting for a human review", "human_reviews", _title),
+            ("Proposed by agents, waiting for approval", "proposed_tasks", _title),
+            ("Blocked", "blocked_tasks", lambda r: f"{_title(r)}: {r.get('reason')}"),
+            ("Lease lapsed, nobody recovering", "recovery_required", _title),
+        ),
+    ),
+    (
+        "Stalled:",
+        (
+            (
+                "Parked (attempts kept ending without a submission)",
+                "parked_tasks",
+                lambda r: f"{_title(r)} ({r.get('fruitless_attempts')} attempts)",
+            ),
+            (
+                "Attempts that expired or were released",
+                "ended_attempts",
+                lambda r: f"{_title(r)}: {r.get('state')} {r.get('ended_at')}",
+            ),
+            ("Stale hosts", "stale_hosts", lambda r: f"{r['host']} (last {r['last_seen']})"),
+        ),
+    ),
+    (
+        "Integrator reports:",
+        (
+            (
+                "Sent back",
+                "send_backs",
+                lambda r: f"{_title(r)}: {r.get('reason_code')}: {r.get('reason')}",
+            ),
+            (
+                "Landed without a required check",
+                "unchecked_landings",
+                lambda r: f"{_title(r)}: missing {', '.join(r.get('missing_checks') or [])}",
+            ),
+            (
+                "Canaries failing",
+                "canary_failures",
+                lambda r: f"{r['host']} {r['harness']}: {r['outcome']} ({r['at']})",
+            ),
+        ),
+    ),
+)
+
+
 def render(digest: dict[str, Any], ready: int, console: str) -> str:
     """The digest as plain text (the same sections as the console's Attention page)."""
     project = digest["project"]
@@ -46,43 +99,11 @@ def render(digest: dict[str, Any], ready: int, console: str) -> str:
         f"agentc attention digest: {project['name']} ({digest['generated_at']})",
         f"{digest['needs_attention']} item(s) need a person.",
         "",
-        "Interventions needed:",
-        "",
     ]
-    lines += _items("Waiting for a human review", digest["human_reviews"], _title)
-    lines += _items("Proposed by agents, waiting for approval", digest["proposed_tasks"], _title)
-    lines += _items("Blocked", digest["blocked_tasks"], lambda r: f"{_title(r)}: {r.get('reason')}")
-    lines += _items("Lease lapsed, nobody recovering", digest["recovery_required"], _title)
-    lines += ["Stalled:", ""]
-    lines += _items(
-        "Parked (attempts kept ending without a submission)",
-        digest["parked_tasks"],
-        lambda r: f"{_title(r)} ({r.get('fruitless_attempts')} attempts)",
-    )
-    lines += _items(
-        "Attempts that expired or were released",
-        digest["ended_attempts"],
-        lambda r: f"{_title(r)}: {r.get('state')} {r.get('ended_at')}",
-    )
-    lines += _items(
-        "Stale hosts", digest["stale_hosts"], lambda r: f"{r['host']} (last {r['last_seen']})"
-    )
-    lines += ["Integrator reports:", ""]
-    lines += _items(
-        "Sent back",
-        digest["send_backs"],
-        lambda r: f"{_title(r)}: {r.get('reason_code')}: {r.get('reason')}",
-    )
-    lines += _items(
-        "Landed without a required check",
-        digest["unchecked_landings"],
-        lambda r: f"{_title(r)}: missing {', '.join(r.get('missing_checks') or [])}",
-    )
-    lines += _items(
-        "Canaries failing",
-        digest["canary_failures"],
-        lambda r: f"{r['host']} {r['harness']}: {r['outcome']} ({r['at']})",
-    )
+    for heading, kinds in SECTIONS:
+        lines += [heading, ""]
+        for title, key, line in kinds:
+            lines += _items(title, digest[key], line)
     spend = digest["spend"]
     tasks = spend["agent_tasks"]
     lines += [
