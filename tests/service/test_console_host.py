@@ -279,3 +279,25 @@ def test_serving_at_a_shared_address_warns(sqlite_database: str, tmp_path: Path)
         pass
     assert "warning: the public origin http://127.0.0.1" in shared.log.read_text()
     assert "warning" not in named_server.log.read_text()
+
+
+def test_the_quick_start_refuses_the_directory_agentc_up_owns(tmp_path: Path) -> None:
+    """`agentc up` owns its state directory (it keeps up.json there); the coordinator alone
+    refuses it, naming the owner, and writes nothing into it."""
+    from agentc.service.cli import UP_RECORD
+    from agentc.up.layout import Layout
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    assert Layout(state).record.name == UP_RECORD  # the name agentc up writes
+    (state / UP_RECORD).write_text("{}")
+    done = subprocess.run(
+        [SERVER, "up", "--state-dir", str(state), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "this is `agentc up`'s state directory" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in state.iterdir()) == [UP_RECORD]

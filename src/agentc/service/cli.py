@@ -413,11 +413,17 @@ def serve(ctx: click.Context, serve_workers: int | None) -> None:
     _guard(lambda: _serve(settings))
 
 
+# The record `agentc up` keeps in the state directory it owns (agentc.up.layout.Layout.record):
+# `agentc up` owns `.agentc` and refuses a directory it did not make; this command refuses one
+# `agentc up` made, so one directory never has two writers.
+UP_RECORD = "up.json"
+
+
 @main.command("up")
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".agentc"),
+    default=Path(".agentc-coordinator"),
     show_default=True,
 )
 @click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
@@ -427,6 +433,12 @@ def up(ctx: click.Context, state_dir: Path, port: int) -> None:
     from agentc.service.work.accounts import create_admin, end_all_browser_sessions
 
     def run() -> None:
+        if (state_dir / UP_RECORD).exists():
+            raise ConfigError(
+                f"--state-dir {state_dir}: this is `agentc up`'s state directory (it holds "
+                f"{UP_RECORD}): run `agentc up --state-dir {state_dir}`, or give this command "
+                "a directory of its own"
+            )
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         origin = _console_origin(state_dir / "console-origin", port)
         settings = _settings(
