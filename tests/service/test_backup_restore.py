@@ -32,6 +32,19 @@ def _scratch_database(live: LiveServer, request: pytest.FixtureRequest, tmp_path
     return server.create_database(f"r_{uuid.uuid4().hex[:10]}")
 
 
+def _tables(url: str) -> int:
+    """How many tables the PostgreSQL database at ``url`` holds."""
+    from agentc.store.engine import Database, open_engine
+
+    engine = open_engine(Database.parse(url), create=False, pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as conn:
+            sql = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            return int(conn.exec_driver_sql(sql).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def _backup(live: LiveServer, repo: Path) -> dict[str, object]:
     out = live.cli("backup", "--repository", str(repo), "--json")
     assert out.returncode == 0, out.stderr
@@ -238,7 +251,22 @@ def test_the_recovery_exercise_runs_end_to_end(
             "recovery-exercise", "--repository", str(repo), "--scratch", str(scratch), *extra
         )
         assert again.returncode == 2 and "restore only into an empty" in again.stderr
-        assert live.cli("--database", extra[1], "migrate").returncode == 0  # left as it was
+        assert _tables(extra[1]) > 10  # a refused restore removes nothing of the target
+        # The live database under another spelling of its address is refused, and kept.
+        alias = live.database.replace("127.0.0.1", "localhost")
+        assert alias != live.database
+        aliased = live.cli(
+            "recovery-exercise",
+            "--repository",
+            str(repo),
+            "--scratch",
+            str(scratch),
+            "--scratch-database",
+            alias,
+        )
+        assert aliased.returncode == 2, aliased.stderr
+        assert "another PostgreSQL database than --database" in aliased.stderr
+        assert _tables(live.database) > 10
     else:
         again = live.cli("recovery-exercise", "--repository", str(repo), "--scratch", str(repo))
         assert again.returncode == 2 and "is not empty" in again.stderr

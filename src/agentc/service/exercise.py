@@ -15,10 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -61,9 +62,23 @@ def scratch_database(scratch: Path, scratch_database: str | None, live: Database
     if scratch_database is None:
         raise ConfigError("--scratch-database: an empty PostgreSQL database to restore into")
     found = Database.parse(scratch_database)
-    if found.is_sqlite or found.url == live.url:
+    if found.is_sqlite or found.url == live.url or _identity(found) == _identity(live):
         raise ConfigError("--scratch-database: another PostgreSQL database than --database")
     return found
+
+
+def _identity(database: Database) -> tuple[object, ...]:
+    """Which database a PostgreSQL URL reaches, whatever its spelling (``localhost`` or
+    ``127.0.0.1``, a socket, other parameters): the server's start time and the name."""
+    engine = open_engine(database, create=False, pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT pg_postmaster_start_time(), current_database()"
+            ).one()
+        return tuple(row)
+    finally:
+        engine.dispose()
 
 
 def run_exercise(
@@ -73,8 +88,10 @@ def run_exercise(
     afterwards unless keep, and only once the restore wrote it."""
     steps = Steps()
     entry = steps.run("backup", lambda: backup.backup(live, repository))
+    wrote = False  # a refused restore wrote nothing: then nothing of the target is removed
     try:
         steps.run("restore", lambda: restore.restore(target, repository, entry.id))
+        wrote = True
         token = _issue(target)
         server = _Server(target)
         try:
@@ -83,7 +100,7 @@ def run_exercise(
         finally:
             server.stop()
     finally:
-        if not keep:
+        if wrote and not keep:
             _remove_scratch(target)
     total = steps.total()
     result = {
@@ -122,21 +139,25 @@ class _Server:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        database = str(target.sqlite_path) if target.is_sqlite else target.url
-        self.args = [sys.executable, "-m", "agentc.service.cli", "--database", database]
+        # In the environment, not on the command line, where other users could read a password.
+        self.database = str(target.sqlite_path) if target.is_sqlite else target.url
+        self.args = [sys.executable, "-m", "agentc.service.cli"]
         self.args += ["--public-origin", self.url, "--allow-insecure-loopback"]
         self.args += ["--listen", f"127.0.0.1:{port}", "serve"]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COORDINATOR_")}
-        self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-        )
+        env["COORDINATOR_DATABASE"] = self.database
+        # Its output goes to a file: a pipe nobody drains would stop a server that logs much.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (stop closes it)
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.log.seek(0)
+                err = self.log.read()[-65536:].decode(errors="replace")
                 tail = (err.strip().splitlines() or ["(no output)"])[-1]
                 raise ConfigError(f"the service did not start on the restored database: {tail}")
             try:
@@ -149,6 +170,7 @@ class _Server:
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
+            self._close_log()
             return
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -156,6 +178,12 @@ class _Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
 
 def script(url: str, token: str) -> list[str]:
