@@ -227,10 +227,4 @@ def _remove_scratch(target: Database) -> None:
     if target.is_sqlite:
         shutil.rmtree(target.sqlite_path.parent, ignore_errors=True)
         return
-    engine = open_engine(target, create=False, pool_size=1, max_overflow=0)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    finally:
-        engine.dispose()
+    restore.empty_postgres(target)

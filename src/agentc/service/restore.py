@@ -29,6 +29,8 @@ from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.sql import run
 from agentc.store.tx import Executor, Tx
 
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
 
 def restore(db: Database, repository: Path, snapshot_id: str) -> dict[str, Any]:
     """Restore the snapshot into db, which must not exist (SQLite) or hold no table
@@ -41,9 +43,18 @@ def restore(db: Database, repository: Path, snapshot_id: str) -> dict[str, Any]:
         )
     snapshots.check(entry.backend, entry.path(repository), entry.migration, entry.rows)
     if db.is_sqlite:
-        _copy_sqlite(entry.path(repository), db.sqlite_path)
-    else:
-        _load_postgres(entry.path(repository), db)
+        return _restore_sqlite(entry, entry.path(repository), db.sqlite_path)
+    _load_postgres(entry.path(repository), db)
+    try:
+        return _migrate_and_void(db, entry)
+    except BaseException:
+        # The database was verified empty: nothing of the snapshot may stay there trusting
+        # the sessions, leases and receipts of before (a serve on it would accept them).
+        empty_postgres(db)
+        raise
+
+
+def _migrate_and_void(db: Database, entry: backup.Entry) -> dict[str, Any]:
     engine = open_engine(db, create=False, pool_size=2, max_overflow=0)
     migrate(engine)
     executor = Executor(engine)
@@ -51,6 +62,17 @@ def restore(db: Database, repository: Path, snapshot_id: str) -> dict[str, Any]:
         return executor.write(lambda tx: void_authority(tx, entry.id, entry.created_at))
     finally:
         executor.close()
+
+
+def empty_postgres(db: Database) -> None:
+    """Drop every table of db's ``public`` schema (a restore's target or a scratch copy)."""
+    engine = open_engine(db, create=False, pool_size=1, max_overflow=0)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+    finally:
+        engine.dispose()
 
 
 def void_authority(tx: Tx, snapshot_id: str, snapshot_at: int) -> dict[str, Any]:
@@ -80,12 +102,14 @@ def void_authority(tx: Tx, snapshot_id: str, snapshot_at: int) -> dict[str, Any]
     return done
 
 
-def _copy_sqlite(source: Path, target: Path) -> None:
-    """Copy the snapshot to target (0600), which must not exist: created exclusively, so a
-    database that appears meanwhile is not overwritten either."""
+def _restore_sqlite(entry: backup.Entry, source: Path, target: Path) -> dict[str, Any]:
+    """Copy the snapshot beside target, migrate it and void its authority there, and only
+    then put it in place: target must not exist, and is never seen without the new epoch.
+    It is linked in place exclusively, so a database that appears meanwhile is not
+    overwritten either."""
     if not target.parent.is_dir():
         raise ConfigError(f"--database: the folder {target.parent} does not exist")
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in SQLITE_SUFFIXES:
         if os.path.lexists(str(target) + suffix):
             raise ConfigError(
                 f"--database: {target}{suffix} exists; restore only into an empty location "
@@ -98,10 +122,18 @@ def _copy_sqlite(source: Path, target: Path) -> None:
             shutil.copyfileobj(src, out, 1 << 20)
             out.flush()
             os.fsync(out.fileno())
+        done = _migrate_and_void(Database.parse(str(tmp)), entry)
+        for suffix in SQLITE_SUFFIXES[1:]:  # everything is in the main file once closed
+            if os.path.lexists(str(tmp) + suffix):
+                raise ConfigError(f"the restored copy {tmp} left {suffix} behind")
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
         os.link(tmp, target)  # fails if target exists now
+        return done
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        for suffix in SQLITE_SUFFIXES:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(tmp) + suffix)
 
 
 def _load_postgres(dump: Path, db: Database) -> None:
