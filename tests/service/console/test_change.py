@@ -12,9 +12,15 @@ import pytest
 
 from agentc.supervisor.loop.patch import of_revisions
 from tests.kit.changes import HOSTILE, make_change
-from tests.service.console.change_kit import launched, patch_body, submitted
+from tests.service.console.change_kit import (
+    code_submission,
+    launched,
+    patch_body,
+    steps_body,
+    submitted,
+)
 from tests.service.console.kit import browse_as
-from tests.service.kit import ApiError, Service
+from tests.service.kit import ApiError, Service, claim
 
 
 def test_the_loop_records_the_patch_and_the_page_shows_it(svc: Service, tmp_path: Path) -> None:
@@ -81,6 +87,26 @@ def test_only_the_attempts_own_agent_records_its_patch(svc: Service, tmp_path: P
     with pytest.raises(ApiError) as wrong:
         run.loop.post(f"{run.at}/artifacts/patch", lie)
     assert wrong.value.code == "revisions_mismatch"
+
+
+def test_an_agent_on_its_own_credential_cannot_write_its_change(
+    svc: Service, tmp_path: Path
+) -> None:
+    """An agent working with its own interactive credential (no loop) owns its attempt, yet a
+    forged patch or steps record of it is refused: only a supervised loop records them."""
+    change = make_change(tmp_path / "repo")
+    pid = svc.project(review_mode="human")
+    task = svc.task(pid, kind="code")
+    agent = svc.agent(pid, credential_class="interactive")
+    attempt = claim(agent, pid, task)["claim"]["attempt"]
+    at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+    sub = agent.post(f"{at}/submissions", code_submission(task, attempt, change))["submission"]
+    forged = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
+    forged = {**forged, "submission_id": sub["id"], "files": [], "patch": "+typo fix\n"}
+    resp = agent.raw("POST", f"{at}/artifacts/patch", forged)
+    assert (resp.status_code, resp.json()["error"]["code"]) == (403, "operation_not_permitted")
+    resp = agent.raw("POST", f"{at}/artifacts/steps", steps_body())
+    assert resp.status_code == 403, resp.text
 
 
 def test_the_launch_cannot_write_its_own_change(svc: Service, tmp_path: Path) -> None:

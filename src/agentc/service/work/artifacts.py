@@ -7,8 +7,10 @@ the candidate the reviewers see and the integrator lands) and sends its file lis
 (within the supervisor's size cap) and the SHA-256 of ``git diff-tree -r -z --no-renames base
 candidate`` (the landing's ``Agentc-Reviewed-Diff``). The coordinator keeps it only when those
 revisions are the submission's. Only the attempt's own agent records it, with its role's
-credential: an attempt credential (what a launch holds) cannot (its scope lists no such route),
-so the agent whose work it is cannot write what the page shows as its change. The body is agent
+*supervised* credential, the one a supervisor loop holds: an attempt credential (what a launch
+holds) cannot (its scope lists no such route), and an interactive one (an agent working on its
+own, an MCP client) cannot either, so the agent whose work it is cannot write what the page
+shows as its change. The body is agent
 text like any other: the mutation screen refuses a secret in it (the supervisor then sends the
 file list without the text, saying why).
 """
@@ -21,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 from sqlalchemy.engine import Connection
 
+from agentc.core.model import CredentialClass
 from agentc.core.wire import Body, Id, Revision, text
 from agentc.service.auth import denied
 from agentc.service.ops import Op, Result, new_id
@@ -67,6 +70,10 @@ def own_attempt(op: Op, project_id: str, attempt_id: str, kind: str) -> Attempt:
         raise missing(f"no attempt {attempt_id}")
     if op.actor.is_human or op.actor.principal_id != attempt.owner_id:
         raise denied("only the attempt's own agent records its artifacts")
+    if op.actor.credential_class != CredentialClass.SUPERVISED:
+        # An agent holding its own role credential (interactive) could write any diff: only
+        # the supervisor loop, which computes it from the submission's revisions, records.
+        raise denied("only the supervisor loop (a supervised credential) records artifacts")
     if artifacts.of_attempt(op.conn, attempt_id, kind) is not None:
         raise conflict("artifact_exists", f"attempt {attempt_id} already has its {kind}")
     return attempt
