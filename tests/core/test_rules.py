@@ -161,3 +161,20 @@ def test_git_takes_a_safe_id_as_one_ref_component(value: str) -> None:
     assert is_safe_id(value)
     done = subprocess.run(["git", "check-ref-format", f"refs/x/{value}/y"], check=False)
     assert done.returncode == 0
+
+
+@given(st.text(max_size=50))
+@example("²")
+@example("-12")
+@example(" 7 ")
+@example("1" * 5000)
+def test_whole_number_never_raises_and_takes_only_ascii_digits(text: str) -> None:
+    from agentc.core.rules import whole_number
+
+    got = whole_number(text)
+    body = text.strip()
+    digits = body.removeprefix("-")
+    if digits and len(digits) <= 40 and all("0" <= c <= "9" for c in digits):
+        assert got == int(body)
+    else:
+        assert got is None

@@ -284,6 +284,11 @@ def test_a_read_link_records_only_when_pressed_and_only_until_it_expires(
     svc.client.cookies.clear()
     assert svc.client.post(f"/console/digest-read/{forged.rstrip('=')}.{mac}").status_code == 404
     assert _digest(svc.admin, other)["last_read"] is None
+    for bad in (f"{payload}.{mac[:-1]}é", "x.%C3%A9", f"{payload}.", "%00.%00"):
+        for method in ("GET", "POST"):
+            svc.client.cookies.clear()
+            answer = svc.client.request(method, f"/console/digest-read/{bad}")
+            assert answer.status_code == 404 and "not a digest link" in answer.text, bad
 
     person = _link(svc.admin, pid)  # a person's link records under that person
     clock.advance(7 * DAY + 1)

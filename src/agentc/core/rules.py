@@ -83,6 +83,17 @@ def fold_name(name: str) -> str:
     return name.translate(_ASCII_FOLD)
 
 
+def whole_number(text: str) -> int | None:
+    """The integer ``text`` spells in ASCII digits (an optional leading ``-``), else None; never
+    raises (``"²".isdigit()`` is true but ``int`` refuses it, and ``int`` refuses more than
+    4,300 digits)."""
+    body = text.strip()
+    digits = body[1:] if body.startswith("-") else body
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 40:
+        return None
+    return int(body)
+
+
 def is_safe_id(value: object) -> TypeGuard[str]:
     """Whether ``value`` is an id safe in a URL path and a git ref (:data:`SAFE_ID_RULE`)."""
     return (

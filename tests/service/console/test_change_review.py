@@ -68,8 +68,9 @@ def test_line_comments_become_findings_for_the_next_attempt(svc: Service, tmp_pa
         "severity": ["required", "advisory", "advisory", "required", "required"],
         "remedy": [f"return 1 again {HOSTILE}", "lower case", "rename back", "add a changelog", ""],
     }
-    bad = post_form(svc, action, {**fields, "line": ["two", "3", "1", "", ""]})
-    assert bad.status_code == 422 and "findings.0.line" in bad.text
+    for line in ("two", "²", "1" * 5000):  # "²".isdigit() is true; int() refuses both
+        bad = post_form(svc, action, {**fields, "line": [line, "3", "1", "", ""]})
+        assert bad.status_code == 422 and "findings.0.line" in bad.text, line
     backwards = {**fields, "end_line": ["", "2", "", "", ""]}
     refused = post_form(svc, action, backwards)
     assert refused.status_code == 422 and "end_line" in refused.text

@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from agentc.core.browser import cookie_name
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import PRIORITY_DEFAULT, PrincipalRole
-from agentc.core.rules import check_idempotency_key
+from agentc.core.rules import check_idempotency_key, whole_number
 from agentc.service.api import (
     authorized,
     hidden_project,
@@ -192,7 +192,7 @@ async def task_form(request: Request, form: FormData, project_id: str) -> Respon
             title=_field(form, "title"),
             description=_field(form, "description"),
             acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
-            priority=int(priority) if priority.lstrip("-").isdigit() else PRIORITY_DEFAULT,
+            priority=_or(whole_number(priority), PRIORITY_DEFAULT),
             depends_on=_field(form, "depends_on").replace(",", " ").split(),
             kind=_field(form, "kind") or "general",  # type: ignore[arg-type]
         )
@@ -206,11 +206,11 @@ async def edit_form(request: Request, form: FormData, project_id: str, task_id: 
     revision, priority = _field(form, "expected_revision"), _field(form, "priority")
     body = _model(
         lambda: TaskEditIn(
-            expected_revision=int(revision) if revision.isdigit() else -1,
+            expected_revision=_or(whole_number(revision), -1),
             title=_field(form, "title"),
             description=_field(form, "description"),
             acceptance_criteria=_lines(_field(form, "acceptance_criteria")),
-            priority=int(priority) if priority.isdigit() else PRIORITY_DEFAULT,
+            priority=_or(whole_number(priority), PRIORITY_DEFAULT),
             depends_on=_field(form, "depends_on").replace(",", " ").split(),
         )
     )
@@ -397,7 +397,12 @@ async def account_state_form(
 
 def _number(text: str) -> int | str:
     """A form's whole number; anything else stays text, for the schema to name the field."""
-    return int(text) if text.strip().isdigit() else text
+    number = whole_number(text)
+    return text if number is None else number
+
+
+def _or(number: int | None, default: int) -> int:
+    return default if number is None else number
 
 
 def _checks(text: str) -> list[dict[str, str]]:

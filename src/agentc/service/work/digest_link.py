@@ -22,7 +22,7 @@ import json
 
 from sqlalchemy.engine import Connection
 
-from agentc.core.errors import AgentcError
+from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.model import PrincipalKind
 from agentc.core.rules import rfc3339
 from agentc.service.auth import Actor, denied
@@ -101,7 +101,7 @@ def check(conn: Connection, token: str, now: int) -> tuple[str, str]:
     key = throttle.service_key(conn, KEY_NAME)
     if not mac or key is None or len(token) > 1000:
         raise BadLink("this link is not a digest link")
-    if not hmac.compare_digest(mac, _mac(key, payload)):
+    if not mac.isascii() or not hmac.compare_digest(mac, _mac(key, payload)):
         raise BadLink("this link is not a digest link")
     body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     project_id, principal_id, expires = str(body["p"]), str(body["by"]), int(body["exp"])
@@ -109,6 +109,10 @@ def check(conn: Connection, token: str, now: int) -> tuple[str, str]:
         raise BadLink("this link has expired (links work for 7 days)")
     if not _still_allowed(conn, principal_id, project_id):
         raise BadLink("this link no longer works (its sender lost the project)")
+    try:
+        project_row(conn, project_id)
+    except CoordinatorError:
+        raise BadLink("this link no longer works (its project is gone)") from None
     return project_id, principal_id
 
 
