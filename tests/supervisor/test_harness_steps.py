@@ -72,3 +72,14 @@ def test_steps_are_bounded() -> None:
     assert len(s.steps) == MAX_STEPS and s.steps_dropped == 7
     assert len(s.steps[0]["detail"]) == MAX_DETAIL and s.steps[0]["exit_code"] == 2
     assert s.steps[0]["ok"] is False
+
+
+def test_an_exit_status_no_store_holds_is_left_out() -> None:
+    from agentc.supervisor.harness.stream import State
+
+    s = State()
+    for code in (1 << 40, -(1 << 40), True, "1", 3):
+        s.step("tool", "shell", "x", ok=False, exit_code=code, ref=str(code))
+    assert [step.exit_code for step in s.steps] == [None, None, None, None, 3]
+    s.ended("3", ok=False, exit_code=1 << 50)
+    assert s.steps[-1].exit_code is None

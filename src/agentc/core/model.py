@@ -142,6 +142,7 @@ COUNTER_MAX = 2**62  # revisions, generations, event cursors (stored as 64-bit i
 FINDING_PATH_MAX = 4096  # a finding's file (its line numbers are 1..COUNTER_MAX)
 PAGE_LIMIT_MAX = 200
 EXIT_CODE_MIN, EXIT_CODE_MAX = -255, 255
+STEP_EXIT_MIN, STEP_EXIT_MAX = -(1 << 31), 1 << 32  # a step's exit status, as harnesses report
 TOKENS_MAX = 10**12  # per cost row and token kind
 USD_MAX = 10**6  # per cost row
 CALLS_MAX = 10**9  # model calls per cost row

@@ -205,3 +205,25 @@ def test_steps_with_a_secret_are_left_out_and_a_limit_hit_recorded(
     assert "an AWS access key" in steps["note"] and AWS_KEY not in json.dumps(steps)
     assert steps["usd"] == 0.01
     assert "without its steps" in result.stderr and AWS_KEY not in result.stderr
+
+
+# A stream whose step names and details carry NUL (PostgreSQL text holds none): the loop
+# renews and records the run all the same, the NUL shown as U+FFFD.
+NUL_CLAUDE = STEPPING_CLAUDE.replace("git commit -m greeting", "echo a\\u0000b").replace(
+    '"name": "Bash"', '"name": "Ba\\u0000sh"', 1
+)
+
+
+def test_agent_text_with_nul_does_not_lose_the_run_record(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    assert "\\u0000" in NUL_CLAUDE
+    loop = _claude_loop(short_tmp, server, admin, NUL_CLAUDE)
+    task = loop.task()
+    result = loop.once()
+    assert result.returncode == 0 and "exit_code: 0" in result.stderr, result.stderr
+    steps = _steps(loop, loop.submission(task["id"])["attempt_id"])
+    assert steps["ending"] == "submitted" and steps["note"] == "", steps
+    assert ("tool", "Ba\ufffdsh", "echo a\ufffdb") in [
+        (s["kind"], s["name"], s["detail"]) for s in steps["steps"]
+    ]

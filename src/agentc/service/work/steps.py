@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from sqlalchemy.engine import Connection
 
+from agentc.core import model as m
 from agentc.core.wire import Body, text
 from agentc.service.ops import Op, Result
 from agentc.service.work.artifacts import keep, own_attempt
@@ -37,7 +38,7 @@ class StepIn(Body):
     name: Annotated[str, text(100, min_length=1)]
     detail: Annotated[str, text(2000)] = ""
     ok: bool | None = None
-    exit_code: Annotated[int, Field(ge=-(1 << 31), le=1 << 32)] | None = None
+    exit_code: Annotated[int, Field(ge=m.STEP_EXIT_MIN, le=m.STEP_EXIT_MAX)] | None = None
 
 
 class StepsIn(Body):

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentc.core.model import STEP_EXIT_MAX, STEP_EXIT_MIN
+
 LIMIT_PHRASES = ("rate limit", "rate_limit", "usage limit", "too many requests")
 MAX_STEPS = 500  # steps kept per run (the first ones; later ones are counted, not kept)
 MAX_DETAIL = 500  # characters of a step's detail (a command, a path, a message's start)
@@ -87,10 +89,18 @@ class Step:
 
 
 def detail_of(value: object) -> str:
-    """A step's detail: a string as it is, anything else as compact JSON; bounded."""
+    """A step's detail: a string as it is, anything else as compact JSON; bounded, without
+    NUL (the coordinator stores text PostgreSQL can hold, and refuses a NUL)."""
     if not isinstance(value, str):
         value = "" if value is None else json.dumps(value, separators=(",", ":"), default=str)
-    return " ".join(value.split())[:MAX_DETAIL]
+    return " ".join(value.replace("\x00", "\ufffd").split())[:MAX_DETAIL]
+
+
+def exit_code_of(value: object) -> int | None:
+    """An exit status a harness reported, or None when it is none the coordinator stores."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if STEP_EXIT_MIN <= value <= STEP_EXIT_MAX else None
 
 
 @dataclass
@@ -117,7 +127,9 @@ class State:
     last: Step | None = None  # the newest step, kept or not (what the agent is doing now)
 
     def step(self, kind: str, name: object, detail: object = "", **more: Any) -> None:
-        named = name[:100] if isinstance(name, str) and name else kind
+        named = detail_of(name)[:100] if isinstance(name, str) and name.strip() else kind
+        if "exit_code" in more:
+            more["exit_code"] = exit_code_of(more["exit_code"])
         self.last = Step(kind, named, detail_of(detail), **more)
         if len(self.steps) >= MAX_STEPS:
             self.steps_dropped += 1
@@ -128,7 +140,7 @@ class State:
         """A tool call's result: marks the newest step of that call."""
         for step in reversed(self.steps):
             if ref is not None and step.ref == ref:
-                step.ok, step.exit_code = ok, exit_code
+                step.ok, step.exit_code = ok, exit_code_of(exit_code)
                 return
 
     def limit(self, reset_ms: int | None) -> None:

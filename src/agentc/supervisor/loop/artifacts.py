@@ -2,8 +2,9 @@
 submission's patch, computed from the mirror (:mod:`.patch`).
 
 Recording is best effort: a failure is logged and the attempt's settling goes on (the console
-then shows the submission without its change). A patch whose text the coordinator refuses for
-a secret is sent again without the text, the note naming the refusal (never the secret).
+then shows the submission without its change). A patch whose text the coordinator refuses (a
+secret, a body over its size limit) is sent again without the text, the note naming the
+refusal (never the secret).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from agentc.client.ops import Agent
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.supervisor.loop import patch
-from agentc.supervisor.loop.coordinator import SECRET_REFUSED, secret_left_out
+from agentc.supervisor.loop.coordinator import secret_left_out, text_refused
 
 
 def submission_of(client: Agent, task_id: str, attempt_id: str) -> dict[str, Any] | None:
@@ -56,7 +57,7 @@ def _send(client: Agent, attempt_id: str, body: dict[str, Any]) -> None:
     except CoordinatorError as exc:
         if exc.code == "artifact_exists":
             return
-        if exc.code != SECRET_REFUSED:
+        if not text_refused(exc):
             raise
         note = secret_left_out(exc, "the patch")[:1000]
         client.mutate("record_patch", "POST", path, {**body, "patch": None, "note": note})

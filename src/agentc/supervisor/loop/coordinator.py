@@ -147,16 +147,27 @@ def resolve_pending(client: Agent) -> None:
     client.retry()
 
 
+# What the coordinator answers when the agent text a body quotes is refused: a secret in it,
+# or text it does not take (a 422 naming a field, a body over the size limit). The loop then
+# sends the same record without that text, saying why, rather than losing the record.
+TEXT_REFUSALS = frozenset({SECRET_REFUSED, "invalid_input", "payload_too_large"})
+
+
+def text_refused(exc: CoordinatorError) -> bool:
+    """Whether ``exc`` refuses the agent text a body carried (see :data:`TEXT_REFUSALS`)."""
+    return exc.code in TEXT_REFUSALS or exc.status == 413
+
+
 def renew(
     client: Agent, attempt_id: str, generation: int, step: str | None = None
 ) -> dict[str, Any]:
-    """Renew, telling the current ``step``; one the coordinator refuses for a secret is left
-    out (the renewal is what matters)."""
+    """Renew, telling the current ``step``; one the coordinator refuses (a secret, text it does
+    not take) is left out: the renewal is what matters."""
     resolve_pending(client)
     try:
         data: dict[str, Any] = client.renew(attempt_id, generation, step).data
     except CoordinatorError as exc:
-        if step is None or exc.code != SECRET_REFUSED:
+        if step is None or not text_refused(exc):
             raise
         data = client.renew(attempt_id, generation).data
     return data
@@ -164,9 +175,13 @@ def renew(
 
 def secret_left_out(exc: CoordinatorError, what: str) -> str:
     """The note that replaces ``what`` (a text quoting agent output) when the coordinator
-    refused it for a secret: which field, what kind of secret and how it was encoded, never
-    the secret (the refusal names none)."""
+    refused it: for a secret, which field, what kind of secret and how it was encoded, never
+    the secret (the refusal names none); otherwise the refusal's own words."""
     kept = "it stays in the launch's logs on the supervisor's host"
+    if exc.code != SECRET_REFUSED:
+        return (
+            f"agentc-supervisor: {what} left out, refused ({exc.code}: {exc.message[:300]}); {kept}"
+        )
     return "agentc-supervisor: " + secrets.left_out(exc.details, what, "the launch's output", kept)
 
 

@@ -24,7 +24,7 @@ from agentc.files import open_regular
 from agentc.gateway.prices import Price
 from agentc.supervisor.harness import registry
 from agentc.supervisor.harness.events import RunSummary, StreamReader
-from agentc.supervisor.loop.coordinator import SECRET_REFUSED, secret_left_out
+from agentc.supervisor.loop.coordinator import secret_left_out, text_refused
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
@@ -155,7 +155,7 @@ def record(client: Agent, attempt_id: str, body: dict[str, Any]) -> str:
         except CoordinatorError as exc:
             if exc.code == "artifact_exists":
                 return "the steps were recorded before"
-            if exc.code != SECRET_REFUSED:
+            if not text_refused(exc):
                 raise
             note = secret_left_out(exc, "the steps")[:1000]
             bare = {**body, "steps": None, "model": None, "error": None, "note": note}
