@@ -125,6 +125,42 @@ def test_a_damaged_snapshot_or_an_open_repository_is_refused(
     assert out.returncode == 2 and "chmod 0700" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_manifest_naming_another_file_or_no_time_is_ignored(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """The repository's JSON is read as data of a shape: an entry naming another path (prune
+    would delete it) or holding a time that is no time is not an entry, and nothing crashes."""
+    repo = tmp_path / "backups"
+    snap = _backup(live, repo)
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    good = json.loads((repo / f"{snap['id']}.json").read_text())
+    hostile = {
+        "20000101T000000Z-aaaaaa": {**good, "id": "20000101T000000Z-aaaaaa", "file": str(outside)},
+        "20000101T000000Z-bbbbbb": {**good, "id": "20000101T000000Z-bbbbbb", "created_at": "x"},
+        "20000101T000000Z-cccccc": {**good, "id": "20000101T000000Z-cccccc", "verified_at": 1e300},
+    }
+    for ident, entry in hostile.items():
+        (repo / f"{ident}.json").write_text(json.dumps(entry))
+        os.chmod(repo / f"{ident}.json", 0o600)
+    status = live.cli("backup-status", "--repository", str(repo), "--json")
+    assert status.returncode == 1 and "Traceback" not in status.stderr, status.stderr  # no copy
+    assert json.loads(status.stdout)["snapshots"] == 1
+    pruned = live.cli(
+        "backup",
+        "--repository",
+        str(repo),
+        "--keep-hourly",
+        "1",
+        "--keep-daily",
+        "0",
+        "--keep-weekly",
+        "0",
+    )  # fmt: skip (retention runs)
+    assert pruned.returncode == 0, pruned.stderr
+    assert outside.read_text() == "keep me"
+
+
 def test_restore_refuses_a_location_that_holds_a_database(live: LiveServer, tmp_path: Path) -> None:
     repo = tmp_path / "backups"
     snap = _backup(live, repo)

@@ -137,12 +137,40 @@ def entries(repository: Path) -> list[Entry]:
         if path.name in ("offsite.json", "exercise.json"):
             continue
         try:
-            entry = Entry(**read_json(path))
+            entry = _entry(read_json(path))
         except (ValueError, TypeError, ConfigError):
+            entry = None
+        if entry is None or path.name != f"{entry.id}.json":
             continue  # not a manifest entry: ignored, never deleted
         if entry.path(repository).is_file():
             found.append(entry)
     return sorted(found, key=lambda e: (e.created_at, e.id))
+
+
+_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": str, "backend": str, "file": str, "created_at": int, "verified_at": int, "size": int,
+    "sha256": str, "migration": str, "rows": dict,
+}  # fmt: skip
+
+
+def _entry(data: dict[str, Any]) -> Entry | None:
+    """A manifest entry whose every field has its type, whose times are times and whose file
+    is its own snapshot's name in the repository (never another path), else None."""
+    if set(data) != set(_ENTRY_TYPES):
+        return None
+    for key, kind in _ENTRY_TYPES.items():
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            return None
+    if data["backend"] not in SUFFIX or data["file"] != f"{data['id']}{SUFFIX[data['backend']]}":
+        return None
+    if not all(_is_time(data[k]) for k in ("created_at", "verified_at")):
+        return None
+    return Entry(**data)
+
+
+def _is_time(value: object) -> bool:
+    """A time in ms a page can show (a JSON number outside it would overflow a date)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 47
 
 
 def find(repository: Path, snapshot: str) -> Entry:
@@ -202,8 +230,8 @@ def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
     found = entries(repository)
     newest = found[-1] if found else None
     problems: list[str] = []
-    offsite = _record(repository / "offsite.json", "verified_at", problems)
-    exercise = _record(repository / "exercise.json", "at", problems)
+    offsite = _record(repository / "offsite.json", OFFSITE_FIELDS, problems)
+    exercise = _record(repository / "exercise.json", EXERCISE_FIELDS, problems)
     if newest is None:
         problems.append("no verified snapshot")
     elif at_ms - newest.verified_at > max_age_ms:
@@ -228,16 +256,37 @@ def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
     }
 
 
-def _record(path: Path, time_key: str, problems: list[str]) -> dict[str, Any] | None:
-    """The repository's record of a copy or an exercise, or None (absent, or unreadable: then
-    a problem says so and the record counts as missing)."""
+# What the status reads of the off-server copy's and the exercise's records (the first key is
+# the record's time), with their types: a record missing one, or of another type, is ignored.
+OFFSITE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "verified_at": int, "snapshot": str, "destination": str,
+}  # fmt: skip
+EXERCISE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "at": int, "snapshot": str, "total_seconds": (int, float), "within_target": bool,
+}  # fmt: skip
+
+
+def _record(
+    path: Path, fields: dict[str, type | tuple[type, ...]], problems: list[str]
+) -> dict[str, Any] | None:
+    """The repository's record of a copy or an exercise, or None (absent, or unreadable or
+    not of its shape: then a problem says so and the record counts as missing)."""
     if not path.exists():
         return None
     try:
         found = read_json(path)
-        int(found[time_key])
-    except (ValueError, TypeError, KeyError, ConfigError) as exc:
-        problems.append(f"{path.name} cannot be read ({type(exc).__name__}); it is ignored")
+    except ConfigError as exc:
+        problems.append(f"{path.name} cannot be read ({exc}); it is ignored")
+        return None
+    time_key = next(iter(fields))
+    wrong = [
+        key
+        for key, kind in fields.items()
+        if not isinstance(found.get(key), kind)
+        or (isinstance(found.get(key), bool) and kind is not bool)
+    ]
+    if wrong or not _is_time(found[time_key]):
+        problems.append(f"{path.name} cannot be read ({(wrong or [time_key])[0]}); it is ignored")
         return None
     return found
 

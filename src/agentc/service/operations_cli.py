@@ -291,22 +291,24 @@ def _register_maintenance(main: click.Group, settings_of: Settings, guard: Guard
 
 
 def _status_text(found: dict[str, Any]) -> str:
+    from agentc.service import backup
+
     lines = []
     newest = found["newest_snapshot"]
     if newest is None:
         lines.append("snapshots: none verified")
     else:
-        age = found["snapshot_age_ms"] // 60_000
-        lines.append(f"newest verified snapshot: {newest['id']} ({age} min old)")
+        age = backup.age_text(found["snapshot_age_ms"])
+        lines.append(f"newest verified snapshot: {newest['id']} ({age} old)")
     lines.append(f"snapshots kept: {found['snapshots']}")
     offsite = found["offsite"]
     if offsite is None:
         lines.append("off-server copy: none verified")
     else:
-        age = found["offsite_age_ms"] // 60_000
+        age = backup.age_text(found["offsite_age_ms"])
         lines.append(
             f"newest verified off-server copy: {offsite['snapshot']} at "
-            f"{offsite['destination']} ({age} min old)"
+            f"{offsite['destination']} ({age} old)"
         )
     exercise = found["exercise"]
     if exercise is not None:

@@ -86,6 +86,12 @@ def test_an_admin_sees_the_backup_status_the_commands_report(
     offsite.chmod(0o644)  # readable by others: refused by the private read, reported the same
     page.reload()
     assert "offsite.json cannot be read" in _problems(page)
+    # JSON, but not of its shape: a problem too, never a 500 or a traceback.
+    (repo / "exercise.json").write_text('{"at": 1}')
+    page.reload()
+    assert "exercise.json cannot be read (snapshot)" in _problems(page)
+    assert "never run" in page.locator("#backup-status").inner_text()
+    assert _host(server, repo, "backup-status")["exercise"] is None
 
 
 def test_a_person_who_is_not_an_admin_does_not_see_the_backups(
