@@ -80,6 +80,8 @@ def test_an_unreachable_destination_exits_7(setup: Setup, tmp_path: Path) -> Non
     )
     out = attention(config, "check")
     assert out.returncode == 7 and "no answer" in out.stderr
+    # The destination is named by kind and host: a topic or a webhook's path may be the secret.
+    assert "ntfy at 127.0.0.1: no answer" in out.stderr and f"{url}/t" not in out.stderr
 
 
 def test_the_coordinator_stopped_pages_and_leaves_its_checks_alone(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -56,8 +57,14 @@ def _header(text: str) -> str:
     return "".join(c if " " <= c <= "~" else "?" for c in text)[:250]
 
 
+def _where(kind: str, url: str) -> str:
+    """A destination as logs name it: its kind and host, not its path (which may be a secret)."""
+    return f"{kind} at {urlsplit(url).hostname or '?'}"
+
+
 def _post(
     url: str,
+    where: str,
     token: str | None,
     headers: dict[str, str],
     *,
@@ -70,13 +77,14 @@ def _post(
         with _client() as client:
             resp = client.post(url, headers=headers, content=content, json=body)
     except httpx.HTTPError as exc:
-        raise DeliveryFailed(f"{url}: no answer ({type(exc).__name__})") from None
+        raise DeliveryFailed(f"{where}: no answer ({type(exc).__name__})") from None
     if not 200 <= resp.status_code < 300:
-        raise DeliveryFailed(f"{url}: answered {resp.status_code}")
+        raise DeliveryFailed(f"{where}: answered {resp.status_code}")
 
 
 class DeliveryFailed(AgentcError):
-    """A destination did not accept a page (the message names the URL, never a token)."""
+    """A destination did not accept a page. The message names the destination's kind and host,
+    never its URL: a webhook's URL (Slack's) or an ntfy topic is often the secret itself."""
 
 
 def ntfy_sender(config: AttentionConfig) -> Send | None:
@@ -92,7 +100,7 @@ def ntfy_sender(config: AttentionConfig) -> Send | None:
             "Priority": str(page.priority),
             "Tags": _header(",".join(page.tags)),
         }
-        _post(url, token, headers, content=page.message.encode())
+        _post(url, _where("ntfy", url), token, headers, content=page.message.encode())
 
     return send
 
@@ -116,7 +124,7 @@ def webhook_sender(config: AttentionConfig) -> Send | None:
             "at_ms": page.at_ms,
             "text": f"{page.title}: {page.message}",
         }
-        _post(hook.url, token, {}, body=body)
+        _post(hook.url, _where("webhook", hook.url), token, {}, body=body)
 
     return send
 

@@ -134,7 +134,7 @@ def submitted_live(
         headers={"Idempotency-Key": f"task-{review_mode}"},
     ).json()["data"]["task"]
     admin.close()
-    with Agent(server, pid, name="implementer") as agent:
+    with Agent(server, pid, name="implementer", credential_class="supervised") as agent:
         attempt = agent.post(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]

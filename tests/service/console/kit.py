@@ -86,8 +86,17 @@ def sign_in(page: Page, live: LiveServer, password: str = ADMIN_PASSWORD) -> Non
 class Agent:
     """An agent working through the API with its own token and session."""
 
-    def __init__(self, live: LiveServer, project_id: str, name: str | None = None) -> None:
-        self.token = live.issue_token(name or f"worker-{uuid.uuid4().hex[:6]}", project_id)
+    def __init__(
+        self,
+        live: LiveServer,
+        project_id: str,
+        name: str | None = None,
+        credential_class: str = "interactive",
+    ) -> None:
+        """``credential_class="supervised"``: a loop's, which records an attempt's artifacts."""
+        self.token = live.issue_token(
+            name or f"worker-{uuid.uuid4().hex[:6]}", project_id, credential_class=credential_class
+        )
         self.proof = secrets.token_hex(32)
         self.client = httpx.Client(
             base_url=live.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30

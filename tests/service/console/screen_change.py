@@ -130,7 +130,7 @@ def code_change(live: LiveServer, repo: Path) -> tuple[str, str]:
         headers={"Idempotency-Key": "screens-shop-task"},
     ).json()["data"]["task"]
     admin.close()
-    with Agent(live, pid, "claude-shop") as agent:
+    with Agent(live, pid, "claude-shop", credential_class="supervised") as agent:
         attempt = agent.post(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]

@@ -63,7 +63,7 @@ def seed(live: LiveServer) -> tuple[str, str, str]:
         headers={"Idempotency-Key": "seed-policy"},
     )
     admin.close()
-    with Agent(live, pid, "claude-worker") as agent:
+    with Agent(live, pid, "claude-worker", credential_class="supervised") as agent:
         _work(agent, pid, ids)
     _telemetry(live, pid, ids)
     live.cli("designate-digest-sender", "--project", pid, "--agent", "claude-worker")

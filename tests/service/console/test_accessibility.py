@@ -37,7 +37,7 @@ def test_the_work_pages_have_no_serious_accessibility_violation(
     admin.close()
     with_axe(page)
     sign_in(page, server)
-    with Agent(server, pid, name="live-loop") as loop:
+    with Agent(server, pid, name="live-loop", credential_class="supervised") as loop:
         attempt = loop.post(
             f"/api/v1/projects/{pid}/claims",
             {"task_id": other["id"], "expected_task_revision": other["revision"]},

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentc.supervisor.loop.patch import of_revisions
-from tests.kit.changes import HOSTILE, make_change
+from tests.kit.changes import HOSTILE, Change, git, make_change
 from tests.service.console.change_kit import (
     code_submission,
     launched,
@@ -65,6 +65,38 @@ def test_the_loop_records_the_patch_and_the_page_shows_it(svc: Service, tmp_path
         r'<td class="code add">',
         split,
     )
+
+
+def test_a_file_becoming_a_link_keeps_every_hunk_shown(svc: Service, tmp_path: Path) -> None:
+    """git's patch shows a type change as a deletion and a creation: the list has both, so the
+    hunks still match their files (one type change used to hide the whole diff)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "x").write_text("was a file\n")
+    (repo / "y").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "x").unlink()
+    (repo / "x").symlink_to("y")
+    (repo / "y").write_text("two\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "candidate")
+    change = Change(repo, base, git(repo, "rev-parse", "HEAD"))
+    pid, task, attempt, loop, launch = launched(svc)
+    at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+    sub = launch.post(f"{at}/submissions", code_submission(task, attempt, change))["submission"]
+    body = of_revisions(repo, change.base, change.candidate, 1 << 20)
+    assert [(f["path"], f["status"]) for f in body["files"]] == [
+        ("x", "deleted"), ("x", "added"), ("y", "modified")
+    ]  # fmt: skip
+    loop.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
+    browse_as(svc, svc.admin)
+    page = f"/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}"
+    html = svc.client.get(page).text
+    assert "do not match its file list" not in html
+    assert "was a file" in html and "two" in html
 
 
 def test_over_the_cap_the_page_lists_the_files(svc: Service, tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_review_on_the_lines_in_the_browser(page: Page, server: LiveServer, tmp_
     expect(page).to_have_url(change)
     expect(app.locator("tr.notes", has_text="print nothing here")).to_be_visible()
     expect(page.locator("#review-form")).to_have_count(0)
-    with Agent(server, pid, name="implementer") as agent:
+    with Agent(server, pid, name="implementer", credential_class="supervised") as agent:
         fresh = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}").json()["data"]
         claimed = agent.post(
             f"/api/v1/projects/{pid}/claims",

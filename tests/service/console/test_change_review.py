@@ -55,7 +55,7 @@ def test_line_comments_become_findings_for_the_next_attempt(svc: Service, tmp_pa
     # beside the diff: the criteria with the submission's evidence, and the form
     assert re.search(r'<dl class="evidence" id="criteria"><dt>it works</dt><dd>', html)
     assert 'id="review-form"' in html and html.count('class="comment"') == 5
-    assert "<option>new_name.txt</option>" in html
+    assert '<option value="new_name.txt">new_name.txt</option>' in html
 
     action, hidden = _review_form(svc, run)
     fields = {

@@ -33,7 +33,7 @@ def test_a_live_attempt_updates_the_page_without_a_reload(page: Page, server: Li
     expect(card).to_be_visible()
     expect(card.locator(".working")).to_have_count(0)
     page.evaluate("window.__stayed = true")  # gone if the page were loaded again
-    with Agent(server, pid, name="live-loop") as loop:
+    with Agent(server, pid, name="live-loop", credential_class="supervised") as loop:
         attempt = loop.post(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]

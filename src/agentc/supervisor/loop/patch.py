@@ -67,16 +67,21 @@ def files(numstat: bytes, names: bytes) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for index, (letter, old, new) in enumerate(_name_status(names)):
         added, removed = counts[index] if index < len(counts) else (None, None)
-        found.append(
-            {
-                "path": new,
-                "old_path": old if letter in "RC" else None,
-                "status": STATUS.get(letter, "type_changed"),
-                "added": added,
-                "removed": removed,
-            }
-        )
+        if letter == "T":
+            # The patch shows a type change (a file becoming a link) as two sections, the
+            # deletion then the creation: so does the list, one entry per section.
+            found.append(_entry(new, None, "deleted", 0 if removed is not None else None, removed))
+            found.append(_entry(new, None, "added", added, 0 if added is not None else None))
+            continue
+        status = STATUS.get(letter, "modified")
+        found.append(_entry(new, old if letter in "RC" else None, status, added, removed))
     return found
+
+
+def _entry(
+    path: str, old: str | None, status: str, added: int | None, removed: int | None
+) -> dict[str, Any]:
+    return {"path": path, "old_path": old, "status": status, "added": added, "removed": removed}
 
 
 def _decode(name: bytes) -> str:
