@@ -23,7 +23,7 @@ from sqlalchemy import inspect
 
 from agentc.core.errors import ConfigError
 from agentc.service import backup, snapshots
-from agentc.store import epoch
+from agentc.store import epoch, service_state
 from agentc.store.audit import write_event
 from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.sql import run
@@ -79,7 +79,7 @@ def void_authority(tx: Tx, snapshot_id: str, snapshot_at: int) -> dict[str, Any]
     """Start a new authority epoch in the restored database (see the module docstring)."""
     new = secrets.token_hex(16)
     old = epoch.current(tx.conn)
-    epoch.set_state(tx.conn, epoch.KEY, new)
+    service_state.set_state(tx.conn, epoch.KEY, new)
     closed = run(
         tx.conn, "UPDATE agent_sessions SET closed_at = :now WHERE closed_at IS NULL", now=tx.now
     )
@@ -97,7 +97,7 @@ def void_authority(tx: Tx, snapshot_id: str, snapshot_at: int) -> dict[str, Any]
         "agent_sessions_closed": closed,
         "browser_sessions_ended": ended,
     }
-    epoch.set_state(tx.conn, "restored_from", json.dumps(done, sort_keys=True))
+    service_state.set_state(tx.conn, "restored_from", json.dumps(done, sort_keys=True))
     write_event(tx.conn, tx.now, None, None, "service_restored", None, None, done)
     return done
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import Connection
 
 from agentc.core.errors import CoordinatorError
-from agentc.store.epoch import get_state, set_state
+from agentc.store.service_state import get_state, set_state
 
 TOLERANCE_MS = 5_000
 PERSIST_EVERY_MS = 10_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from agentc.store.sql import fetch_one, run
+from agentc.store.sql import fetch_one
 
 KEY = "authority_epoch"
 CURRENT_EPOCH = f"COALESCE((SELECT value FROM service_state WHERE key = '{KEY}'), '')"
@@ -22,15 +22,3 @@ CURRENT_EPOCH = f"COALESCE((SELECT value FROM service_state WHERE key = '{KEY}')
 def current(conn: Connection) -> str:
     found = fetch_one(conn, f"SELECT {CURRENT_EPOCH}", str)
     return found or ""
-
-
-def get_state(conn: Connection, key: str) -> str | None:
-    """A ``service_state`` entry (None: not set)."""
-    return fetch_one(conn, "SELECT value FROM service_state WHERE key = :key", str, key=key)
-
-
-def set_state(conn: Connection, key: str, value: str) -> None:
-    """Set a ``service_state`` entry (made if missing)."""
-    if run(conn, "UPDATE service_state SET value = :value WHERE key = :key", key=key, value=value):
-        return
-    run(conn, "INSERT INTO service_state (key, value) VALUES (:key, :value)", key=key, value=value)

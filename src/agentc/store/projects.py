@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
+from agentc.store.service_state import delete_state, get_state, set_state
 from agentc.store.sql import columns, fetch_all, fetch_exists, fetch_one, run, table
 
 
@@ -61,30 +62,24 @@ def save_project(conn: Connection, project: Project) -> None:
 # Which agent sends a project's attention digest: a service_state entry per project (the key
 # names the project, the value is the agent's principal id); no entry, no sender.
 _SENDER_KEY = "digest_sender:{project_id}"
-_SENDER = "SELECT value FROM service_state WHERE key = :key"
-_CLEAR_SENDER = "DELETE FROM service_state WHERE key = :key"
-_ADD_SENDER = "INSERT INTO service_state (key, value) VALUES (:key, :value)"
 
 
 def digest_sender(conn: Connection, project_id: str) -> str | None:
     """The principal id of the agent designated to send the project's digest, if any."""
-    return fetch_one(conn, _SENDER, str, key=_SENDER_KEY.format(project_id=project_id))
+    return get_state(conn, _SENDER_KEY.format(project_id=project_id))
 
 
 def set_digest_sender(conn: Connection, project_id: str, principal_id: str | None) -> None:
     key = _SENDER_KEY.format(project_id=project_id)
-    run(conn, _CLEAR_SENDER, key=key)
-    if principal_id is not None:
-        run(conn, _ADD_SENDER, key=key, value=principal_id)
+    if principal_id is None:
+        delete_state(conn, key)
+    else:
+        set_state(conn, key, principal_id)
 
 
 # The last read of a project's attention digest: a service_state entry per project holding
 # {"at": ms, "by": principal id, "via": "console" | "link"}; no entry, never read.
 _READ_KEY = "digest_read:{project_id}"
-_SAVE_READ = (
-    "INSERT INTO service_state (key, value) VALUES (:key, :value) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
 
 
 class DigestRead(NamedTuple):
@@ -94,7 +89,7 @@ class DigestRead(NamedTuple):
 
 
 def digest_read(conn: Connection, project_id: str) -> DigestRead | None:
-    raw = fetch_one(conn, _SENDER, str, key=_READ_KEY.format(project_id=project_id))
+    raw = get_state(conn, _READ_KEY.format(project_id=project_id))
     if raw is None:
         return None
     data = json.loads(raw)
@@ -103,4 +98,4 @@ def digest_read(conn: Connection, project_id: str) -> DigestRead | None:
 
 def record_digest_read(conn: Connection, project_id: str, read: DigestRead) -> None:
     key = _READ_KEY.format(project_id=project_id)
-    run(conn, _SAVE_READ, key=key, value=json.dumps(read._asdict(), sort_keys=True))
+    set_state(conn, key, json.dumps(read._asdict(), sort_keys=True))

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
+from agentc.store.service_state import add_state, get_state
 from agentc.store.sql import fetch_one, run
 
 
@@ -43,8 +44,6 @@ _RECORD = (
 _FORGET_DEVICE = "DELETE FROM sign_in_failures WHERE device = :device"
 _FORGET_BEFORE = "DELETE FROM sign_in_failures WHERE failed_at <= :before"
 _DEVICE_KEY = "sign_in_device_key"
-_READ_KEY = "SELECT value FROM service_state WHERE key = :key"
-_ADD_KEY = "INSERT INTO service_state (key, value) VALUES (:key, :value) ON CONFLICT DO NOTHING"
 
 
 def source_failures(conn: Connection, address: str, since: int) -> int:
@@ -86,16 +85,13 @@ def forget_before(conn: Connection, before: int) -> None:
 
 def service_key(conn: Connection, name: str) -> str | None:
     """A signing key of the service (hex) kept in ``service_state``, None until it is made."""
-    return fetch_one(conn, _READ_KEY, str, key=name)
+    return get_state(conn, name)
 
 
 def service_key_made(conn: Connection, name: str) -> str:
     """The signing key ``name``, made (32 random bytes) the first time: the first writer's key
     wins, so every service process signs with the same one."""
-    run(conn, _ADD_KEY, key=name, value=secrets.token_hex(32))
-    key = service_key(conn, name)
-    assert key is not None
-    return key
+    return add_state(conn, name, secrets.token_hex(32))
 
 
 def device_key(conn: Connection) -> str | None:
