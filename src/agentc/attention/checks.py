@@ -116,6 +116,13 @@ def supervisor_next(seen: Observation, config: AttentionConfig, token: str, now_
         try:
             Coordinator(transport, config.project_id).get("/next?role=implementer")
         except TransportFailure as exc:
+            cause = exc.__cause__
+            if isinstance(cause, httpx.TransportError) and not isinstance(
+                cause, httpx.TimeoutException
+            ):
+                # The connection failed, not the budget: the coordinator went away after its
+                # health answered. Its own check says so at the next run; `next` could not look.
+                return
             seen.ran.add("next")
             seen.fail("next", f"next did not answer within {budget:g} s: {exc}")
             return

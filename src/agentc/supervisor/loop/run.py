@@ -215,6 +215,9 @@ class Loop:
         }
         if launch is not None:
             data["launch"] = launch
+            # A launch may sit out its vendor's rate limit (a harness retries a 429 after its
+            # reset): the vendors as they are now, not as the last admission found them.
+            data["vendors"] = admission.unusable_now(self.config, launch.get("role", "implementer"))
         self.records.write_heartbeat(data)
 
     def poll(self) -> str:
