@@ -5,7 +5,12 @@ and the repeat and recovery rules of :func:`agentc.attention.watch.settle`."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +220,60 @@ def test_a_damaged_state_file_is_moved_aside_and_paging_goes_on(
     assert "could not be read (JSONDecodeError); moved to" in out.stderr
     assert len(ntfy.got) == 1
     assert [p.name for p in state_dir.iterdir() if p.name.startswith("state.json.damaged-")]
+
+
+@contextmanager
+def _coordinator_that(next_does: str) -> Iterator[str]:
+    """A stand-in coordinator on loopback: healthy, and its ``next`` either drops the
+    connection (it went away after its health answered) or answers after 2 s."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                body = b'{"status": "ok"}'
+            elif "/next" in self.path and next_does == "drop":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            else:
+                if "/next" in self.path:
+                    time.sleep(2)
+                body = b'{"data": {"items": [], "next_cursor": null}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_next_pages_when_slow_not_when_the_coordinator_goes_away(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """``next`` measures the coordinator's answer time; a connection that fails after the
+    health check answered is the coordinator going away, which its own check pages at the
+    next run (the whole-system soak found ``next`` paged beside ``coordinator`` for one
+    coordinator killed between the two requests)."""
+    for does, paged in (("drop", False), ("slow", True)):
+        with _coordinator_that(does) as origin:
+            config = tmp_path / f"{does}.toml"
+            config.write_text(
+                f'origin = "{origin}"\nproject_id = "p"\ntoken_file = "{setup.token_file}"\n'
+                f'allow_insecure_loopback = true\nstate_dir = "{tmp_path / does}"\n'
+                "[checks]\nnext_budget_seconds = 1\nneglect_days = 0\nlease_overdue_minutes = 0\n"
+            )
+            seen = _look(setup, config)
+        assert ("next" in seen.failing) is paged, (does, seen.failing)
+        assert ("next" in seen.ran) is paged, does  # dropped: it could not look
+        if paged:
+            assert seen.failing["next"].text.startswith("next did not answer within 1 s")

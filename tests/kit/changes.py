@@ -56,3 +56,22 @@ def make_change(repo: Path, large_lines: int = LARGE_LINES) -> Change:
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "-m", "candidate")
     return Change(repo, base, git(repo, "rev-parse", "HEAD"))
+
+
+AMENDED = "return 3  # amended"
+
+
+def amend_change(change: Change) -> Change:
+    """The change's next version (a new candidate on the same base, as an implementer sent
+    back makes it): app.py's line changed again with new hostile markup, added.md no longer
+    added, the binary file's bytes changed (its patch text stays "Binary files differ"), a
+    new file; the rest as reviewed."""
+    repo = change.repo
+    app = (repo / "app.py").read_text().replace("return 2", f"{AMENDED} </table><b>")
+    (repo / "app.py").write_text(app)
+    (repo / "added.md").unlink()
+    (repo / "logo.png").write_bytes(bytes(range(255, -1, -1)) * 4)
+    (repo / "notes.txt").write_text("why it changed\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "amended")
+    return Change(repo, change.base, git(repo, "rev-parse", "HEAD"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
 import subprocess
 import sys
 import uuid
@@ -22,10 +20,10 @@ from agentc.service.settings import ServerSettings
 from agentc.service.work.accounts import create_admin
 from agentc.store.engine import Database, migrate, open_engine
 from agentc.store.tx import Executor
+from tests.kit.faketime import faketime_env
 
 ORIGIN = "http://127.0.0.1:8080"
 SERVER = str(Path(sys.executable).with_name("agent-coordinator-server"))
-FAKETIME = "faketime/libfaketime.so.1"  # libfaketime (scripts/setup --dev installs it)
 ADMIN_PASSWORD = "correct horse battery staple"
 
 
@@ -193,15 +191,8 @@ class Service:
         clock, behind this kit's, would wait for the service's high-water mark
         (agentc.store.clock). libfaketime starts the command's wall clock at the kit clock's
         time."""
-        found = glob.glob(f"/usr/lib/*/{FAKETIME}")
-        assert found, f"no /usr/lib/*/{FAKETIME}: run scripts/setup --dev (libfaketime)"
         start = datetime.fromtimestamp(self.clock.now / 1000, UTC)
-        env = dict(
-            os.environ,
-            LD_PRELOAD=found[0],
-            FAKETIME=start.strftime("@%Y-%m-%d %H:%M:%S"),
-            TZ="UTC",
-        )
+        env = faketime_env(start.strftime("@%Y-%m-%d %H:%M:%S"))
         command = [SERVER, "--database", self.settings.database, *args]
         return subprocess.run(
             command, input=stdin, capture_output=True, text=True, env=env, timeout=120

@@ -2,9 +2,9 @@
 
 A check's result is a set of failing keys (``coordinator``, ``next``, ``heartbeat``, ``digest``,
 ``interventions``, ``neglect``, ``target:<revision>``, ``lease:<attempt>``, ``cost_cap``,
-``vendor:<name>``, ``egress:<launch>``) with their text, plus the families that ran: a key of a
-family that could not run this time (the coordinator did not answer) neither recovers nor
-pages. Nothing here sends a page or writes a file (:mod:`agentc.attention.watch` does).
+``vendor:<name>``, ``egress:<launch>``, ``backup``) with their text, plus the families that
+ran: a key of a family that could not run this time (the coordinator did not answer) neither
+recovers nor pages. Nothing here sends a page or writes a file (:mod:`agentc.attention.watch` does).
 """
 
 from __future__ import annotations
@@ -116,6 +116,13 @@ def supervisor_next(seen: Observation, config: AttentionConfig, token: str, now_
         try:
             Coordinator(transport, config.project_id).get("/next?role=implementer")
         except TransportFailure as exc:
+            cause = exc.__cause__
+            if isinstance(cause, httpx.TransportError) and not isinstance(
+                cause, httpx.TimeoutException
+            ):
+                # The connection failed, not the budget: the coordinator went away after its
+                # health answered. Its own check says so at the next run; `next` could not look.
+                return
             seen.ran.add("next")
             seen.fail("next", f"next did not answer within {budget:g} s: {exc}")
             return
@@ -161,6 +168,26 @@ def coordinator_checks(
     except CoordinatorError as exc:
         seen.ran.add("digest")
         seen.fail("digest", f"the project's tasks cannot be read: {_why(exc)}")
+    if checks.backups:
+        backups(seen, coord)
+
+
+def backups(seen: Observation, coord: Coordinator) -> None:
+    """The installation's backups as the coordinator judges them: the very status
+    ``backup-status`` prints and the console's Backups page shows (its newest verified snapshot
+    and off-server copy within the bound, its repository configured and readable)."""
+    try:
+        found = coord.get("/attention/backups")
+    except TransportFailure:
+        return
+    except CoordinatorError as exc:
+        seen.ran.add("backup")
+        seen.fail("backup", f"the backup status cannot be read: {_why(exc)}")
+        return
+    seen.ran.add("backup")
+    if found.get("ok") is not True:
+        problems = [str(p) for p in found.get("problems") or []] or ["not ok"]
+        seen.fail("backup", "backups: " + "; ".join(problems))
 
 
 def neglect(

@@ -104,6 +104,7 @@ class ChecksConfig(Settings):
     egress_log: Path | None = setting(optional(absolute_path), default=None)
     egress_denials: int = setting(integer(minimum=0), default=20)
     egress_window_minutes: float = setting(number(minimum=1), default=60.0)
+    backups: bool = setting(boolean, default=False)
 
 
 class MailConfig(Settings):

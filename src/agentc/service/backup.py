@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import ConfigError
+from agentc.core.rules import rfc3339
 from agentc.files import UnsafeFile, read_private, write_atomic
 from agentc.service import snapshots
 from agentc.store.engine import Database
@@ -29,6 +30,10 @@ DAY_MS = 24 * HOUR_MS
 SUFFIX = {"sqlite": ".sqlite3", "postgresql": ".pgdump"}
 MAX_AGE_HOURS = 2.0  # older than this, a snapshot or off-server copy is stale
 NO_HOST_LOSS = "no host-loss protection: no off-server copy has passed destination verification"
+NOT_CONFIGURED = (
+    "no backup repository is configured: set COORDINATOR_BACKUP_REPOSITORY (the service's "
+    "--backup-repository) to the folder the backup timer writes"
+)
 
 
 def now_ms() -> int:
@@ -253,6 +258,49 @@ def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
         "offsite_age_ms": offsite_age,
         "host_loss_protection": offsite is not None,
         "exercise": exercise,
+    }
+
+
+def installation_status(configured: str | None, at_ms: int) -> dict[str, Any]:
+    """:func:`status` of the installation's repository (``COORDINATOR_BACKUP_REPOSITORY``) with
+    the default bound, as the service reads it for the console's Backups page and the
+    attention check: a repository that is not configured or cannot be read is ``ok: false``
+    with the problem named (``readable: false``), never an error."""
+    if not configured:
+        return {"ok": False, "problems": [NOT_CONFIGURED], "readable": False}
+    try:
+        repo = open_repository(Path(configured), create=False)
+        found = status(repo, at_ms, int(MAX_AGE_HOURS * HOUR_MS))
+    except (ConfigError, OSError) as exc:
+        return {"ok": False, "problems": [str(exc)], "readable": False}
+    return {**found, "readable": True, "repository": str(repo)}
+
+
+def times(found: dict[str, Any]) -> dict[str, str | None]:
+    """When the newest snapshot and off-server copy verified and the exercise ran (RFC 3339)
+    of a :func:`installation_status`, None for what is missing."""
+    newest, offsite, exercise = (found.get(k) for k in ("newest_snapshot", "offsite", "exercise"))
+    return {
+        "snapshot_at": None if newest is None else rfc3339(int(newest["verified_at"])),
+        "offsite_at": None if offsite is None else rfc3339(int(offsite["verified_at"])),
+        "exercise_at": None if exercise is None else rfc3339(int(exercise["at"])),
+    }
+
+
+def summary(found: dict[str, Any]) -> dict[str, Any]:
+    """What an installation status says without where the repository and the copies are or
+    what the snapshots hold: the API's answer to the agent that pages (``GET
+    /projects/{p}/attention/backups``)."""
+    return {
+        "ok": found["ok"],
+        "problems": found["problems"],
+        "readable": found["readable"],
+        "max_age_ms": int(MAX_AGE_HOURS * HOUR_MS),
+        "snapshots": found.get("snapshots", 0),
+        "snapshot_age_ms": found.get("snapshot_age_ms"),
+        "offsite_age_ms": found.get("offsite_age_ms"),
+        "host_loss_protection": bool(found.get("host_loss_protection")),
+        **times(found),
     }
 
 

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from agentc.core.model import COUNTER_MAX, PAGE_LIMIT_MAX, Role, TelemetryStream
 from agentc.core.rules import rfc3339
+from agentc.service import backup
 from agentc.service.api import mutate, read, runtime_of
 from agentc.service.auth import Actor, visible_projects
 from agentc.service.lane import LaneRoute, lane_route
@@ -180,6 +181,18 @@ async def get_attention(request: Request, project_id: str) -> Response:
         project_row(tx.conn, project_id)
         attention.may_read(tx.conn, actor, project_id)
         return attention.digest(tx.conn, project_id, tx.now, weekly_budget)
+
+    return await read(request, fn)
+
+
+@router.get(P + "/attention/backups", tags=["projects"])
+async def get_backup_status(request: Request, project_id: str) -> Response:
+    configured = runtime_of(request).settings.backup_repository
+
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        project_row(tx.conn, project_id)
+        attention.may_read_backups(tx.conn, actor, project_id)
+        return backup.summary(backup.installation_status(configured, tx.now))
 
     return await read(request, fn)
 

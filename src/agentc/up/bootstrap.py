@@ -102,8 +102,8 @@ def check_repo(repo: Path) -> str:
 
 
 def check_new_state(layout: Layout) -> None:
-    root = layout.root
-    if root.exists() and any(root.iterdir()):
+    root = layout.root  # the lock of the up setting it up may be there already
+    if root.exists() and any(p != layout.lock for p in root.iterdir()):
         raise ConfigError(
             f"--state-dir {root}: the directory is not empty and holds no up.json (it was not "
             "made by agentc up): choose another --state-dir or empty it"

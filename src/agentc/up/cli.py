@@ -136,6 +136,7 @@ class Up:
         self.created = False  # this up created the state directory (removed if setup fails)
         self.access: ModelAccess | None = None
         self.scheduler: Scheduler | None = None  # the attention jobs (docs/attention.md)
+        self.lock: int | None = None  # the state directory's lock, held while this up runs
 
     @property
     def origin(self) -> str:
@@ -145,10 +146,6 @@ class Up:
     def check(self, record: dict[str, Any] | None) -> str:
         """Everything that can refuse, before anything is written; returns the branch."""
         layout, options = self.layout, self.options
-        if record is not None and layout.running_pid() is not None:
-            raise ConfigError(
-                f"agentc up already runs on {layout.root} (pid {layout.running_pid()})"
-            )
         self.access = check_harness(options.harness)
         if not port_free(options.port):
             raise ConfigError(
@@ -175,11 +172,19 @@ class Up:
 
     def start(self) -> dict[str, Any]:
         layout, options = self.layout, self.options
-        record = layout.read_record()
+        existed = layout.root.exists()
+        if layout.read_record() is None:  # a directory up did not make is refused untouched
+            check_writable(layout.root)
+            if layout.running_pid() is None:  # (not another up setting it up: refused below)
+                bootstrap.check_new_state(layout)
+        make_private(layout.root)
+        # One up per state directory, from before anything is read for setting up until it
+        # exits: a second is refused here, naming the first's pid (and never removes it).
+        self.lock = layout.hold()
+        self.created = not existed
+        record = layout.read_record()  # as the lock's holder sees it
         branch = self.check(record)
         password = None
-        self.created = record is None and not layout.root.exists()
-        make_private(layout.root)
         if record is None:
             password = bootstrap.before_server(options, layout, branch)
         else:
@@ -340,17 +345,21 @@ class Up:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, on_signal)
         try:
-            record = self.start()
-            code = self.watch(record)
-        except (AgentcError, OSError) as exc:
+            try:
+                record = self.start()
+                code = self.watch(record)
+            except (AgentcError, OSError) as exc:
+                self.stop()
+                if self.created:
+                    shutil.rmtree(self.layout.root, ignore_errors=True)
+                fail(exc)
+            click.echo("agentc: stopping (the supervisor drains its launch first)...", err=True)
             self.stop()
-            if self.created:
-                shutil.rmtree(self.layout.root, ignore_errors=True)
-            fail(exc)
-        click.echo("agentc: stopping (the supervisor drains its launch first)...", err=True)
-        self.stop()
-        click.echo("agentc: stopped; `agentc up` again resumes where this left off", err=True)
-        return code
+            click.echo("agentc: stopped; `agentc up` again resumes where this left off", err=True)
+            return code
+        finally:
+            if self.lock is not None:  # everything stopped (or removed): another up may start
+                os.close(self.lock)
 
 
 @main.command()

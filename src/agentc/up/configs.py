@@ -82,6 +82,9 @@ def write_supervisor(
             "allow_insecure_loopback": True,
             "min_free_mib": 512,
             "drain_seconds": 10,
+            # The attention checks read the heartbeat (docs/attention.md): every 5 s during a
+            # launch, so a stale one means a stopped loop, not a long launch.
+            "heartbeat_seconds": 5,
             "branch": record["branch"],
         },
         ("run", "binding"): {

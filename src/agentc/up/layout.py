@@ -6,6 +6,7 @@
   admin-password          the first admin's password (0600)
   up.json                 the project, port, harness and console address (its own name,
                           ``http://agentc-<random>.localhost:PORT``), the running ``up``'s pid
+  up.lock                 held by the running ``up`` (flock): a second one is refused
   credentials/            one client credentials file per role (0600): implementer,
                           reviewer, integrator, status (read-only)
   remote.git              the project's repository: candidates and landings go here
@@ -35,7 +36,7 @@ from typing import Any
 
 from agentc.client.config import credential_text
 from agentc.core.errors import ConfigError
-from agentc.files import UnsafeFile, read_private, write_atomic
+from agentc.files import UnsafeFile, locks, read_private, write_atomic
 
 ROLES = ("implementer", "reviewer", "integrator", "status")
 
@@ -57,6 +58,7 @@ class Layout:
     database = _Under("coordinator.sqlite3")
     admin_password = _Under("admin-password")
     record = _Under("up.json")
+    lock = _Under("up.lock")
     remote = _Under("remote.git")
     supervisor_config = _Under("supervisor.toml")
     supervisor_state = _Under("supervisor")
@@ -97,16 +99,22 @@ class Layout:
         write_atomic(self.record, (json.dumps(data, indent=2) + "\n").encode(), mode=0o600)
 
     def running_pid(self) -> int | None:
-        """The pid of the ``up`` running on this state directory, if one runs."""
-        record = self.read_record()
-        pid = record.get("pid") if record else None
-        if not isinstance(pid, int) or pid <= 1:
-            return None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return None
-        return pid if b"agentc" in cmdline and b"up" in cmdline else None
+        """The pid of the ``up`` running on this state directory (the holder of its lock), if
+        one runs."""
+        return locks.holder(self.lock)
+
+    def hold(self) -> int:
+        """This ``up``'s lock of the state directory (made already): the descriptor to keep
+        open while it runs; refused, naming the other's pid, while another ``up`` holds it."""
+        fd = locks.hold(self.lock)
+        if fd is None:
+            other = locks.holder(self.lock)
+            who = f"pid {other}" if other is not None else f"it holds {self.lock}"
+            raise ConfigError(
+                f"agentc up already runs on {self.root} ({who}): stop it first (Ctrl-C in its "
+                "terminal), or use another --state-dir"
+            )
+        return fd
 
 
 def write_credential(path: Path, origin: str, token: str) -> None:

@@ -3,6 +3,7 @@ API, and the patch its loop records: the change page's test material."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,56 @@ def submitted_live(
         if steps:
             agent.post(f"{at}/artifacts/steps", steps_body())
     return pid, task, sub
+
+
+def amended_live(
+    server: LiveServer, pid: str, task: dict[str, Any], sub: dict[str, Any], change: Change
+) -> Any:
+    """On a live server, after ``submitted_live`` in a project an agent reviews: the reviewer
+    requests changes, and the next attempt submits ``change`` (its next version) with its
+    patch. Returns the new submission."""
+    with Agent(server, pid, name="reviewer") as reviewer:
+        flow = reviewer.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}/workflow")
+        finding = {"severity": "required", "remedy": "return 3", "path": "app.py", "line": 2}
+        agent_review(
+            reviewer.post, pid, flow.json()["data"], sub["id"], "changes_requested", [finding]
+        )
+    with Agent(server, pid, name="implementer-2") as agent:
+        fresh = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}").json()["data"]
+        attempt = agent.post(
+            f"/api/v1/projects/{pid}/claims",
+            {"task_id": task["id"], "expected_task_revision": fresh["revision"]},
+        )["claim"]["attempt"]
+        at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+        body = code_submission(fresh, attempt, change)
+        body["candidate_ref"] = f"refs/agent-coordinator/candidates/{task['id']}/l2"
+        new = agent.post(f"{at}/submissions", body)["submission"]
+        patch = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
+        agent.post(f"{at}/artifacts/patch", {**patch, "submission_id": new["id"]})
+    return new
+
+
+def agent_review(
+    post: Callable[[str, Any], Any],
+    project_id: str,
+    flow: dict[str, Any],
+    submission_id: str,
+    decision: str,
+    findings: list[dict[str, Any]],
+    summary: str = "reviewed",
+) -> None:
+    """An agent reviewer (``post``: its API writes, returning the data) claims the agent review
+    of the submission in the task's ``flow`` (its workflow as read) and records ``decision``."""
+    act = next(a for a in flow["activities"] if a["kind"] == "agent_review")
+    at = f"/api/v1/projects/{project_id}/workflow-activities/{act['id']}"
+    held = post(f"{at}/claim", {"expected_submission_id": submission_id})
+    post(
+        f"{at}/review",
+        {
+            "generation": held["attempt"]["generation"],
+            "submission_id": submission_id,
+            "decision": decision,
+            "summary": summary,
+            "findings": findings,
+        },
+    )

@@ -161,25 +161,104 @@ def code_change(live: LiveServer, repo: Path) -> tuple[str, str]:
     return f"{page}/submissions/{sub['id']}", page
 
 
-def _agent_review(live: LiveServer, pid: str, task_id: str, sub_id: str) -> None:
+def _agent_review(
+    live: LiveServer,
+    pid: str,
+    task_id: str,
+    sub_id: str,
+    decision: str = "approved",
+    remedy: str = "A backslash path (/\\\\evil.example) is also another site in some browsers.",
+    line: int = 19,
+    summary: str = "The redirect is kept and checked; tests pass.",
+) -> None:
     with Agent(live, pid, "codex-reviewer") as reviewer:
         flow = reviewer.client.get(f"/api/v1/projects/{pid}/tasks/{task_id}/workflow")
         act = next(a for a in flow.json()["data"]["activities"] if a["kind"] == "agent_review")
         at = f"/api/v1/projects/{pid}/workflow-activities/{act['id']}"
         held = reviewer.post(f"{at}/claim", {"expected_submission_id": sub_id})
-        finding = {
-            "severity": "advisory",
-            "remedy": "A backslash path (/\\\\evil.example) is also another site in some browsers.",
-            "path": "app/login.py",
-            "line": 19,
-        }
+        severity = "advisory" if decision == "approved" else "required"
+        finding = {"severity": severity, "remedy": remedy, "path": "app/login.py", "line": line}
         reviewer.post(
             f"{at}/review",
             {
                 "generation": held["attempt"]["generation"],
                 "submission_id": sub_id,
-                "decision": "approved",
-                "summary": "The redirect is kept and checked; tests pass.",
+                "decision": decision,
+                "summary": summary,
                 "findings": [finding],
             },
         )
+
+
+SENT_BACK = FIXED.replace(' or target.startswith("//")', "")
+
+
+def amended_change(live: LiveServer, repo: Path) -> str:
+    """A task whose first change an agent reviewer sent back (``//evil.example`` is another
+    site) and whose next change fixes it: the second change page's path."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "app").mkdir()
+    (repo / "app/login.py").write_text(LOGIN)
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "tests").mkdir()
+    versions = []
+    for text, tests in ((SENT_BACK, TEST.split("\n\n\ndef test_other")[0] + "\n"), (FIXED, TEST)):
+        (repo / "app/login.py").write_text(text)
+        (repo / "tests/test_login.py").write_text(tests)
+        git(repo, "add", "-A")
+        git(repo, "commit", "--quiet", "-m", "candidate")
+        versions.append(git(repo, "rev-parse", "HEAD"))
+    admin = live.admin_client()
+    project = {
+        "name": "portal",
+        "repository_url": "https://git.example/p.git",
+        "review_mode": "agent",
+    }
+    pid = admin.post(
+        "/api/v1/projects", json=project, headers={"Idempotency-Key": "screens-portal"}
+    ).json()["data"]["id"]
+    body = {
+        "title": "Keep the page asked for after sign-in",
+        "kind": "code",
+        "acceptance_criteria": CRITERIA,
+    }
+    task = admin.post(
+        f"/api/v1/projects/{pid}/tasks", json=body, headers={"Idempotency-Key": "screens-portal-t"}
+    ).json()["data"]["task"]["id"]
+    admin.close()
+    first = _submit(live, pid, task, repo, base, versions[0], 1)
+    why = "//evil.example starts with / and is another site: refuse it, and test it."
+    _agent_review(live, pid, task, first, "changes_requested", why, 21, "An open redirect.")
+    second = _submit(live, pid, task, repo, base, versions[1], 2)
+    return f"/console/projects/{pid}/tasks/{task}/submissions/{second}"
+
+
+def _submit(
+    live: LiveServer, pid: str, task: str, repo: Path, base: str, candidate: str, n: int
+) -> str:
+    """An attempt of the task submits the candidate, and its patch is recorded."""
+    with Agent(live, pid, f"claude-portal-{n}") as agent:
+        fresh = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task}").json()["data"]
+        attempt = agent.post(
+            f"/api/v1/projects/{pid}/claims",
+            {"task_id": task, "expected_task_revision": fresh["revision"]},
+        )["claim"]["attempt"]
+        at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
+        sub = agent.post(
+            f"{at}/submissions",
+            {
+                "generation": attempt["generation"],
+                "kind": "code",
+                "summary": "Sign-in keeps ?next= when it is a path of ours.",
+                "acceptance_evidence": [{"criterion": c, "evidence": "tests"} for c in CRITERIA],
+                "candidate_ref": f"refs/agent-coordinator/candidates/{task}/l{n}",
+                "candidate_revision": candidate,
+                "base_revision": base,
+            },
+        )["submission"]
+        patch = of_revisions(repo, base, candidate, 1 << 20)
+        agent.post(f"{at}/artifacts/patch", {**patch, "submission_id": sub["id"]})
+    return str(sub["id"])

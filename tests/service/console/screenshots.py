@@ -15,7 +15,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from tests.kit.live import ADMIN_PASSWORD, LiveServer, live_server
 from tests.service.console.kit import CHROMIUM, Agent
-from tests.service.console.screen_change import code_change
+from tests.service.console.screen_change import amended_change, code_change
 
 OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 
@@ -150,10 +150,15 @@ def _work(agent: Agent, pid: str, ids: list[str]) -> None:
             )
 
 
+ONLY = set(sys.argv[1:])  # names given: only those screenshots are taken
+
+
 def shoot(page: Page, live: LiveServer, path: str, name: str, part: str | None = None) -> None:
     """The page at path, whole, or only its first element matching the selector ``part``."""
     page.goto(live.url + path)
     page.wait_for_load_state("networkidle")
+    if ONLY and name not in ONLY:
+        return
     if part:
         page.locator(part).first.screenshot(path=str(OUT / f"{name}.png"))
     else:
@@ -168,6 +173,7 @@ def main() -> None:
     with live_server(str(work / "c.sqlite3"), work, *canary) as live, sync_playwright() as pw:
         pid, review, working = seed(live)
         change, steps = code_change(live, work / "repo")
+        amended = amended_change(live, work / "amended")
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         for width, suffix in ((1280, ""), (390, "-phone")):
             page = browser.new_page(viewport={"width": width, "height": 800})
@@ -193,6 +199,7 @@ def main() -> None:
                 shoot(page, live, change + "?view=split", "change-split")
                 page.set_viewport_size({"width": width, "height": 800})
                 shoot(page, live, steps, "steps", "article.run")
+                shoot(page, live, amended, "change-since", "#since-review")
                 board = f"/console/projects/{pid}"
                 shoot(page, live, board, "board-live", "li.task-card:has(.working)")
                 shoot(page, live, f"{board}/tasks/{working}", "task-live", "table:has(.working)")

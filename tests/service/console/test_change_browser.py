@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.loop.feedback import of_workflow
 from tests.kit.live import LiveServer
-from tests.service.console.change_kit import submitted_live
+from tests.service.console.change_kit import agent_review, submitted_live
 from tests.service.console.kit import Agent, browser, page, server, sign_in
 
 __all__ = ["browser", "page", "server"]
@@ -42,20 +42,8 @@ def test_review_on_the_lines_in_the_browser(page: Page, server: LiveServer, tmp_
     pid, task, sub = submitted_live(server, tmp_path, "both")
     with Agent(server, pid, name="reviewer") as reviewer:
         flow = reviewer.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}/workflow")
-        act = next(a for a in flow.json()["data"]["activities"] if a["kind"] == "agent_review")
-        at = f"/api/v1/projects/{pid}/workflow-activities/{act['id']}"
-        held = reviewer.post(f"{at}/claim", {"expected_submission_id": sub["id"]})
         finding = {"severity": "advisory", "remedy": "say why 2", "path": "app.py", "line": 2}
-        reviewer.post(
-            f"{at}/review",
-            {
-                "generation": held["attempt"]["generation"],
-                "submission_id": sub["id"],
-                "decision": "approved",
-                "summary": "fine by me",
-                "findings": [finding],
-            },
-        )
+        agent_review(reviewer.post, pid, flow.json()["data"], sub["id"], "approved", [finding])
     page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
     sign_in(page, server)
     change = f"{server.url}/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}"

@@ -13,7 +13,7 @@ from typing import Any
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.loop.feedback import of_workflow
 from tests.kit.changes import HOSTILE
-from tests.service.console.change_kit import Submitted, patch_body, submitted
+from tests.service.console.change_kit import Submitted, agent_review, patch_body, submitted
 from tests.service.console.kit import browse_as, form_of, post_form
 from tests.service.kit import Service, claim
 
@@ -158,27 +158,13 @@ def test_line_comments_become_findings_for_the_next_attempt(svc: Service, tmp_pa
 def test_an_agent_reviewers_findings_on_their_lines(svc: Service, tmp_path: Path) -> None:
     run = submitted(svc, tmp_path, review_mode="agent")
     run.loop.post(f"{run.at}/artifacts/patch", patch_body(run))
-    reviewer = svc.agent(run.pid)
     flow = svc.admin.get(f"/api/v1/projects/{run.pid}/tasks/{run.task['id']}/workflow")
-    act = next(a for a in flow["activities"] if a["kind"] == "agent_review")
-    held = reviewer.post(
-        f"/api/v1/projects/{run.pid}/workflow-activities/{act['id']}/claim",
-        {"expected_submission_id": run.submission["id"]},
-    )
-    reviewer.post(
-        f"/api/v1/projects/{run.pid}/workflow-activities/{act['id']}/review",
-        {
-            "generation": held["attempt"]["generation"],
-            "submission_id": run.submission["id"],
-            "decision": "approved",
-            "summary": "fine",
-            "findings": [
-                {"severity": "advisory", "remedy": "a long file", "path": "large.txt", "line": 300},
-                {"severity": "advisory", "remedy": "was it needed", "path": "gone.txt", "line": 1},
-                {"severity": "advisory", "remedy": "nowhere", "path": "app.py", "line": 999},
-            ],
-        },
-    )
+    findings = [
+        {"severity": "advisory", "remedy": "a long file", "path": "large.txt", "line": 300},
+        {"severity": "advisory", "remedy": "was it needed", "path": "gone.txt", "line": 1},
+        {"severity": "advisory", "remedy": "nowhere", "path": "app.py", "line": 999},
+    ]
+    agent_review(svc.agent(run.pid).post, run.pid, flow, run.submission["id"], "approved", findings)
     browse_as(svc, svc.admin)
     page = svc.client.get(run.page).text
     large, gone = _file_index(page, "large.txt"), _file_index(page, "gone.txt")

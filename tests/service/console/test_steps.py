@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentc.supervisor.loop.steps import Tail
+from agentc.supervisor.loop.steps import UNWATCHED, Ending, Tail, ending_of
 from tests.kit.changes import HOSTILE
 from tests.service.console.change_kit import launched, steps_body
 from tests.service.console.kit import browse_as
@@ -128,3 +128,21 @@ def test_the_loop_reads_the_current_step_as_the_stream_grows(tmp_path: Path) -> 
     (run / "events.jsonl").write_text(json.dumps(line) + "\n" + '{"type": "assis')
     assert tail.current() == "Bash: make test"
     assert Tail(run, "command:/bin/agent").current() is None  # its output is its own
+
+
+def _ending(state: str, exited: str = UNWATCHED, stopped: str | None = None) -> Ending:
+    return ending_of(state, stopped=stopped, at_limit=stopped is not None, rate_limited=False,
+                     exited=exited)  # fmt: skip
+
+
+def test_a_run_s_ending_says_what_the_loop_saw() -> None:
+    """The words of an ending, as both the loop that ran a launch and the next loop settling a
+    dead one's record them (agentc.supervisor.loop.launching.record_run)."""
+    assert _ending("submitted") == Ending("submitted", f"the agent submitted its work; {UNWATCHED}")
+    assert _ending("active") == Ending(
+        "released", f"{UNWATCHED}; the supervisor released the attempt"
+    )
+    # a lease that lapsed meanwhile is not said to be released by the supervisor
+    assert _ending("expired") == Ending("released", f"{UNWATCHED}; the attempt was already expired")
+    assert _ending("released", "exit 0").why == "the agent released the attempt"
+    assert _ending("active", "exit 0", stopped="over its budget").kind == "limit_hit"

@@ -93,6 +93,7 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
+    events_mtime = events.stat().st_mtime
     # The launch was given its attempt's credential, not the role's.
     assert given != read_credentials(loop.state / "impl/coordinator/credentials.toml")
     attempt_url = f"{server.url}/api/v1/projects/{loop.project}/attempts/{record['attempt']}"
@@ -120,6 +121,55 @@ def test_kill_9_during_the_launch_is_recovered_by_the_next_loop(
     assert httpx.get(attempt_url, headers=bearer).status_code == 401
     kinds = _attempt_events(loop, admin, record["attempt"])
     assert kinds.index("attempt_credential.revoked") < kinds.index("attempt.released"), kinds
+    # What the launch did is recorded as its own loop would have: its run, ending released.
+    run = _run(loop, record["attempt"])
+    assert (run["ending"], run["harness"], run["steps"]) == ("released", "command", [])
+    assert str(run["why"]).startswith("its launch ended while no supervisor watched it")
+    assert str(run["why"]).endswith("the supervisor released the attempt")
+    # its duration runs from the launch's start to its stream's last write, not to the settling
+    assert run["started_at_ms"] == record["started_ms"]
+    assert run["duration_ms"] == int(events_mtime * 1000) - int(record["started_ms"])
+    assert "recorded 0 steps (released)" in result.stderr
+
+
+def test_a_launch_that_submitted_before_its_loop_died_gets_its_patch_and_run(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    """The agent submitted, then its loop died before settling: the next loop records the
+    submission's patch and the run (ending submitted), as the dead loop would have."""
+    loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT + "exec sleep 600\n")
+    task = loop.task()
+    proc = loop.start()
+    try:
+        record = loop.wait_for(lambda: [r for r in loop.records() if r.get("pid")])[0]
+        loop.wait_for(lambda: loop.show(task["id"])["work_status"] != "in_progress")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"))
+    (loop.state / "kill-switch").touch()
+    result = loop.once()
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"settled launch {record['launch_id']} (task {task['id']}): left as it is (submitted)"
+        in (result.stderr)
+    )
+    assert "recorded the patch (1 files)" in result.stderr, result.stderr
+    patch = admin_get(
+        admin, f"/api/v1/projects/{loop.project}/attempts/{record['attempt']}/artifacts/patch"
+    )
+    assert [f["path"] for f in patch["files"]] == ["greeting.txt"] and "+hi" in patch["patch"]
+    run = _run(loop, record["attempt"])
+    assert run["ending"] == "submitted"
+    assert "its launch ended while no supervisor watched it" in str(run["why"])
+    assert loop.records() == [] and loop.leftovers() == []
+
+
+def _run(loop: LoopKit, attempt: str) -> dict[str, object]:
+    """The attempt's recorded run (its steps artifact)."""
+    path = f"/api/v1/projects/{loop.project}/attempts/{attempt}/artifacts/steps"
+    run: dict[str, object] = admin_get(loop.admin, path)
+    return run
 
 
 def test_kill_9_right_after_the_claim_is_recovered(

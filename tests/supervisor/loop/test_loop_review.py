@@ -165,6 +165,9 @@ def test_kill_9_during_a_review_is_settled_by_the_next_loop(
     [attempt] = _attempts(loop, task)
     assert "its launch ended while no supervisor watched it" in str(attempt["handoff"])
     assert loop.records() == [] and loop.leftovers() == [] and mirror_branches(loop) == []
+    run = _run(loop, str(attempt["id"]))  # recorded by the next loop, as the dead one would have
+    assert (run["ending"], run["harness"]) == ("released", "command")
+    assert str(run["why"]).startswith("its launch ended while no supervisor watched it")
 
 
 CONNECT = "import socket; socket.create_connection(('127.0.0.1', @PORT@), 5)"

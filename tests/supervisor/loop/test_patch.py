@@ -5,6 +5,7 @@ the cap (the file list stays)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -40,6 +41,9 @@ def test_the_patch_of_two_revisions(tmp_path: Path) -> None:
     assert files["app.py"]["status"] == "modified"
     assert body["patch"] is not None and body["patch_bytes"] == len(body["patch"].encode())
     assert body["patch"].count("diff --git ") == len(body["files"]) == 6
+    # full blob ids: the console tells two versions of a file apart by them (interdiff)
+    index = re.findall(r"^index (\S+)\.\.(\S+)", body["patch"], re.M)
+    assert len(index) == 5 and all(len(a) == len(b) == 40 for a, b in index)  # not the rename
     assert body["note"] == ""
 
 

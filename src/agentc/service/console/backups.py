@@ -3,24 +3,16 @@ read from the same repository by the same function (`agentc.service.backup.statu
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from starlette.responses import Response
 
-from agentc.core.errors import ConfigError
-from agentc.core.rules import rfc3339
 from agentc.service import backup
 from agentc.service.api import runtime_of
 from agentc.service.auth import require_admin
 from agentc.service.console.render import Viewer, page, router
 from agentc.store.tx import Tx
-
-NOT_CONFIGURED = (
-    "no backup repository is configured: set COORDINATOR_BACKUP_REPOSITORY (the service's "
-    "--backup-repository) to the folder the backup timer writes"
-)
 
 
 @router.get("/console/backups")
@@ -38,22 +30,14 @@ async def backups_page(request: Request) -> Response:
 def backup_view(configured: str | None, now: int) -> dict[str, Any]:
     """The repository's status at the service's time, with ages and times for people; a
     repository that is not configured or cannot be read is a problem on the page."""
-    if not configured:
-        return {"ok": False, "problems": [NOT_CONFIGURED], "readable": False}
-    try:
-        repo = backup.open_repository(Path(configured), create=False)
-        found = backup.status(repo, now, int(backup.MAX_AGE_HOURS * backup.HOUR_MS))
-    except (ConfigError, OSError) as exc:
-        return {"ok": False, "problems": [str(exc)], "readable": False}
-    newest, offsite, exercise = found["newest_snapshot"], found["offsite"], found["exercise"]
+    found = backup.installation_status(configured, now)
+    if not found["readable"]:
+        return found
+    newest, offsite = found["newest_snapshot"], found["offsite"]
     return {
         **found,
-        "readable": True,
-        "repository": str(repo),
+        **backup.times(found),
         "max_age_hours": backup.MAX_AGE_HOURS,
         "snapshot_age": None if newest is None else backup.age_text(found["snapshot_age_ms"]),
-        "snapshot_at": None if newest is None else rfc3339(newest["verified_at"]),
         "offsite_age": None if offsite is None else backup.age_text(found["offsite_age_ms"]),
-        "offsite_at": None if offsite is None else rfc3339(int(offsite["verified_at"])),
-        "exercise_at": None if exercise is None else rfc3339(int(exercise["at"])),
     }

@@ -1,7 +1,8 @@
 """The change page: a submission's patch (file list, hunks, line numbers, highlighting, unified
 or side by side, large files folded), its landing and checks, its reviews' findings on their
-lines, and beside it the criteria with the submission's evidence and, while a person's review
-is queued, the review form with line comments (each becomes a finding with file and lines)."""
+lines, what changed since the task's last reviewed submission when this one amends it, and
+beside it the criteria with the submission's evidence and, while a person's review is queued,
+the review form with line comments (each becomes a finding with file and lines)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from agentc.core.model import ActivityKind, ActivityState
-from agentc.service.console import diff
+from agentc.service.console import diff, interdiff
 from agentc.service.console.render import Viewer, page, router
 from agentc.service.work.artifacts import patch_view
 from agentc.service.work.refusals import not_found
@@ -47,6 +48,7 @@ async def change_page(
                 f.update(reviewer_kind=r["reviewer_kind"], decision=r["decision"])
         notes = [f for r in reversed(reviews) for f in r["findings"]]
         elsewhere = diff.place(files, notes) if matched else notes
+        since = since_review(tx, flow, sub, change)
         landing = next(
             (
                 a
@@ -74,8 +76,39 @@ async def change_page(
                 and a["kind"] in PERSON_REVIEWS
                 and a["state"] == ActivityState.QUEUED
             ],
+            "since": since,
+            "collapsed_lines": diff.COLLAPSED_LINES,
             "comment_rows": COMMENT_ROWS,
             "highlight_chars": diff.HIGHLIGHT_CHARS,
         }
 
     return await page(request, build)
+
+
+def reviewed_before(flow: dict[str, Any], sub: dict[str, Any]) -> dict[str, Any] | None:
+    """The task's last code submission before ``sub`` that a review decided: the change this
+    one amends (None for a first submission, or one that is not code)."""
+    if sub["kind"] != "code":
+        return None
+    subs = flow["submissions"]  # newest first
+    older = subs[next(i for i, s in enumerate(subs) if s["id"] == sub["id"]) + 1 :]
+    decided = {r["submission_id"] for r in flow["reviews"]}
+    return next((s for s in older if s["kind"] == "code" and s["id"] in decided), None)
+
+
+def since_review(
+    tx: Tx, flow: dict[str, Any], sub: dict[str, Any], change: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The reviewed submission this one amends, its reviews, and the difference between the
+    two recorded patches (None when either patch is missing)."""
+    prior = reviewed_before(flow, sub)
+    if prior is None:
+        return None
+    row = artifacts.of_submission(tx.conn, prior["id"], "patch")
+    reviewed = patch_view(row) if row is not None else None
+    return {
+        "submission": prior,
+        "reviews": [r for r in flow["reviews"] if r["submission_id"] == prior["id"]],
+        "recorded": reviewed is not None,
+        "delta": interdiff.compare(reviewed, change) if reviewed and change else None,
+    }

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from agentc.core.model import ActivityKind, AttemptState, Hold, PrincipalKind, WorkStatus
 from agentc.core.rules import iso_week_start_ms, rfc3339
 from agentc.core.status import fruitless_attempts, parked, work_status
-from agentc.service.auth import Actor, denied
+from agentc.service.auth import Actor, denied, require_admin
 from agentc.service.ops import JsonObject
 from agentc.service.work import spend
 from agentc.service.work.refusals import missing
@@ -46,6 +46,16 @@ def may_read(conn: Connection, actor: Actor, project_id: str) -> None:
     if projects.digest_sender(conn, project_id) == actor.principal_id:
         return
     raise denied("an agent reads a project's digest only when designated to send it")
+
+
+def may_read_backups(conn: Connection, actor: Actor, project_id: str) -> None:
+    """The installation's backup status is for the people who run the host (admins, as on the
+    console's Backups page) and for the agent that pages them: the project's designated digest
+    sender (``GET /projects/{p}/attention/backups``). The caller's grant is checked first."""
+    if actor.is_human:
+        require_admin(actor, "read the backup status")
+    elif projects.digest_sender(conn, project_id) != actor.principal_id:
+        raise denied("an agent reads the backup status only when designated to send the digest")
 
 
 def read_view(conn: Connection, project_id: str) -> JsonObject | None:

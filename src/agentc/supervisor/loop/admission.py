@@ -158,6 +158,13 @@ def measure(config: SupervisorConfig, role: str = "implementer") -> Admission:
     return Admission(next(c for v, c in choices if v is chosen), holds, unusable(found, now))
 
 
+def unusable_now(config: SupervisorConfig, role: str = "implementer") -> list[dict[str, object]]:
+    """The role's vendors that cannot be used now (:func:`.gates.unusable`), read afresh: what
+    the heartbeat says during a launch, which may be waiting out the vendor's rate limit."""
+    _kill, _ledger, vendor_file = paths(config)
+    return unusable([v for v, _ in vendors(config, vendor_file, role)], now_ms())
+
+
 def admit(
     config: SupervisorConfig, role: str = "implementer"
 ) -> tuple[dict[str, str] | None, list[str]]:

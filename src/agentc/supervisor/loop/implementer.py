@@ -25,7 +25,7 @@ from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import artifacts, coordinator, feedback, hostlaunch, push, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
-from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
+from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
 from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord
 
@@ -54,6 +54,28 @@ def handoff(text: str) -> str:
     return (
         f"agentc-supervisor released the attempt: {text} Read the last checkpoint before resuming."
     )
+
+
+def record_attempt(
+    loop: Loop,
+    client: Agent,
+    record: LaunchRecord,
+    mirror: Path,
+    attempt_id: str,
+    state: str | None,
+    **ending: Any,
+) -> None:
+    """What an implementer's settled attempt leaves for the console: the patch of its code
+    submission (when it submitted) and its run (``ending``: how it ended, for
+    :func:`agentc.supervisor.loop.launching.record_run`); logged, never raising. The loop that
+    ran the launch and the next loop settling a dead one's both record here."""
+    if state == "submitted":
+        kib = loop.config.run.patch_max_kib
+        done = artifacts.record_patch(
+            client, mirror, record.launch_id, record.task, attempt_id, kib
+        )
+        log(f"task {record.task}: {done}")
+    log(f"task {record.task}: {record_run(loop, client, record, attempt_id, state, **ending)}")
 
 
 class ImplementerLaunch(LeasedLaunch):
@@ -244,12 +266,6 @@ class ImplementerLaunch(LeasedLaunch):
 
     # -- the end -----------------------------------------------------------------------------
 
-    def _record_patch(self, client: Agent, lease: Lease) -> str:
-        kib = self.loop.config.run.patch_max_kib
-        return artifacts.record_patch(
-            client, self.mirror, self.launch_id, self.task, lease.attempt_id, kib
-        )
-
     def _settle(
         self, client: Agent, lease: Lease, text: str, *, exited: str, empty_exit: bool = False
     ) -> None:
@@ -265,10 +281,19 @@ class ImplementerLaunch(LeasedLaunch):
         state = coordinator.task_attempt_state(client, lease.attempt_id)
         if state == "submitted":
             self.loop.records.count_empty_exit(None)
-            log(f"task {self.task}: {self._record_patch(client, lease)}")
         elif state == "active" and empty_exit:
             self.loop.records.count_empty_exit(self.record.task)
-        self._record_steps(client, lease.attempt_id, state, exited)
+        record_attempt(
+            self.loop,
+            client,
+            self.record,
+            self.mirror,
+            lease.attempt_id,
+            state,
+            exited=exited,
+            stopped=self.stopped,
+            at_limit=self.at_limit,
+        )
         if state == "active" and (self.layout.run / ".state-started").exists():
             kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
             text += f" The launch's logs are kept in {kept}."

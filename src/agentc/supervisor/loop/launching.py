@@ -61,6 +61,45 @@ def log(message: str) -> None:
     print(f"agentc-supervisor run: {message}", file=sys.stderr, flush=True)
 
 
+def record_run(
+    loop: Loop,
+    client: Agent,
+    record: LaunchRecord,
+    attempt_id: str,
+    state: str | None,
+    *,
+    exited: str,
+    stopped: str | None = None,
+    at_limit: bool = False,
+    ended_ms: int | None = None,
+) -> str:
+    """Record what the agent did in the launch's attempt (its steps from the run's event
+    stream, cost and tokens, duration, how it ended and why) with the loop's own credential,
+    before the run's directory is removed; best effort, what happened in words. The one way
+    for the loop that ran the launch and for the next loop settling one whose loop died."""
+    cfg = loop.config
+    role: Role = "reviewer" if record.role == "reviewer" else "implementer"
+    run = RunLayout.of_launch(loop.state, role, record.launch_id).run
+    harness = record.vendor.get("harness") or "unknown"
+    summary = steps.summary_of(run, harness, record.vendor.get("model"), costs.price_table(cfg))
+    ending = steps.ending_of(
+        state,
+        stopped=stopped,
+        at_limit=at_limit,
+        rate_limited=summary is not None and summary.rate_limited,
+        exited=exited,
+    )
+    body = steps.body_of(
+        summary,
+        harness,
+        ending,
+        started_ms=record.started_ms,
+        ended_ms=ended_ms,
+        max_bytes=cfg.run.steps_max_kib * 1024,
+    )
+    return steps.record(client, attempt_id, body)
+
+
 @dataclass
 class Lease:
     """The attempt as the loop last heard of it from the coordinator."""
@@ -159,7 +198,6 @@ class LeasedLaunch:
         self.layout = RunLayout.of_launch(loop.state, self.role, self.launch_id)
         self.private = loop.records.sessions / self.launch_id
         self.record: LaunchRecord | None = None
-        self.started_ms: int | None = None  # when the launch's process started
         self.stopped: str | None = None  # why the loop stopped it, if it did
         self.at_limit = False  # whether that was the role's time limit
 
@@ -279,7 +317,7 @@ class LeasedLaunch:
     def _record_started(self, running: hostlaunch.Running) -> None:
         assert self.record is not None
         self.record.pid, self.record.start_ticks = running.pid, start_ticks(running.pid)
-        self.started_ms = now_ms()
+        self.record.started_ms = now_ms()
         self.loop.records.write(self.record)
 
     def _supervise_lease(
@@ -328,28 +366,19 @@ class LeasedLaunch:
         return None
 
     def _record_steps(self, client: Agent, attempt_id: str, state: str | None, exited: str) -> None:
-        """Record what the agent did in the attempt (its steps, cost, duration and ending) with
-        the loop's own credential, before the run's directory is removed; best effort."""
-        harness = self.vendor["harness"]
-        cfg = self.loop.config
-        summary = steps.summary_of(
-            self.layout.run, harness, self.vendor.get("model"), costs.price_table(cfg)
-        )
-        ending = steps.ending_of(
+        """Record what the agent did in the attempt, before the run's directory is removed."""
+        assert self.record is not None
+        said = record_run(
+            self.loop,
+            client,
+            self.record,
+            attempt_id,
             state,
+            exited=exited,
             stopped=self.stopped,
             at_limit=self.at_limit,
-            rate_limited=summary is not None and summary.rate_limited,
-            exited=exited,
         )
-        body = steps.body_of(
-            summary,
-            harness,
-            ending,
-            started_ms=self.started_ms,
-            max_bytes=cfg.run.steps_max_kib * 1024,
-        )
-        log(f"task {self.task}: {steps.record(client, attempt_id, body)}")
+        log(f"task {self.task}: {said}")
 
     def _release_failed(self, exc: AgentcError, what: str) -> str:
         """Note a release that failed in the record, kept for the next poll to settle."""

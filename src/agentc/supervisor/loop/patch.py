@@ -6,8 +6,11 @@ submitted revision) and computes, from the submission's own base and candidate r
 - the reviewed diff's digest, ``sha256:`` of ``git diff-tree -r -z --no-renames base
   candidate`` (what the integrator's ``Agentc-Reviewed-Diff`` trailer names);
 - the file list (``--numstat`` and ``--name-status``, renames found), always;
-- the patch text (``git diff-tree -p -M``, no external diff driver, no text conversion), when
-  within ``max_bytes``; beyond it the text is withheld and the note says so.
+- the patch text (``git diff-tree -p -M --full-index``, no external diff driver, no text
+  conversion), when within ``max_bytes``; beyond it the text is withheld and the note says
+  so. Its ``index`` lines carry the full blob ids, so the console can tell two versions of a
+  file apart by content even where the text shown is the same (a binary file, bytes that are
+  not UTF-8).
 
 Git writes the patch to a file (``--output``), so a huge change costs disk, never memory.
 """
@@ -44,7 +47,8 @@ def of_revisions(repo: Path, base: str, candidate: str, max_bytes: int) -> dict[
     names = git_bytes(*where, "diff-tree", "-r", "-z", "--name-status", *DIFF, base, candidate)
     with tempfile.TemporaryDirectory(prefix="agentc-patch-") as scratch:
         out = Path(scratch) / "patch"
-        git(*where, "diff-tree", "-r", "-p", *DIFF, f"--output={out}", base, candidate)
+        patch = ("-p", "--full-index", f"--output={out}")
+        git(*where, "diff-tree", "-r", *patch, *DIFF, base, candidate)
         size = out.stat().st_size
         text = None
         if size <= max_bytes:

@@ -77,6 +77,7 @@ class LaunchRecord:
     activity: str | None = None  # a review's workflow activity
     submission: str | None = None  # the submission under review
     canary: bool = False  # the dedicated canary project's (its ledger rows are marked too)
+    started_ms: int | None = None  # when the launch's process started (its run's duration)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchRecord:

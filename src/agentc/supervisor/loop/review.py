@@ -42,8 +42,8 @@ from agentc.supervisor.launch import plan as launch_plan
 from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, verification
-from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log
+from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, steps, verification
+from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
 from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.review import (
     Verdict,
@@ -98,10 +98,14 @@ def release_dead(loop: Reviewing, record: LaunchRecord, private: Path) -> str:
         if attempt is None or record.activity is None:
             return "nothing to release (no review was claimed)"
         state = coordinator.task_attempt_state(client, attempt)
+        ended = steps.last_written(layout_of(loop, record.launch_id).run)
+        said = record_run(
+            loop, client, record, attempt, state, exited=steps.UNWATCHED, ended_ms=ended
+        )
+        log(f"task {record.task}: {said}")
         if state != "active":
             return f"left as it is ({state or 'unknown'})"
-        why = "its launch ended while no supervisor watched it (crash or restart)"
-        return _release(client, record.activity, generation, release_summary(why))
+        return _release(client, record.activity, generation, release_summary(steps.UNWATCHED))
 
 
 def _release(client: Agent, activity: str, generation: int, summary: str) -> str:

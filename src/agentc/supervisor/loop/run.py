@@ -31,14 +31,20 @@ from agentc.sandbox import limits
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import admission, coordinator, costs, review, signin
+from agentc.supervisor.loop import admission, coordinator, costs, review, signin, steps
 from agentc.supervisor.loop.checks import (
     check_binding,
     check_canary_binding,
     check_reviewer_binding,
 )
 from agentc.supervisor.loop.costs import Summary
-from agentc.supervisor.loop.implementer import ImplementerLaunch, handoff, remove_launch
+from agentc.supervisor.loop.implementer import (
+    ImplementerLaunch,
+    handoff,
+    layout_of,
+    record_attempt,
+    remove_launch,
+)
 from agentc.supervisor.loop.launching import log
 from agentc.supervisor.loop.records import (
     HARNESS_LEDGER,
@@ -209,6 +215,9 @@ class Loop:
         }
         if launch is not None:
             data["launch"] = launch
+            # A launch may sit out its vendor's rate limit (a harness retries a 429 after its
+            # reset): the vendors as they are now, not as the last admission found them.
+            data["vendors"] = admission.unusable_now(self.config, launch.get("role", "implementer"))
         self.records.write_heartbeat(data)
 
     def poll(self) -> str:
@@ -293,9 +302,13 @@ class Loop:
 
     def binding_of(self, project: str) -> coordinator.Binding:
         """The binding serving ``project`` (a launch record's); refused when none does."""
-        for binding, _mirror in self.bindings():
+        return self.served(project)[0]
+
+    def served(self, project: str) -> tuple[coordinator.Binding, Path]:
+        """The binding serving ``project`` and its mirror; refused when none does."""
+        for binding, mirror in self.bindings():
             if binding.project_id == project:
-                return binding
+                return binding, mirror
         raise ConfigError(
             f"run.canary_binding: a launch of project {project} was left, which neither "
             "[run.binding] nor [run.canary_binding] names; restore its binding to settle it"
@@ -435,7 +448,7 @@ class Loop:
         self.records.finish(record)
 
     def _release_dead(self, record: LaunchRecord, private: Path) -> str:
-        binding = self.binding_of(record.project)
+        binding, mirror = self.served(record.project)
         with coordinator.session_client(binding, private, record.launch_id) as client:
             coordinator.resolve_pending(client)  # a lost claim answer is finished, not redone
             attempt, generation = record.attempt, record.generation
@@ -446,7 +459,12 @@ class Loop:
                 return "nothing to release (no attempt was claimed)"
             coordinator.revoke_launch_credentials(client, attempt, generation)
             state = coordinator.task_attempt_state(client, attempt)
+            # What the launch did is recorded as its own loop would have (its patch when it
+            # submitted, its run), from what it left on disk.
+            ended = steps.last_written(layout_of(self, record.launch_id).run)
+            record_attempt(
+                self, client, record, mirror, attempt, state, exited=steps.UNWATCHED, ended_ms=ended
+            )
             if state != "active":
                 return f"left as it is ({state or 'unknown'})"
-            text = handoff("its launch ended while no supervisor watched it (crash or restart).")
-            return coordinator.release(client, attempt, generation, text)
+            return coordinator.release(client, attempt, generation, handoff(steps.UNWATCHED + "."))

@@ -13,6 +13,7 @@ the patch's: a failure is logged and the settling goes on.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from agentc.client.ops import Agent
 
 _READ = 1 << 20
+# How a launch ended when no supervisor watched it: the next loop settles it from its record.
+UNWATCHED = "its launch ended while no supervisor watched it (crash or restart)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ def ending_of(
         )
     if state == "released":
         return Ending("released", "the agent released the attempt")
+    if state not in (None, "active"):  # nothing to release: it lapsed, or was taken over
+        return Ending("released", f"{exited}; the attempt was already {state}")
     return Ending("released", f"{exited}; the supervisor released the attempt")
 
 
@@ -86,6 +91,15 @@ class Tail:
         except OSError:
             pass
         return self.reader.current_step()
+
+
+def last_written(run: Path) -> int | None:
+    """When the launch last wrote its event stream (ms), the end of a run no supervisor
+    watched; None without one."""
+    try:
+        return int(os.stat(run / "events.jsonl", follow_symlinks=False).st_mtime * 1000)
+    except OSError:
+        return None
 
 
 def summary_of(
@@ -113,9 +127,11 @@ def body_of(
     *,
     started_ms: int | None,
     max_bytes: int,
+    ended_ms: int | None = None,
 ) -> dict[str, Any]:
-    """The body of ``POST .../artifacts/steps``: the steps that fit in ``max_bytes``."""
-    now = int(time.time() * 1000)
+    """The body of ``POST .../artifacts/steps``: the steps that fit in ``max_bytes``; the
+    duration from ``started_ms`` to ``ended_ms`` (None: now)."""
+    now = ended_ms if ended_ms is not None else int(time.time() * 1000)
     body: dict[str, Any] = {
         "harness": harness.split(":", 1)[0][:200],
         "ending": ending.kind,
