@@ -81,7 +81,8 @@ def retire(name: str) -> list[str]:
     _kill_all(uid)
     if _running(uid):
         left.append(f"processes of {name} still run after SIGKILL")
-    run_check(["crontab", "-r", "-u", name], env=ENV, timeout=TIMEOUT)  # none is fine
+    if shutil.which("crontab", path=ENV["PATH"]):  # no cron: no crontab
+        run_check(["crontab", "-r", "-u", name], env=ENV, timeout=TIMEOUT)  # none is fine
     for base in SHARED_TEMP:
         left += _remove_owned(base, uid)
     done = run_check(["userdel", name], env=ENV, timeout=TIMEOUT)
