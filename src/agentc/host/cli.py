@@ -106,6 +106,33 @@ def setup(ctx: click.Context, prefix: Path | None, uninstall: bool) -> None:
         sys.exit(EXIT_PROBLEMS)
 
 
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the lines.")
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> None:
+    """The containment suite, from inside real launches as each role's account: one PASS or
+    FAIL line per check; exit 1 on any FAIL."""
+    import json
+
+    from agentc.host.check import run_suite
+
+    need_root()
+    settings, _ = settings_of(ctx)
+    results = run_suite(settings)
+    failed = [r for r in results if not r.passed]
+    if as_json:
+        checks = [{"name": r.name, "pass": r.passed, "detail": r.detail} for r in results]
+        click.echo(json.dumps({"ok": not failed, "checks": checks}))
+    else:
+        for result in results:
+            click.echo(result.line())
+        if failed:
+            click.echo(f"containment suite: {len(failed)} of {len(results)} checks FAILED")
+        else:
+            click.echo(f"containment suite: all {len(results)} checks passed")
+    sys.exit(EXIT_PROBLEMS if failed else 0)
+
+
 @main.command(hidden=True)
 @click.argument("name")
 @click.pass_context
