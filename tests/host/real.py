@@ -54,41 +54,52 @@ def write_host_toml(root: Path, names: dict[str, str], extra: str = "") -> Path:
     return path
 
 
-def install_release(settings: HostSettings, wheelhouse: Path, version: str = "0.1.0") -> None:
-    """The checkout's wheel installed as ``version`` and switched to (the updater's installer)."""
+def install_release(settings: HostSettings, wheelhouse: Path, wheel: Path) -> None:
+    """The checkout's wheel installed and switched to (the updater's installer)."""
     files = install.incoming(settings)
-    wheel = ""
-    for item in wheelhouse.iterdir():
-        if item.suffix == ".whl":
-            shutil.copy(item, files / item.name)
-            wheel = item.name if item.name.startswith("agentc-") else wheel
-    digest = hashlib.sha256((files / wheel).read_bytes()).hexdigest()
-    install.install(settings, version, files, wheel, digest)
+    for item in [*wheelhouse.glob("*.whl"), wheel]:
+        shutil.copy(item, files / item.name)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    install.install(settings, "0.1.0", files, wheel.name, digest)
     shutil.rmtree(files, ignore_errors=True)
-    install.switch(settings, version)
+    install.switch(settings, "0.1.0")
+
+
+def new_root() -> Path:
+    """A throwaway root-owned folder outside /tmp (which every launch masks: the state tree
+    must not be hidden by it, or a release that stops masking the state root would go unseen)."""
+    root = Path(tempfile.mkdtemp(prefix="agentc-host-test-", dir="/srv"))
+    os.chmod(root, 0o755)  # noqa: S103 - root's; the role accounts must traverse it
+    return root
+
+
+def new_names() -> dict[str, str]:
+    tag = secrets.token_hex(3)
+    return {"implementer": f"ahi{tag}", "reviewer": f"ahr{tag}", "push": f"ahp{tag}",
+            "egress": f"ahe{tag}"}  # fmt: skip
+
+
+def remove(config: Path, root: Path, names: dict[str, str]) -> None:
+    host(config, "setup", "--uninstall")
+    for name in names.values():
+        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", name], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
-def real_host(wheelhouse: Path, extra: str = "") -> Iterator[RealHost]:
+def real_host(wheelhouse: Path, wheel: Path, extra: str = "") -> Iterator[RealHost]:
     """Set up for real, a release installed and switched to, setup run again (it enables what
     is ready); uninstalled afterwards, whatever a test left."""
-    root = Path(tempfile.mkdtemp(prefix="ah", dir="/tmp"))
-    os.chmod(root, 0o755)  # noqa: S103 - root's; the role accounts must traverse it
-    tag = secrets.token_hex(3)
-    names = {"implementer": f"ahi{tag}", "reviewer": f"ahr{tag}", "push": f"ahp{tag}",
-             "egress": f"ahe{tag}"}  # fmt: skip
+    root, names = new_root(), new_names()
     config = write_host_toml(root, names, extra)
     settings = HostSettings.load(config)
     try:
         done = host(config, "setup")
         assert done.returncode == 0, done.stdout + done.stderr
-        install_release(settings, wheelhouse)
+        install_release(settings, wheelhouse, wheel)
         done = host(config, "setup")
         assert done.returncode == 0, done.stdout + done.stderr
         yield RealHost(root, names, config, settings)
     finally:
-        host(config, "setup", "--uninstall")
-        for name in names.values():
-            subprocess.run(["userdel", name], capture_output=True)
-            subprocess.run(["groupdel", name], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+        remove(config, root, names)

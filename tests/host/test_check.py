@@ -19,8 +19,8 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture(scope="module")
-def real(wheelhouse: Path) -> Iterator[RealHost]:
-    with real_host(wheelhouse) as made:
+def real(wheelhouse: Path, agentc_010: Path) -> Iterator[RealHost]:
+    with real_host(wheelhouse, agentc_010) as made:
         yield made
 
 

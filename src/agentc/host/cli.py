@@ -133,6 +133,87 @@ def check(ctx: click.Context, as_json: bool) -> None:
     sys.exit(EXIT_PROBLEMS if failed else 0)
 
 
+@main.command()
+@click.option("--check", "check_only", is_flag=True, help="Verify and say what a run would do.")
+@click.option("--retry", is_flag=True, help="Forget the rejected releases first.")
+@click.option(
+    "--rollback",
+    type=click.Choice(["core", "harness"]),
+    default=None,
+    help="Return to what the last update replaced.",
+)
+@click.pass_context
+def update(ctx: click.Context, check_only: bool, retry: bool, rollback: str | None) -> None:
+    """Install the index's newest release if it verifies; roll back on any failed check.
+
+    Exit 0 current, installed, promoted or deferred; 1 rolled back; 2 not attempted, or the
+    rollback failed."""
+    from agentc.host import servicectl
+    from agentc.host.record import Machine
+    from agentc.host.setup import init_of
+    from agentc.host.update.run import Updater, locked
+    from agentc.supervisor.config import SupervisorConfig
+
+    need_root()
+    settings, path = settings_of(ctx)
+    with locked(settings) as ours:
+        if not ours:
+            click.echo("another update runs; nothing done")
+            return
+        config = SupervisorConfig.load(settings.supervisor_toml, what="supervisor configuration")
+        init = init_of(settings, Machine(None, settings.record))
+        updater = Updater(settings, path, config, servicectl.manager(settings, init, path),
+                          lambda line: click.echo(f"update: {line}"))  # fmt: skip
+        if rollback == "core":
+            sys.exit(updater.rollback_core())
+        if rollback == "harness":
+            from agentc.host.update.harness import rollback_harness
+
+            sys.exit(rollback_harness(updater))
+        sys.exit(updater.run(check_only=check_only, retry=retry))
+
+
+@main.command(name="release")
+@click.option("--index", type=click.Path(path_type=Path, file_okay=False), required=True)
+@click.option("--wheel", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              required=True, help="The agentc wheel (its version is the release's).")  # fmt: skip
+@click.option("--dependencies", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None, help="A folder of the wheels agentc needs.")  # fmt: skip
+@click.option("--key", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              required=True, help="The signer's ssh private key.")  # fmt: skip
+@click.option("--harness", "harnesses", multiple=True, metavar="NAME=VERSION=FILE",
+              help="A harness binary the release pins.")  # fmt: skip
+@click.option("--namespace", default="agentc-release", show_default=True)
+@click.option("--no-latest", is_flag=True, help="Publish without pointing latest at it.")
+def release_command(
+    index: Path,
+    wheel: Path,
+    dependencies: Path | None,
+    key: Path,
+    harnesses: tuple[str, ...],
+    namespace: str,
+    no_latest: bool,
+) -> None:
+    """Publish a signed release into an index folder."""
+    from agentc.host.update.publish import publish
+
+    pins: dict[str, tuple[str, Path]] = {}
+    for item in harnesses:
+        name, _, rest = item.partition("=")
+        version, _, file = rest.partition("=")
+        if not (name and version and file):
+            raise ConfigError(f"--harness {item!r}: use NAME=VERSION=FILE")
+        pins[name] = (version, Path(file))
+    deps = (
+        sorted(p for p in dependencies.glob("*.whl") if p.name != wheel.name)
+        if dependencies
+        else []
+    )
+    version = publish(index, wheel, key, dependencies=deps, harnesses=pins, namespace=namespace,
+                      latest=not no_latest)  # fmt: skip
+    click.echo(f"published {version} in {index}")
+
+
 @main.command(hidden=True)
 @click.argument("name")
 @click.pass_context

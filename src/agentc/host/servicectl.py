@@ -60,6 +60,7 @@ def serve(settings: HostSettings, name: str) -> int:
     service = services.services(settings).get(name)
     if service is None:
         raise ConfigError(f"no service {name!r} (one of {', '.join(services.SERVICES)})")
+    settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)  # /run: there already
     _directory(settings.run_dir / "agentc-host", "root", 0o755)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(lock_path(settings, name), flags, 0o600)
@@ -131,10 +132,12 @@ class Cron:
         log_path = self.settings.log_dir / f"agentc-{name}.log"
         with open(log_path, "ab") as log:
             os.chmod(log_path, 0o600)
-            child = start_detached([*self.command, "service", name], dict(ENV), log)
+            # Apart from us, as cron runs it: the shell leaves it running and exits.
+            argv = ["/bin/sh", "-c", '"$@" &', "sh", *self.command, "service", name]
+            start_detached(argv, dict(ENV), log).wait()
         deadline = time.monotonic() + START_SECONDS
         while not self.is_active(name):
-            if child.poll() is not None or time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 raise ConfigError(f"the {name} service did not start (see {log_path})")
             time.sleep(0.1)
 

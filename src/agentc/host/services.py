@@ -206,6 +206,7 @@ def add_units(settings: HostSettings, plan: Plan, ready: Ready, path: Path | Non
     if plan.init == "cron":
         cron = settings.cron_dir
         plan.dirs.append(Dir(cron, "root", "root", 0o755, "system"))
+        plan.dirs.append(Dir(settings.log_dir, "root", "root", 0o755, "system"))  # the jobs' logs
         text = cron_file(settings, command, attention, ready)
         plan.files.append(File(cron / CRON_FILE, text.encode(), "root", "root", 0o644, "generated"))
         return

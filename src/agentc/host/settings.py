@@ -123,6 +123,9 @@ class Update(Settings):
     poll_seconds: float = setting(number(above=0), default=15.0)
     fetch_timeout_seconds: float = setting(number(above=0), default=60.0)
     max_release_mib: int = setting(integer(minimum=1), default=512)
+    # The harnesses canaried after a switch; none: attention.toml's [canary] harnesses when that
+    # file exists, else no canary. Each must be one of those.
+    canary_harnesses: list[str] | None = setting(optional(list_of(string)), default=None)
     harness: bool = setting(boolean, default=True)  # the staged harness step
     timer: bool = setting(boolean, default=True)  # false: the timer is written, never enabled
 

@@ -68,6 +68,8 @@ def install(settings: HostSettings, version: str, files: Path, wheel: str, sha25
     target = release_dir(settings, version)
     if current_version(settings) == version:
         raise InstallError(f"release {version} is the live one; not reinstalled")
+    if _done(target).get("sha256") == sha256 and _done(target).get("wheel") == wheel:
+        return target  # installed by an earlier run (a deferred one) from the same wheel
     if target.exists() or target.is_symlink():
         shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
     target.mkdir(mode=0o755)
@@ -85,6 +87,14 @@ def install(settings: HostSettings, version: str, files: Path, wheel: str, sha25
         shutil.rmtree(target, ignore_errors=True)
         raise
     return target
+
+
+def _done(target: Path) -> dict[str, object]:
+    try:
+        data = json.loads((target / DONE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _run(argv: list[str], what: str) -> None:
