@@ -5,7 +5,10 @@ bound to a real coordinator. Shown: a good release promoted (the loop runs from 
 preflight, a failing containment suite (a release that stops masking the state root) and a
 failing canary each rolled back, paged and not retried; a bad checksum, a bad signature and a
 path escape refused with nothing changed; a running launch defers the run; ``--check``,
-``--retry`` and ``--rollback core``. The tests share one host and run in order."""
+``--retry`` and ``--rollback core``; the staged harness step promoted (only ``[pinned]``
+rewritten) and rolled back by hand, rolled back on its own when the new harness fails inside a
+launch (the core stays), and never renamed into place when it reports another version. The tests
+share one host and run in order."""
 
 from __future__ import annotations
 
@@ -182,8 +185,75 @@ def test_a_good_release_is_promoted_and_can_be_rolled_back_by_hand(up: UpdateHos
     assert up.live() == "0.5.0"
 
 
+def _fake_claude(up: UpdateHost, version: str, marker: Path | None = None) -> Path:
+    """A harness binary: it reports ``version``; with ``marker``, only while it can see that
+    file (a launch masks /tmp, so inside a launch it fails)."""
+    path = up.work / f"claude-{version}"
+    guard = f"test -e {marker} || exit 3\n" if marker else ""
+    path.write_text(f'#!/bin/sh\n{guard}echo "{version} (Claude Code)"\n')
+    return path
+
+
+def test_a_harness_update_is_promoted_then_rolled_back_by_hand(up: UpdateHost) -> None:
+    claude = up.path("/opt/agentc/bin/claude")
+    toml = up.path("/etc/agentc/supervisor.toml")
+    binary, settings = claude.read_bytes(), toml.read_text()
+    up.publish("0.7.0", harnesses=(f"claude=2.2.0={_fake_claude(up, '2.2.0')}",))
+    done = up.update()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "promoted 0.7.0" in done.stdout and "harness step promoted: claude 2.2.0" in done.stdout
+    assert up.live() == "0.7.0" and up.manager.is_active("loop")
+    assert b"2.2.0" in claude.read_bytes() and os.stat(claude).st_mode & 0o777 == 0o755
+    # Only the pin changed in the person's file.
+    assert toml.read_text() == settings.replace('claude = "2.1.0"', 'claude = "2.2.0"')
+    assert up.state()["harness"]["release"] == "0.7.0"
+    back = up.update("--rollback", "harness")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert claude.read_bytes() == binary and toml.read_text() == settings
+    assert up.manager.is_active("loop") and "0.7.0" in up.state()["harness_rejected"]
+    again = up.update()  # the rejected harness step is not run again
+    assert again.returncode == 0 and "harness step" not in again.stdout, again.stdout
+
+
+def test_a_harness_that_fails_inside_a_launch_is_rolled_back_and_the_core_stays(
+    up: UpdateHost,
+) -> None:
+    claude = up.path("/opt/agentc/bin/claude")
+    toml = up.path("/etc/agentc/supervisor.toml")
+    binary, settings = claude.read_bytes(), toml.read_text()
+    marker = Path(f"/tmp/agentc-harness-marker-{os.urandom(4).hex()}")
+    marker.write_text("")
+    try:
+        up.publish("0.8.0", harnesses=(f"claude=2.3.0={_fake_claude(up, '2.3.0', marker)}",))
+        done = up.update()
+    finally:
+        marker.unlink()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "promoted 0.8.0" in done.stdout and "harness step failed: preflight failed" in done.stdout
+    )
+    assert up.live() == "0.8.0" and up.manager.is_active("loop")
+    assert claude.read_bytes() == binary and toml.read_text() == settings
+    assert "0.8.0" in up.state()["harness_rejected"] and "0.8.0" not in up.state()["rejected"]
+    assert up.pages()[-1]["title"] == "agentc harness update of 0.8.0 rolled back"
+    assert up.results()[-1]["outcome"] == "harness-rolled-back"
+
+
+def test_a_harness_that_reports_another_version_is_never_renamed_into_place(
+    up: UpdateHost,
+) -> None:
+    claude = up.path("/opt/agentc/bin/claude")
+    binary = claude.read_bytes()
+    up.publish("0.8.1", harnesses=(f"claude=2.4.0={_fake_claude(up, '2.3.9')}",))
+    done = up.update()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "--version said '2.3.9 (Claude Code)', not '2.4.0'" in done.stdout
+    assert claude.read_bytes() == binary and up.live() == "0.8.1"
+    assert not list(up.path("/opt/agentc/bin").glob(".claude.new-*"))
+
+
 def test_the_owner_s_kill_switch_stops_a_run(up: UpdateHost) -> None:
-    up.publish("0.6.0")
+    up.publish("0.9.0")
     switch = up.path("/var/lib/agentc/kill-switch")
     switch.write_text("owner\n")
     try:
@@ -191,7 +261,7 @@ def test_the_owner_s_kill_switch_stops_a_run(up: UpdateHost) -> None:
     finally:
         switch.unlink()
     assert done.returncode == 2 and "the owner's kill switch is set" in done.stdout
-    assert up.live() == "0.5.0"
+    assert up.live() == "0.8.1"
 
 
 def test_a_running_launch_defers_the_run(up: UpdateHost, admin: httpx.Client) -> None:
@@ -212,6 +282,6 @@ def test_a_running_launch_defers_the_run(up: UpdateHost, admin: httpx.Client) ->
         up.write_settings()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "deferred: a launch still ran" in done.stdout
-    assert up.live() == "0.5.0" and up.results()[-1]["outcome"] == "deferred"
+    assert up.live() == "0.8.1" and up.results()[-1]["outcome"] == "deferred"
     assert "launch" in up.heartbeat()  # never cut off
     assert not up.path("/var/lib/agentc/kill-switch").exists()

@@ -209,7 +209,7 @@ def fetch(settings: HostSettings, index: Index, version: str, work: Path) -> Rel
         budget -= size
         if _sha256(target) != digest:
             raise Refused(f"{name}: its SHA-256 is not the one {SUMS} gives")
-    release = _manifest(files / MANIFEST, version, sums)
+    release = read_manifest(files / MANIFEST, version, sums)
     for name in sums:
         if name.endswith(".whl"):
             check_wheel(files / name)
@@ -225,7 +225,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _manifest(path: Path, version: str, sums: dict[str, str]) -> Release:
+def read_manifest(path: Path, version: str, sums: dict[str, str]) -> Release:
     try:
         data = json.loads(path.read_bytes())
         if not isinstance(data, dict) or data.get("version") != version:

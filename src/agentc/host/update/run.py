@@ -29,7 +29,7 @@ from agentc.core.errors import AgentcError, ConfigError
 from agentc.files.procs import run_check
 from agentc.host.servicectl import Manager
 from agentc.host.settings import HostSettings
-from agentc.host.update import install, release, state
+from agentc.host.update import harness, install, release, state
 from agentc.host.update.drain import Drain
 from agentc.supervisor.config import SupervisorConfig
 
@@ -82,7 +82,7 @@ class Updater:
 
     # -- the programs of the live release ---------------------------------------------------
 
-    def _program(self, name: str, *args: str, step: str) -> str:
+    def program(self, name: str, *args: str, step: str) -> str:
         """Run ``<bin>/<name> args`` as root; its output, or raise :class:`StepFailed`."""
         argv = [str(self.settings.bin_dir / name), *args]
         try:
@@ -109,15 +109,15 @@ class Updater:
     def checks(self, *, canary: bool) -> None:
         """After a switch: preflight, the containment suite, the restart, the canaries."""
         sup = str(self.settings.supervisor_toml)
-        self._program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
+        self.program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
         self.say("preflight passed")
-        self._program("agentc-host", *self._host_args(), "check", "--json", step="check")
+        self.program("agentc-host", *self._host_args(), "check", "--json", step="check")
         self.say("the containment suite passed")
         self.restart()
         if canary:
             attention = str(self.settings.etc_dir / "attention.toml")
             for harness in self.canaries():
-                self._program("agentc-attention", "--config", attention, "canary",
+                self.program("agentc-attention", "--config", attention, "canary",
                               "--harness", harness, step=f"canary {harness}")  # fmt: skip
                 self.say(f"the canary passed for {harness}")
 
@@ -148,7 +148,7 @@ class Updater:
                 else:
                     self.say(f"nothing to do: {live} is live (the index's latest: {version})")
                 state.log(self.settings, "current", version=version, live=live)
-                return EXIT_OK
+                return self.harness_only(live, check_only)
             try:
                 found = release.fetch(self.settings, index, version, work)
             except release.Refused as exc:
@@ -187,14 +187,14 @@ class Updater:
     def refused(self, version: str, why: str) -> int:
         self.say(f"release {version} refused, nothing changed: {why}")
         state.log(self.settings, "refused", version=version, detail=why)
-        self._page(f"agentc update to {version} refused", why)
+        self.page(f"agentc update to {version} refused", why)
         return EXIT_NOT_ATTEMPTED
 
     def rejected_before_switch(self, known: state.UpdateState, version: str, why: str) -> int:
         known.rejected.append(version)
         state.save(self.settings, known)
         state.log(self.settings, "rejected", version=version, detail=why)
-        self._page(f"agentc update to {version} failed to install", why)
+        self.page(f"agentc update to {version} failed to install", why)
         self.say(f"release {version} did not install and is rejected: {why}")
         return EXIT_ROLLED_BACK
 
@@ -206,7 +206,7 @@ class Updater:
         state.save(self.settings, state.UpdateState(core={"version": found.version}))
         state.log(self.settings, "installed", version=found.version)
         self.say(f"installed {found.version} (the first release)")
-        out = self._program("agentc-host", *self._host_args(), "setup", step="setup")
+        out = self.program("agentc-host", *self._host_args(), "setup", step="setup")
         for line in out.splitlines():
             self.say(f"setup: {line}")
         return EXIT_OK
@@ -233,7 +233,17 @@ class Updater:
         removed = install.prune(self.settings, self.settings.update.keep, {live})
         state.log(self.settings, "promoted", version=version, previous=live, pruned=removed)
         self.say(f"promoted {version}" + (f"; removed {', '.join(removed)}" if removed else ""))
-        return EXIT_OK
+        return harness.step(self, version)
+
+    def harness_only(self, live: str | None, check_only: bool) -> int:
+        """The live release's harness step, when its harnesses differ from the live ones."""
+        if live is None or check_only or not harness.changed(self, live):
+            return EXIT_OK
+        problem = self.preconditions()
+        if problem is not None:
+            self.say(f"harness step not attempted: {problem}")
+            return EXIT_NOT_ATTEMPTED
+        return harness.step(self, live)
 
     def roll_back(self, known: state.UpdateState, live: str, version: str, why: str) -> int:
         self.say(f"{why}; rolling back to {live}")
@@ -244,14 +254,14 @@ class Updater:
         except (AgentcError, OSError) as exc:
             detail = f"update to {version} failed ({why}) and the rollback to {live} failed: {exc}"
             state.log(self.settings, "rollback-failed", version=version, detail=detail)
-            self._page("ROLLBACK FAILED", detail)
+            self.page("ROLLBACK FAILED", detail)
             self.say(f"ROLLBACK FAILED: {exc}")
             return EXIT_NOT_ATTEMPTED
         known.rejected.append(version)
         state.save(self.settings, known)
         shutil.rmtree(install.release_dir(self.settings, version), ignore_errors=True)
         state.log(self.settings, "rolled-back", version=version, live=live, detail=why)
-        self._page(f"agentc update to {version} rolled back", f"{why}; {live} runs again")
+        self.page(f"agentc update to {version} rolled back", f"{why}; {live} runs again")
         return EXIT_ROLLED_BACK
 
     # -- by hand ----------------------------------------------------------------------------
@@ -267,10 +277,10 @@ class Updater:
         install.switch(self.settings, previous)
         try:
             sup = str(self.settings.supervisor_toml)
-            self._program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
+            self.program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
             self.restart()
         except StepFailed as exc:
-            self._page("ROLLBACK FAILED", f"rollback to {previous}: {exc}")
+            self.page("ROLLBACK FAILED", f"rollback to {previous}: {exc}")
             return EXIT_NOT_ATTEMPTED
         if live:
             known.rejected.append(live)
@@ -279,7 +289,7 @@ class Updater:
         state.log(self.settings, "rolled-back", version=live, live=previous, detail="by hand")
         return EXIT_OK
 
-    def _page(self, title: str, message: str) -> None:
+    def page(self, title: str, message: str) -> None:
         for problem in state.page(self.settings, title, message):
             self.say(problem)
 
