@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.host.kit import tree
+from tests.host.kit import host, tree
 from tests.host.real import RealHost, real_host
 
 pytestmark = pytest.mark.root
@@ -80,3 +81,14 @@ def test_json_and_exit_1_on_a_failure(real: RealHost) -> None:
     assert not dummy.exists()
     passed = [c for c in report["checks"] if c["pass"]]
     assert len(passed) > 20, report
+
+
+def test_uninstall_after_a_release_leaves_nothing_of_agentc(real: RealHost) -> None:
+    done = host(real.config, "setup", "--uninstall")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "removed /" in done.stdout and f"retired the account {real.names['push']}" in done.stdout
+    for name in real.names.values():
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)
+    # The host's own parents of the paths (made for the test, as /var or /opt are on a host).
+    assert tree(real.root) == {"host.toml", "etc", "opt", "var", "var/lib"}, tree(real.root)

@@ -6,8 +6,8 @@ service's lock holder gets SIGTERM), then the accounts setup made are retired
 role accounts' own trees, a settings file nobody edited (an edited one is kept and named). The
 owner's keys and tokens stay, handed back to root (0400, or 0644 for the signers file) since
 their account or group is gone. Directories setup made are removed once empty; whatever is left
-is named. The record goes last. ``/opt/agentc/releases`` (the updater's) goes with the release
-links it served.
+is named. The record goes last. The updater's releases, saved harnesses, state and lock go too;
+its results file ``update.jsonl`` stays.
 """
 
 from __future__ import annotations
@@ -124,3 +124,12 @@ def _releases(settings: HostSettings, machine: Machine, report: Report) -> None:
         for child in sorted(releases.iterdir()):
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
             report.changes.append(f"removed {settings.releases / child.name}")
+    saved = settings.opt_dir / "harness-saved"
+    if machine.where(saved).is_dir() and not machine.where(saved).is_symlink():
+        shutil.rmtree(machine.where(saved))
+        report.changes.append(f"removed {saved}")
+    for name in ("update-state.json", "update.lock"):  # update.jsonl, the results, stays
+        path = settings.state_dir / name
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(machine.where(path))
+            report.changes.append(f"removed {path}")
