@@ -39,6 +39,7 @@ import httpx
 from agentc.core.errors import AgentcError
 from agentc.host.settings import HostSettings
 from agentc.host.update.install import check_version
+from agentc.supervisor.harness import registry
 
 SUMS = "SHA256SUMS"
 SIGNATURE = "SHA256SUMS.sig"
@@ -203,8 +204,11 @@ def fetch(settings: HostSettings, index: Index, version: str, work: Path) -> Rel
     budget = settings.update.max_release_mib * 1024 * 1024
     for name, digest in sums.items():
         target = files / name
-        target.parent.mkdir(mode=0o755, exist_ok=True)
-        size = index.fetch(f"{version}/{name}", budget, target)
+        try:
+            target.parent.mkdir(mode=0o755, exist_ok=True)
+            size = index.fetch(f"{version}/{name}", budget, target)
+        except OSError as exc:  # e.g. a name that is also another name's folder
+            raise Refused(f"{name}: cannot be stored ({exc.strerror})") from None
         assert isinstance(size, int)
         budget -= size
         if _sha256(target) != digest:
@@ -240,7 +244,9 @@ def read_manifest(path: Path, version: str, sums: dict[str, str]) -> Release:
     if wheel not in sums or not re.fullmatch(rf"agentc-{re.escape(version)}-[^/]+\.whl", wheel):
         raise Refused(f"{MANIFEST}: its wheel {wheel!r} is not agentc {version}'s, or not listed")
     for harness in harnesses.values():
-        if harness.file not in sums or not _NAME.match(harness.name):
+        if harness.name not in registry.names():  # never one of agentc's own programs
+            raise Refused(f"{MANIFEST}: {harness.name!r} is not a harness agentc runs")
+        if harness.file not in sums:
             raise Refused(f"{MANIFEST}: harness {harness.name!r}: its file is not listed")
     return Release(version, wheel, sums[wheel], path.parent, harnesses)
 
