@@ -49,6 +49,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # agentc-attention: paging, the digest by mail, the end-to-end canary; the coordinator
     # over HTTP through the client.
     "attention": frozenset({"client", "core", "files"}),
+    # agentc-host: a supervised host's setup, containment suite and updater. It lays out what
+    # the supervisor, the push helper and the attention jobs run with, and runs their checks.
+    "host": frozenset({"client", "core", "files", "supervisor", "attention", "push", "sandbox"}),
     # agentns-claude is installed and run on its own.
     "agentns": frozenset(),
     # Test doubles and harness drivers for tests and benchmarks: they may use anything.

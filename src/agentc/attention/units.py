@@ -53,27 +53,30 @@ class Plan:
                 raise ConfigError(f"--harness {harness!r}: use 1-32 of [A-Za-z0-9_-]")
 
 
-def _service(plan: Plan, what: str, args: str) -> str:
+def oneshot_unit(description: str, exec_start: str, writable: Path) -> str:
+    """A sandboxed root oneshot service writing only ``writable`` (the attention jobs' and the
+    host's own timer services, agentc.host.services)."""
     return f"""[Unit]
-Description=agentc attention: {what}
+Description={description}
 After=network-online.target
 Wants=network-online.target
 
 [Service]
 Type=oneshot
-ExecStart={plan.program} --config {plan.config} {args}
+ExecStart={exec_start}
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=read-only
 PrivateTmp=yes
-ReadWritePaths={plan.state_dir}
+ReadWritePaths={writable}
 UMask=0077
 """
 
 
-def _timer(what: str, schedule: str) -> str:
+def timer_unit(description: str, schedule: str) -> str:
+    """A timer wanted by ``timers.target``; ``schedule`` is its ``[Timer]`` lines."""
     return f"""[Unit]
-Description=agentc attention: {what}
+Description={description}
 
 [Timer]
 {schedule}
@@ -81,6 +84,15 @@ Description=agentc attention: {what}
 [Install]
 WantedBy=timers.target
 """
+
+
+def _service(plan: Plan, what: str, args: str) -> str:
+    exec_start = f"{plan.program} --config {plan.config} {args}"
+    return oneshot_unit(f"agentc attention: {what}", exec_start, plan.state_dir)
+
+
+def _timer(what: str, schedule: str) -> str:
+    return timer_unit(f"agentc attention: {what}", schedule)
 
 
 def systemd_units(plan: Plan) -> dict[str, str]:
@@ -129,26 +141,36 @@ def cron_calendar(value: str, what: str) -> str:
     raise ConfigError(f"{what} {value!r}: cron takes hourly, daily, weekly or '*-*-* HH:MM'")
 
 
-def cron_lines(plan: Plan) -> str:
-    """An ``/etc/cron.d`` file: the same jobs, as root, logging to /var/log/agentc-*.log."""
+CRON_HEADER = ["SHELL=/bin/sh", "PATH=/usr/local/bin:/usr/bin:/bin"]
+
+
+def cron_jobs(plan: Plan, log_dir: Path = Path("/var/log")) -> list[str]:
+    """The jobs' ``/etc/cron.d`` lines: as root, each logging to ``<log_dir>/agentc-*.log``."""
     plan.check()
     run = f"{plan.program} --config {plan.config}"
     lines = [
-        "# agentc attention jobs (agentc-attention units --cron); cron does not catch up on",
-        "# a run missed while the host was off, and runs the jobs without a sandbox.",
-        "SHELL=/bin/sh",
-        "PATH=/usr/local/bin:/usr/bin:/bin",
         f"{cron_interval(plan.check_interval)} root {run} check"
-        " >> /var/log/agentc-attention-check.log 2>&1",
+        f" >> {log_dir}/agentc-attention-check.log 2>&1",
         f"{cron_calendar(plan.digest_calendar, '--digest-calendar')} root {run} digest"
-        " >> /var/log/agentc-attention-digest.log 2>&1",
+        f" >> {log_dir}/agentc-attention-digest.log 2>&1",
     ]
     when = cron_calendar(plan.canary_calendar, "--canary-calendar") if plan.harnesses else ""
     for harness in plan.harnesses:
         lines.append(
             f"{when} root {run} canary --harness {harness}"
-            f" >> /var/log/agentc-attention-canary-{harness}.log 2>&1"
+            f" >> {log_dir}/agentc-attention-canary-{harness}.log 2>&1"
         )
+    return lines
+
+
+def cron_lines(plan: Plan) -> str:
+    """An ``/etc/cron.d`` file: the same jobs, as root, logging to /var/log/agentc-*.log."""
+    lines = [
+        "# agentc attention jobs (agentc-attention units --cron); cron does not catch up on",
+        "# a run missed while the host was off, and runs the jobs without a sandbox.",
+        *CRON_HEADER,
+        *cron_jobs(plan),
+    ]
     return "\n".join(lines) + "\n"
 
 

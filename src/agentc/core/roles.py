@@ -11,6 +11,7 @@ supervisor's (:mod:`agentc.supervisor.harness.registry`).
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 Role = Literal["implementer", "reviewer"]
@@ -23,3 +24,18 @@ _SLUGS: dict[str, str] = {"implementer": "impl", "reviewer": "rev"}
 def role_slug(role: str) -> str:
     """The role's short name: its directory under the state root and its name in records."""
     return _SLUGS[role]
+
+
+# Claude Code's tools a launch of each role (by its short name) may use without asking: nobody is
+# there to answer. The sandbox, not these lists, is what confines them, and a reviewer's Bash
+# runs in the candidate shell. Written into each role's protected ``claude-config/settings.json``
+# by ``agentc up`` and ``agentc-host setup``.
+CLAUDE_TOOLS: dict[str, list[str]] = {
+    "impl": ["Bash", "Write", "Edit", "Read"],
+    "rev": ["Bash", "Read"],
+}
+
+
+def claude_settings(slug: str) -> str:
+    """The role's ``claude-config/settings.json`` (``slug``: ``impl`` or ``rev``)."""
+    return json.dumps({"permissions": {"allow": CLAUDE_TOOLS[slug]}}, indent=2) + "\n"

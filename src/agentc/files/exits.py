@@ -55,6 +55,10 @@ PROGRAM_STATUSES: dict[str, dict[int, str]] = {
         CONFLICT: "another integrator holds the work directory's lock",
     },
     "agentc-push": {INVALID_INPUT: "bad arguments"},
+    "agentc-host": {
+        FAILED: "a check or a setup step failed, or an update was rolled back",
+        INVALID_INPUT: "bad settings, a refused release, or ROLLBACK FAILED (the seed's status)",
+    },
     "agentc-attention": {
         FAILED: "a check or the canary fails",
         INVALID_INPUT: "bad configuration",

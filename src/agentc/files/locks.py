@@ -1,7 +1,10 @@
 """One process at a time: an exclusive advisory lock (``flock``) on a file, held for as long as
 its descriptor stays open (a process that dies, even by SIGKILL, lets go of it), and who holds
 one, read from the kernel's own table (``/proc/locks``) rather than from a pid written down, so a
-stale pid or a reused one never passes for the holder."""
+stale pid or a reused one never passes for the holder.
+
+:func:`held` asks whether another process holds a lock (a running launch's directory,
+a running service) without keeping it."""
 
 from __future__ import annotations
 
@@ -49,3 +52,19 @@ def holder(path: Path) -> int | None:
         except ValueError:
             continue
     return None
+
+
+def held(path: Path) -> bool:
+    """Whether another open file description holds ``path``'s exclusive lock (a missing or
+    unopenable file, or a symlink, is not held: nothing follows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

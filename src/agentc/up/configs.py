@@ -7,12 +7,12 @@ directory is masked inside launches and checks, so no agent reads another role's
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from agentc.core.roles import CLAUDE_TOOLS, claude_settings
 from agentc.files import write_atomic
 from agentc.files.toml import dump_toml
 from agentc.up.gateway import INNER, GatewaySetup
@@ -104,21 +104,15 @@ def write_supervisor(
     write_atomic(layout.supervisor_config, dump_toml(tables), mode=0o600)
 
 
-# Claude Code's tools a launch may use without asking (nobody is there to answer); the sandbox,
-# not these lists, is what confines them, and a reviewer's Bash runs in the candidate shell.
-CLAUDE_TOOLS = {"impl": ["Bash", "Write", "Edit", "Read"], "rev": ["Bash", "Read"]}
-
-
 def _claude_settings(layout: Layout) -> None:
-    for role, tools in CLAUDE_TOOLS.items():
+    for role in CLAUDE_TOOLS:
         for private in (layout.supervisor_state, layout.supervisor_state / role):
             private.mkdir(mode=0o700, exist_ok=True)
         folder = layout.supervisor_state / role / "claude-config"
         folder.mkdir(mode=0o755, exist_ok=True)
         path = folder / "settings.json"
         if not path.exists():
-            body = json.dumps({"permissions": {"allow": tools}}, indent=2) + "\n"
-            write_atomic(path, body.encode(), mode=0o644)
+            write_atomic(path, claude_settings(role).encode(), mode=0o644)
 
 
 def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> None:

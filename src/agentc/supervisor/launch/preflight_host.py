@@ -118,12 +118,23 @@ def account_problems(
     accounts: list[tuple[str, str]] = [(role, config.role_user(role)) for role in roles]
     if push_helper:
         accounts.append((PUSH_HELPER, config.push_helper.user))
+    return named_account_problems(accounts)
+
+
+def named_account_problems(
+    accounts: Iterable[tuple[str, str]], *, missing_ok: bool = False
+) -> list[str]:
+    """The host-mode account rules for each ``(who, account name)``: it exists (unless
+    ``missing_ok``: ``agentc-host setup`` makes the missing ones), is not root, shares no uid
+    with another of them, is in no administering group and gets nothing from sudo."""
     problems: list[str] = []
     seen: dict[int, str] = {}
     for who, name in accounts:
         try:
             account = pwd.getpwnam(name)
         except KeyError:
+            if missing_ok:
+                continue
             if who == PUSH_HELPER:
                 problems.append(
                     with_fix(f"the push helper's account {name} does not exist",

@@ -41,6 +41,7 @@ from pathlib import Path
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.secrets import verifier
 from agentc.files import load_toml
+from agentc.files.locks import held
 from agentc.files.procs import start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.supervisor.config import SupervisorConfig
@@ -58,21 +59,6 @@ def base_dir(state: Path) -> Path:
     return state / "push"
 
 
-def _locked(path: Path) -> bool:
-    """Whether another open file description holds ``path``'s lock (a running launch's)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def _remove(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink(missing_ok=True)
@@ -88,7 +74,7 @@ def sweep(base: Path) -> list[str]:
             if entry.name.startswith(".") or entry.suffix == ".lock":
                 continue
             lock = base / f"{entry.name}.lock"
-            if _locked(lock):
+            if held(lock):
                 continue
             _remove(entry)
             lock.unlink(missing_ok=True)
