@@ -134,6 +134,19 @@ class LoopKit:
             cwd="/",
         )
 
+    def run_forever(self) -> subprocess.Popen[str]:
+        """``run`` without ``--once`` (it polls until SIGTERM); its output goes to
+        :attr:`log` (a pipe nobody reads would fill and stop it)."""
+        with self.log.open("w") as log:
+            return subprocess.Popen(
+                self.argv("run"), env=self.env(), stdout=log, stderr=log, text=True, cwd="/"
+            )
+
+    @property
+    def log(self) -> Path:
+        """The output of :meth:`run_forever`'s loop."""
+        return self.kit.root / "loop.log"
+
     def task(self, title: str = "add a greeting") -> dict[str, Any]:
         body = {"title": title, "acceptance_criteria": ["greeting exists"]}
         resp = self.admin.post(

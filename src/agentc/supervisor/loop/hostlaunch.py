@@ -148,7 +148,7 @@ def start(
     problems = preflight.launch_problems(config, plan)
     if problems:
         raise SupervisorError("preflight: " + "; ".join(problems))
-    return launch_execute.start(preparation.run(config, plan), own_group=True)
+    return launch_execute.start(preparation.run(config, plan))
 
 
 def finish(running: Running) -> Outcome:

@@ -27,7 +27,7 @@ from typing import Any
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.roles import Role, role_slug
 from agentc.files import UnsafeFile
-from agentc.sandbox import limits
+from agentc.sandbox import limits, reaper
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.launch.rundir import RunLayout
@@ -153,11 +153,20 @@ class Loop:
             log(f"poll {self.iteration}: {self.outcome}")
             self.heartbeat()
             self.report_costs()
+            self.reap_strays()
             if once or self.stopping:
                 return 0
             deadline = time.monotonic() + self.config.run.poll_seconds
             while not self.stopping and time.monotonic() < deadline:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def reap_strays(self) -> None:
+        """Kill and reap what ended launches left orphaned to the loop (their subreaper), so
+        no zombie piles up in a long-running loop; between polls the loop has no child of its
+        own."""
+        line = reaper.reap_strays(keep=()).line()
+        if line is not None:
+            log(line.removeprefix("agentc-supervisor: "))
 
     def report_costs(self, *, now: int | None = None, force: bool = False) -> Summary | None:
         """One reporting pass (after every poll; ten minutes after a failed one)."""
