@@ -196,7 +196,6 @@ def run(
     project: str,
     *,
     stopping: Callable[[], bool] = lambda: False,
-    beat: Callable[[], None] = lambda: None,
 ) -> Plan:
     """Run the project's setup command for ``plan`` (nothing without one); returns the plan
     the harness starts with (the cache paths bound). Raises :class:`SetupFailed`."""
@@ -234,7 +233,6 @@ def run(
                 os.close(log_fd)
             group = proc.pid
             deadline = time.monotonic() + entry.timeout_seconds
-            next_beat = time.monotonic()
             while True:
                 try:
                     proc.wait(timeout=1.0)
@@ -249,9 +247,6 @@ def run(
                     _kill(proc)
                     proc.wait()
                     break
-                if time.monotonic() >= next_beat:
-                    beat()  # every heartbeat_seconds while the setup runs
-                    next_beat = time.monotonic() + config.run.heartbeat_seconds
             _kill(proc)  # nothing of the setup's group may outlive it
     finally:  # the setup's own group, cgroup and init: never another launch's processes
         scope = reaper.Scope(group, group, tuple(limits.groups), info.members())
