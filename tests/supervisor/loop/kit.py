@@ -147,8 +147,15 @@ class LoopKit:
         """The output of :meth:`run_forever`'s loop."""
         return self.kit.root / "loop.log"
 
-    def task(self, title: str = "add a greeting") -> dict[str, Any]:
-        body = {"title": title, "acceptance_criteria": ["greeting exists"]}
+    def task(
+        self,
+        title: str = "add a greeting",
+        description: str | None = None,
+        criteria: tuple[str, ...] = ("greeting exists",),
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"title": title, "acceptance_criteria": list(criteria)}
+        if description is not None:
+            body["description"] = description
         resp = self.admin.post(
             f"/api/v1/projects/{self.project}/tasks",
             json=body,
