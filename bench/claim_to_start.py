@@ -177,7 +177,7 @@ def one_round(loop: Loop, admin: Any, project: str, url: str) -> tuple[Round, fl
             )
             problems = preflight.launch_problems(loop.config, plan)
             assert not problems, problems
-            return launch_execute.start(plan, own_group=True)
+            return launch_execute.start(plan)
 
         spawned_ns = time.time_ns()
         running = r.step("sandbox start", start)
@@ -216,7 +216,7 @@ def _launch_true(loop: Loop, config: Any, session: Any) -> float:
     )
     start = time.perf_counter()
     plan = launch_plan.plan(config, request)
-    outcome = launch_execute.finish(launch_execute.start(plan, own_group=True))
+    outcome = launch_execute.finish(launch_execute.start(plan))
     took = (time.perf_counter() - start) * 1000
     assert outcome.exit_code == 0, outcome
     for path in (layout.run, layout.clone):

@@ -152,6 +152,21 @@ def make_kit(root: Path, mode: str = "personal", user: str | None = None, **sett
     return kit
 
 
+def script_report(script: str, *args: str) -> dict[str, Any]:
+    """Run ``script`` in a Python process of its own (one that marks itself the child
+    subreaper, which the test runner must not) and return the JSON its last line printed."""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return report
+
+
 def cleanup(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 

@@ -13,6 +13,7 @@ from agentc.supervisor.loop.gates import (
     HostState,
     Progress,
     Vendor,
+    admission_holds,
     admission_problems,
     choose_vendor,
     drain_reason,
@@ -86,6 +87,42 @@ def test_admission_passes_with_a_usable_vendor() -> None:
         host, min_free_mib=1024, daily_cap_usd=None, vendors=[Vendor("pi")], now_ms=0
     )
     assert vendor == Vendor("pi") and problems == []
+
+
+def test_admission_for_one_more_launch_needs_free_memory() -> None:
+    low = HostState(free_mib=4096, kill_switch=False, spent_24h_usd=0.0, free_memory_mib=900)
+    vendor, holds = admission_holds(
+        low, min_free_mib=1024, daily_cap_usd=None, vendors=[Vendor("pi")], now_ms=0,
+        min_free_memory_mib=1024,
+    )  # fmt: skip
+    assert vendor is None
+    assert holds == {"memory": "only 900 MiB of memory available (min_free_memory_mib is 1024)"}
+    enough = dataclasses.replace(low, free_memory_mib=1024)
+    assert admission_holds(
+        enough, min_free_mib=1024, daily_cap_usd=None, vendors=[Vendor("pi")], now_ms=0,
+        min_free_memory_mib=1024,
+    ) == (Vendor("pi"), {})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spent", "reserved", "code"),
+    [(9.0, 0.0, None), (9.0, 0.99, None), (9.0, 1.0, "cost_reserve"), (10.0, 0.0, "cost_cap")],
+)
+def test_the_daily_cap_counts_what_running_launches_may_still_spend(
+    spent: float, reserved: float, code: str | None
+) -> None:
+    host = HostState(
+        free_mib=4096, kill_switch=False, spent_24h_usd=spent, reserved_usd=reserved, running=2
+    )
+    vendor, holds = admission_holds(
+        host, min_free_mib=0, daily_cap_usd=10.0, vendors=[Vendor("pi")], now_ms=0
+    )
+    assert list(holds) == ([code] if code else []) and (vendor is None) == bool(code)
+    if code == "cost_reserve":
+        assert holds[code] == (
+            "the daily cost cap may be reached by the 2 running launches "
+            "($9.00 spent and $1.00 reserved, of $10.00)"
+        )
 
 
 def test_progress_age_uses_the_service_clock() -> None:

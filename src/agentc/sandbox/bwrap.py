@@ -66,6 +66,9 @@ class LaunchDescription:
     # The descriptor holding the syscall filter (agentc.sandbox.seccomp) bwrap loads before
     # it execs the init command; set by the launch when it spawns bwrap.
     seccomp_fd: int | None = None
+    # Where bwrap writes the sandbox's facts (``--info-fd``: its init's pid, a new session
+    # that the launch's process group does not hold); set by the launch when it spawns bwrap.
+    info_fd: int | None = None
 
 
 SHARED_NAMESPACES: tuple[str, ...] = (
@@ -110,6 +113,8 @@ def build_argv(desc: LaunchDescription) -> list[str]:
     argv += SHARED_NAMESPACES
     if desc.seccomp_fd is not None:
         argv += ["--seccomp", str(desc.seccomp_fd)]
+    if desc.info_fd is not None:
+        argv += ["--info-fd", str(desc.info_fd)]
     argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     if desc.role == "implementer":
         argv += ["--remount-ro", "/proc"]

@@ -212,7 +212,7 @@ def candidate_shell_command(
 
 
 @main.command(name="run")
-@click.option("--once", is_flag=True, help="poll a single time (a launch runs to its end)")
+@click.option("--once", is_flag=True, help="poll once (the launches it starts run to their end)")
 @click.pass_context
 def run_command(ctx: click.Context, /, once: bool) -> None:
     """The live loop: claim ready tasks and run them as confined launches (docs/supervisor.md)."""

@@ -56,6 +56,7 @@ class Options:
     seed_demo: bool = False
     password: str | None = None  # None: generated
     quiet_hours: str | None = None  # the window new work may be claimed in; None: as before
+    agents: int | None = None  # launches at once (0: the machine's number); None: as before
 
 
 PROGRAMS = {

@@ -200,6 +200,8 @@ class Up:
         record.update(port=options.port, harness=options.harness, console=console)
         if options.quiet_hours is not None:  # "off" ends them; not given keeps the last run's
             record["quiet_hours"] = None if options.quiet_hours == "off" else options.quiet_hours
+        if options.agents is not None:  # 0: the machine's number; not given keeps the last run's
+            record["agents"] = options.agents or None
         gw = write_gateway(layout, self.access) if self.access is not None else None
         if gw is not None:
             argv = [*program("agentc-supervisor"), "model-gateway", "--config", str(gw.config)]
@@ -398,6 +400,13 @@ class Up:
     metavar="HH:MM-HH:MM",
     help="Claim new work only in this local-time window (off: always; kept for later runs).",
 )
+@click.option(
+    "--agents",
+    type=click.IntRange(0, 256),
+    default=None,
+    metavar="N",
+    help="Run up to N launches at once (0: as many as this machine holds; kept for later runs).",
+)
 def up(
     state_dir: Path,
     port: int | None,
@@ -407,6 +416,7 @@ def up(
     seed_demo: bool,
     live: bool | None,
     quiet_hours: str | None,
+    agents: int | None,
 ) -> None:
     """Run the whole system on this machine: coordinator, supervisor, integrator."""
     if quiet_hours is not None and quiet_hours != "off":
@@ -443,6 +453,7 @@ def up(
         seed_demo=seed_demo,
         password=password,
         quiet_hours=quiet_hours,
+        agents=agents,
     )
     sys.exit(Up(options, sys.stdout.isatty() if live is None else live).run())
 

@@ -97,6 +97,8 @@ def write_supervisor(
     }
     if record.get("quiet_hours"):
         health["quiet_hours"] = record["quiet_hours"]
+    if record.get("agents"):  # else the loop derives it from the machine
+        tables[("run",)]["launches"] = record["agents"]
     if health:
         tables[("health",)] = health
     if harness == "claude":

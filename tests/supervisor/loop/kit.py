@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,13 @@ agent-coordinator submissions code --checkout "$PWD" --input "$TMPDIR/submission
     --json > "$TMPDIR/submitted.json"
 echo '{"type": "agent", "step": "submitted"}'
 """
+# The submitting agent, held at its start until the test lets it go ($TMPDIR/go: LoopKit.let_go).
+GATED_AGENT = SUBMITTING_AGENT.replace(
+    """echo '{"type": "agent", "step": "start"}'\n""",
+    """echo '{"type": "agent", "step": "start"}'\n"""
+    """while [ ! -e "$TMPDIR/go" ]; do sleep 0.1; done\n""",
+    1,
+)
 # Prints one event, then hangs without another.
 HANGING_AGENT = """#!/bin/sh
 cat > /dev/null
@@ -134,8 +142,58 @@ class LoopKit:
             cwd="/",
         )
 
-    def task(self, title: str = "add a greeting") -> dict[str, Any]:
-        body = {"title": title, "acceptance_criteria": ["greeting exists"]}
+    def run_forever(self) -> subprocess.Popen[str]:
+        """``run`` without ``--once`` (it polls until SIGTERM); its output goes to
+        :attr:`log` (a pipe nobody reads would fill and stop it)."""
+        with self.log.open("w") as log:
+            return subprocess.Popen(
+                self.argv("run"), env=self.env(), stdout=log, stderr=log, text=True, cwd="/"
+            )
+
+    @property
+    def log(self) -> Path:
+        """The output of :meth:`run_forever`'s loop."""
+        return self.kit.root / "loop.log"
+
+    def running(self, count: int) -> list[dict[str, Any]]:
+        """The launch records whose harness runs (a pid, and its first event written), once
+        there are ``count`` of them (else none)."""
+        found = []
+        for record in self.records():
+            events = self.state / "impl/runs" / record["launch_id"] / "events.jsonl"
+            if record.get("pid") and events.exists() and events.stat().st_size:
+                found.append(record)
+        return found if len(found) == count else []
+
+    def let_go(self, record: dict[str, Any]) -> None:
+        """Let a held launch (:data:`GATED_AGENT`) go on."""
+        (self.state / "impl/runs" / record["launch_id"] / "tmp/go").touch()
+
+    def heartbeat(self) -> dict[str, Any]:
+        beat: dict[str, Any] = json.loads((self.state / "loop/heartbeat.json").read_text())
+        return beat
+
+    def stop(self, proc: subprocess.Popen[str]) -> str:
+        """SIGTERM to :meth:`run_forever`'s loop (if it still runs); its output once it ended."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        return self.log.read_text()
+
+    def recorded(self, kind: str) -> list[str]:
+        """The records (attempts) of the project's audit events of ``kind``, one per event."""
+        seen = admin_get(self.admin, f"/api/v1/projects/{self.project}/events?limit=200")
+        return [e["record_id"] for e in seen["items"] if e["kind"] == kind]
+
+    def task(
+        self,
+        title: str = "add a greeting",
+        description: str | None = None,
+        criteria: tuple[str, ...] = ("greeting exists",),
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"title": title, "acceptance_criteria": list(criteria)}
+        if description is not None:
+            body["description"] = description
         resp = self.admin.post(
             f"/api/v1/projects/{self.project}/tasks",
             json=body,

@@ -77,6 +77,7 @@ def test_the_canary_project_is_asked_first_then_the_main_one(
     server: LiveServer, admin: httpx.Client, short_tmp: Path
 ) -> None:
     loop = make_loop_kit(short_tmp, server, admin, SUBMITTING_AGENT)
+    loop.run["launches"] = 1  # one launch a poll: the canary's first
     canary = Canary(loop, short_tmp)
     main_task = loop.task("main: older and ready first")
     canary_task = canary.task()

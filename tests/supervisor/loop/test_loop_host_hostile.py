@@ -32,7 +32,7 @@ def test_a_hostile_implementer_holds_only_its_attempt(host: HostLoop) -> None:
     program = host.root / "agent" / "hostile.py"
     shutil.copyfile(hostile.HOSTILE_AGENT, program)
     os.chmod(program, 0o755)  # noqa: S103 - the implementer account runs it
-    loop.run = agent_run(program)
+    loop.run = agent_run(program, launches=1)  # the task left on offer stays on offer
     loop.write_config()
     base = f"/api/v1/projects/{loop.project}"
     # Another agent holds a task of the project (its own credential and session).

@@ -154,7 +154,7 @@ def test_kill_9_during_a_review_is_settled_by_the_next_loop(
     assert record["role"] == "reviewer"
     loop.wait_for(lambda: not os.path.exists(f"/proc/{record['pid']}"))
     assert review_activity(loop, task)["state"] == "active"
-    assert mirror_branches(loop) == [f"refs/heads/agentc-review/{record['launch_id']}"]
+    assert mirror_branches(loop) == [f"refs/agentc-review/{record['launch_id']}"]
     (loop.state / "kill-switch").touch()  # settle, but claim nothing afterwards
     result = loop.once()
     assert result.returncode == 0, result.stderr

@@ -80,7 +80,7 @@ def test_the_page_lists_every_key_with_its_default(heading: str) -> None:
             continue  # a nested table: documented by its own heading
         value = default(item)
         shown = "required" if value == "required" else render(value)
-        if name == "implementer_daily_usd" or name == "reviewer_daily_usd":
+        if name in ("implementer_daily_usd", "reviewer_daily_usd", "launch_reserve_usd"):
             shown = f"`{value}`"
         assert doc[name] == shown, (heading, name)
 

@@ -1,8 +1,10 @@
 """Executing a planned launch: prepare the run, spawn the sandbox, reap, mark terminal.
 
 :func:`execute` creates the private trees and markers, seals the prompt into stdin, becomes
-the child subreaper, runs ``bwrap`` with no_new_privs and every inherited descriptor
-close-on-exec, reaps every leftover process and records how the harness ended: ``exited``
+the child subreaper, runs ``bwrap`` in a process group of its own with no_new_privs and every
+inherited descriptor close-on-exec, reaps every leftover process of the launch (its group and
+cgroup: :class:`agentc.sandbox.reaper.Scope`; another launch of the same process is never
+touched) and records how the harness ended: ``exited``
 (code 0), ``failed`` (non-zero code) or ``killed`` (a signal; bwrap reports an inner signal
 death as 128+n and that is mapped back to the signal).
 """
@@ -28,6 +30,7 @@ from agentc.files.procs import dies_with
 from agentc.sandbox import bwrap as sandbox
 from agentc.sandbox import reaper, seccomp
 from agentc.sandbox.bwrap import Relay
+from agentc.sandbox.confined import SandboxInfo
 from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.harness import env as harness_env
 from agentc.supervisor.harness import registry
@@ -118,11 +121,18 @@ class RunningLaunch:
     lease: Lease | None
     limits: LaunchLimits
     stack: contextlib.ExitStack
+    info: SandboxInfo
     finished: Outcome | None = None
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def scope(self) -> reaper.Scope:
+        """What belongs to this launch: its process group (led by bwrap), its cgroup and the
+        sandbox's init (a session of its own)."""
+        groups = tuple(self.limits.groups)
+        return reaper.Scope(self.proc.pid, self.proc.pid, groups, self.info.members())
 
 
 def execute(plan_: Plan, host_relays: HostRelays | None = None) -> Outcome:
@@ -143,11 +153,10 @@ def wait(running: RunningLaunch) -> Outcome:
     return finish(running)
 
 
-def start(
-    plan_: Plan, host_relays: HostRelays | None = None, *, own_group: bool = False
-) -> RunningLaunch:
-    """Prepare the run and spawn the sandbox (in a process group of its own with
-    ``own_group``: the loop drains it with one signal); returns the running launch."""
+def start(plan_: Plan, host_relays: HostRelays | None = None) -> RunningLaunch:
+    """Prepare the run and spawn the sandbox, in a process group of its own (a loop drains it
+    with one signal, and its end reaps that group, never another launch's); returns the
+    running launch."""
     lease = None
     if plan_.gateway is not None:
         from agentc.gateway.lease import Lease
@@ -155,7 +164,7 @@ def start(
         lease = Lease(plan_.gateway.lease)
     sentinel = lease.open() if lease is not None else None
     try:
-        return _start(plan_, host_relays, lease, sentinel, own_group)
+        return _start(plan_, host_relays, lease, sentinel)
     except BaseException:
         if lease is not None:
             lease.close("the launch did not start")
@@ -223,10 +232,11 @@ def _spawn(
     fds: list[int],
     env: dict[str, str],
     limits: LaunchLimits,
-    own_group: bool,
+    info: SandboxInfo,
 ) -> subprocess.Popen[bytes]:
     """Spawn the sandbox with the sealed prompt, the logs, the syscall filter and the limits;
-    the relays' host half is entered on ``serve`` (left open for the launch's life)."""
+    the relays' host half is entered on ``serve`` (left open for the launch's life); bwrap
+    tells ``info`` its sandbox's init pid."""
     relays = list(plan_.description.relays)
     events, errors = fds
     try:
@@ -235,7 +245,9 @@ def _spawn(
         _mark_terminal(plan_, Outcome("failed", None, None))
         raise SupervisorError(f"cannot build the launch's syscall filter: {exc}") from None
     filter_fd = seccomp.program_fd(program)
-    argv = sandbox.build_argv(dataclasses.replace(plan_.description, seccomp_fd=filter_fd))
+    passed = (filter_fd, info.write_fd)
+    desc = dataclasses.replace(plan_.description, seccomp_fd=filter_fd, info_fd=info.write_fd)
+    argv = sandbox.build_argv(desc)
 
     spawner = os.getpid()
 
@@ -246,7 +258,8 @@ def _spawn(
         # starter checked) here, before the exec, it cannot.
         if not dies_with(spawner, signal.SIGKILL):
             raise SupervisorError("the launch's starter has exited")
-        os.set_inheritable(filter_fd, True)  # bwrap reads the filter from it (--seccomp)
+        for fd in passed:  # bwrap reads the filter (--seccomp), writes its facts (--info-fd)
+            os.set_inheritable(fd, True)
         limits.enter()
 
     try:
@@ -260,15 +273,16 @@ def _spawn(
             env=env,
             cwd="/",
             close_fds=True,
-            pass_fds=(filter_fd,),
+            pass_fds=passed,
             preexec_fn=child,
-            process_group=0 if own_group else None,
+            process_group=0,  # its own: what a drain signals and its end reaps
         )
     except OSError as exc:
         _mark_terminal(plan_, Outcome("failed", None, None))
         raise SupervisorError(f"cannot start {argv[0]}: {exc}") from None
     finally:
         os.close(filter_fd)
+        info.spawned()
     return proc
 
 
@@ -277,7 +291,6 @@ def _start(
     host_relays: HostRelays | None,
     lease: Lease | None,
     sentinel: str | None,
-    own_group: bool,
 ) -> RunningLaunch:
     request = plan_.request
     env = dict(plan_.env)
@@ -302,12 +315,14 @@ def _start(
         _mark_terminal(plan_, Outcome("failed", None, None))
         raise SupervisorError(f"cannot create the launch's cgroup: {exc}") from None
     stack = contextlib.ExitStack()
+    info = SandboxInfo()
+    stack.callback(info.close)
     try:
         rundir.write_new_json(plan_.layout.run / ".state-started", _started_record(plan_, sealed))
-        proc = _spawn(plan_, stack, host_relays, sealed, open_fds, env, limits, own_group)
+        proc = _spawn(plan_, stack, host_relays, sealed, open_fds, env, limits, info)
     except BaseException:
         stack.close()
-        _print_reaped(reaper.reap_leftovers())
+        _print_reaped(reaper.reap_leftovers(reaper.Scope(cgroups=tuple(limits.groups))))
         limits.remove()
         raise
     finally:
@@ -315,7 +330,7 @@ def _start(
         sealed.close()
         for fd in open_fds:
             os.close(fd)
-    return RunningLaunch(plan_, proc, lease, limits, stack)
+    return RunningLaunch(plan_, proc, lease, limits, stack, info)
 
 
 def _print_reaped(report: reaper.ReapReport) -> None:
@@ -333,8 +348,9 @@ def finish(running: RunningLaunch) -> Outcome:
     try:
         returncode = running.proc.wait()
     finally:
+        scope = running.scope()
         running.stack.close()
-        report = reaper.reap_leftovers()
+        report = reaper.reap_leftovers(scope)
         hit = running.limits.hit()
         running.limits.remove()
     _print_reaped(report)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -14,7 +15,7 @@ from agentc.core.quiet import outside_reason
 from agentc.core.roles import role_slug
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
-from agentc.supervisor.loop import signin
+from agentc.supervisor.loop import signin, slots
 from agentc.supervisor.loop.gates import HostState, Vendor, admission_holds, choose_vendor, unusable
 from agentc.supervisor.loop.records import HARNESS_LEDGER, now_ms
 
@@ -50,11 +51,19 @@ def free_mib(path: Path) -> int:
 
 def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
     """Dollars the ledger records for the role in the last 24 hours (unreadable: nothing)."""
-    total = 0.0
+    return spending(ledger, role_slug, now)[0]
+
+
+def spending(
+    ledger: Path, role_slug: str, now: int, sessions: Collection[str] = ()
+) -> tuple[float, dict[str, float]]:
+    """Dollars the ledger records for the role in the last 24 hours, and for each of
+    ``sessions`` (launch ids) in all (unreadable: nothing)."""
+    total, each = 0.0, dict.fromkeys(sessions, 0.0)
     try:
         handle = ledger.open("r", encoding="utf-8", errors="replace")
     except OSError:
-        return 0.0
+        return total, each
     with handle:
         for line in handle:
             try:
@@ -64,9 +73,34 @@ def spent_24h(ledger: Path, role_slug: str, now: int) -> float:
             if not isinstance(row, dict) or row.get("role") != role_slug:
                 continue
             usd, at = row.get("usd_for_caps", row.get("usd")), row.get("at_ms")
-            if isinstance(usd, int | float) and isinstance(at, int) and at >= now - DAY_MS:
+            if not isinstance(usd, int | float):
+                continue
+            if isinstance(at, int) and at >= now - DAY_MS:
                 total += float(usd)
-    return total
+            session = row.get("session")
+            if isinstance(session, str) and session in each:
+                each[session] += float(usd)
+    return total, each
+
+
+class Running(NamedTuple):
+    """A launch running now, as admission counts it: its id and its harness."""
+
+    launch_id: str
+    harness: str
+
+
+def reserved(
+    config: SupervisorConfig, running: Sequence[Running], spent: dict[str, float]
+) -> float:
+    """What the running launches may still spend: ``[health] launch_reserve_usd`` each, less
+    what the ledger has of it already; a ``command:`` agent spends nothing through a model."""
+    per_launch = config.health.launch_reserve_usd
+    return sum(
+        max(0.0, per_launch - spent.get(launch.launch_id, 0.0))
+        for launch in running
+        if not launch.harness.startswith(COMMAND_PREFIX)
+    )
 
 
 def choices(config: SupervisorConfig, role: str) -> list[dict[str, str]]:
@@ -123,20 +157,28 @@ class Admission(NamedTuple):
     unusable: list[dict[str, object]]
 
 
-def measure(config: SupervisorConfig, role: str = "implementer") -> Admission:
-    """Admission for ``role`` (its own daily cap: ``implementer_daily_usd`` or
-    ``reviewer_daily_usd``), with the kill switch and ``[health] quiet_hours``."""
+def measure(
+    config: SupervisorConfig, role: str = "implementer", running: Sequence[Running] = ()
+) -> Admission:
+    """Admission for one more launch of ``role``: the kill switch, ``[health] quiet_hours``,
+    free disk and memory, and its own daily cap (``implementer_daily_usd`` or
+    ``reviewer_daily_usd``) with what the role's ``running`` launches may still spend."""
     kill, ledger, vendor_file = paths(config)
     now = now_ms()
     state = config.resolved_state_dir()
     health = config.health
+    ids = [launch.launch_id for launch in running]
+    # The gateway's ledger and the rows of launches costed from their own events.
+    day, each = spending(ledger, role_slug(role), now, ids)
+    day += spent_24h(state / "loop" / HARNESS_LEDGER, role_slug(role), now)
     host = HostState(
         free_mib=free_mib(state),
         kill_switch=kill_switch_set(kill),
-        # The gateway's ledger and the rows of launches costed from their own events.
-        spent_24h_usd=spent_24h(ledger, role_slug(role), now)
-        + spent_24h(state / "loop" / HARNESS_LEDGER, role_slug(role), now),
+        spent_24h_usd=day,
         quiet=outside_reason(health.quiet_hours, datetime.now()),
+        free_memory_mib=slots.memory_mib(key="MemAvailable"),
+        reserved_usd=reserved(config, running, each),
+        running=len(running),
     )
     cap = (
         health.reviewer_daily_usd if role == "reviewer" else health.implementer_daily_usd
@@ -144,7 +186,12 @@ def measure(config: SupervisorConfig, role: str = "implementer") -> Admission:
     choices = vendors(config, vendor_file, role)
     found = [v for v, _ in choices]
     chosen, holds = admission_holds(
-        host, min_free_mib=config.run.min_free_mib, daily_cap_usd=cap, vendors=found, now_ms=now
+        host,
+        min_free_mib=config.run.min_free_mib,
+        daily_cap_usd=cap,
+        vendors=found,
+        now_ms=now,
+        min_free_memory_mib=config.run.min_free_memory_mib,
     )
     if chosen is None:
         return Admission(None, holds, unusable(found, now))
@@ -166,9 +213,9 @@ def unusable_now(config: SupervisorConfig, role: str = "implementer") -> list[di
 
 
 def admit(
-    config: SupervisorConfig, role: str = "implementer"
+    config: SupervisorConfig, role: str = "implementer", running: Sequence[Running] = ()
 ) -> tuple[dict[str, str] | None, list[str]]:
     """The vendor to claim with for ``role``, or None and every reason this host must not claim
     now (:func:`measure`)."""
-    found = measure(config, role)
+    found = measure(config, role, running)
     return found.choice, list(found.holds.values())

@@ -104,6 +104,9 @@ class HostState:
     kill_switch: bool  # the kill-switch file exists (an unreadable path counts as set)
     spent_24h_usd: float
     quiet: str | None = None  # why quiet hours hold new claims now (core.quiet), if they do
+    free_memory_mib: int | None = None  # the host's available memory (None: not known)
+    reserved_usd: float = 0.0  # what the role's running launches may still spend
+    running: int = 0  # how many launches of the role run now
 
 
 def admission_holds(
@@ -113,10 +116,11 @@ def admission_holds(
     daily_cap_usd: float | None,
     vendors: Sequence[Vendor],
     now_ms: int,
+    min_free_memory_mib: int = 0,
 ) -> tuple[Vendor | None, dict[str, str]]:
     """The vendor to claim with, or None and every reason this host must not claim now, each
-    under its code (``kill_switch``, ``quiet_hours``, ``disk``, ``cost_cap``, ``vendor``: the
-    heartbeat carries them for the attention checks)."""
+    under its code (``kill_switch``, ``quiet_hours``, ``disk``, ``memory``, ``cost_cap``,
+    ``cost_reserve``, ``vendor``: the heartbeat carries them for the attention checks)."""
     holds: dict[str, str] = {}
     if host.kill_switch:
         holds["kill_switch"] = "the kill switch is set"
@@ -124,14 +128,34 @@ def admission_holds(
         holds["quiet_hours"] = host.quiet
     if host.free_mib < min_free_mib:
         holds["disk"] = f"only {host.free_mib} MiB free (min_free_mib is {min_free_mib})"
-    if daily_cap_usd is not None and host.spent_24h_usd >= daily_cap_usd:
-        holds["cost_cap"] = (
-            f"the daily cost cap is reached (${host.spent_24h_usd:.2f} of ${daily_cap_usd:.2f})"
+    memory = host.free_memory_mib
+    if memory is not None and memory < min_free_memory_mib:
+        holds["memory"] = (
+            f"only {memory} MiB of memory available (min_free_memory_mib is {min_free_memory_mib})"
         )
+    holds.update(_cost_holds(host, daily_cap_usd))
     vendor, skipped = choose_vendor(vendors, now_ms)
     if vendor is None:
         holds["vendor"] = "no vendor is usable: " + "; ".join(skipped or ["none configured"])
     return (vendor if not holds else None), holds
+
+
+def _cost_holds(host: HostState, cap: float | None) -> dict[str, str]:
+    """``cost_cap`` once the day's spend reached the cap; ``cost_reserve`` while it has not,
+    but the running launches may still spend the rest."""
+    if cap is None:
+        return {}
+    spent = host.spent_24h_usd
+    if spent >= cap:
+        return {"cost_cap": f"the daily cost cap is reached (${spent:.2f} of ${cap:.2f})"}
+    if spent + host.reserved_usd >= cap:
+        return {
+            "cost_reserve": (
+                f"the daily cost cap may be reached by the {host.running} running launches "
+                f"(${spent:.2f} spent and ${host.reserved_usd:.2f} reserved, of ${cap:.2f})"
+            )
+        }
+    return {}
 
 
 def admission_problems(

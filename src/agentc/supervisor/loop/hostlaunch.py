@@ -110,22 +110,20 @@ Running = launch_execute.RunningLaunch | RoleLaunch
 @dataclass
 class Preparation:
     """What runs between a launch's plan and its sandbox: ``project``'s setup command
-    (``[setup.<project>]``, :func:`agentc.supervisor.loop.setup.run`), if it has one. Meanwhile
-    the loop beats its heartbeat (``beat``, every ``heartbeat_seconds``) and gives up when
-    ``stopping`` says so."""
+    (``[setup.<project>]``, :func:`agentc.supervisor.loop.setup.run`), if it has one; it gives
+    up when ``stopping`` says so."""
 
     project: str | None = None
-    beat: Callable[[], None] = lambda: None
     stopping: Callable[[], bool] = lambda: False
 
     def run(self, config: SupervisorConfig, plan: Plan, *, in_fork: bool = False) -> Plan:
-        """The plan the harness starts with. In host mode's fork (as the role, which cannot
-        write the loop's heartbeat) the loop beats and watches for a stop instead."""
+        """The plan the harness starts with. In host mode's fork (as the role) the worker
+        watches for a stop instead."""
         if self.project is None:
             return plan
         if in_fork:
             return project_setup.run(config, plan, self.project)
-        return project_setup.run(config, plan, self.project, stopping=self.stopping, beat=self.beat)
+        return project_setup.run(config, plan, self.project, stopping=self.stopping)
 
     def seconds(self, config: SupervisorConfig) -> float:
         """How long the setup may run (0 without one)."""
@@ -148,7 +146,7 @@ def start(
     problems = preflight.launch_problems(config, plan)
     if problems:
         raise SupervisorError("preflight: " + "; ".join(problems))
-    return launch_execute.start(preparation.run(config, plan), own_group=True)
+    return launch_execute.start(preparation.run(config, plan))
 
 
 def finish(running: Running) -> Outcome:
@@ -163,7 +161,7 @@ def start_as_role(
 ) -> RoleLaunch:
     """Fork the launch as the role's account; returns once its sandbox runs (or raises why
     it did not start). The preparation (the project's setup) runs in the fork, as the role;
-    the loop beats its heartbeat meanwhile, and a stopping loop ends the fork."""
+    a stopping loop ends the fork."""
     account = launch_root.role_account(config, request.role)
     limits = LaunchLimits(config.limits, f"agentc-{request.launch_id}")
     try:
@@ -204,15 +202,13 @@ def start_as_role(
 
 
 def _read_report(fd: int, pid: int, config: SupervisorConfig, preparation: Preparation) -> bytes:
-    """The fork's report: started, or why not. While it prepares, the loop beats; a stopping
-    loop ends the fork (its setup's sandbox dies with it) and says so."""
+    """The fork's report: started, or why not. A stopping loop ends the fork (its setup's
+    sandbox dies with it) and says so."""
     data = b""
     limit = START_SECONDS + preparation.seconds(config)
     deadline = time.monotonic() + limit
-    beat_seconds = config.run.heartbeat_seconds
-    next_beat = time.monotonic() + beat_seconds
     while len(data) <= _ERROR_BYTES:
-        left = min(deadline, next_beat) - time.monotonic()
+        left = deadline - time.monotonic()
         if not select.select([fd], [], [], max(0.0, min(left, 1.0)))[0]:
             if preparation.stopping():
                 with contextlib.suppress(ProcessLookupError):
@@ -221,9 +217,6 @@ def _read_report(fd: int, pid: int, config: SupervisorConfig, preparation: Prepa
                     stopped = "project setup was stopped: the host supervisor stopped"
                     return (_SETUP_FAILED + stopped).encode()
                 return b"the host supervisor stopped"
-            if time.monotonic() >= next_beat:
-                preparation.beat()
-                next_beat = time.monotonic() + beat_seconds
             if time.monotonic() >= deadline:
                 return b"it did not start within %d s" % limit
             continue

@@ -82,6 +82,7 @@ class ImplementerLaunch(LeasedLaunch):
     """One claimed task, from the claim to the settled end."""
 
     role = "implementer"
+    failure = "Failed"
     push: PushHelper | None = None
     token_digest = ""  # the SHA-256 of the launch's attempt credential, once minted
 
@@ -191,11 +192,8 @@ class ImplementerLaunch(LeasedLaunch):
             push_socket=self.push.socket,
         )
         request = self._request(attempt, self.task, access)
-        beat = {"role": "implementer", "task": self.task}
         preparation = hostlaunch.Preparation(
-            self.binding.project_id,
-            beat=lambda: loop.heartbeat(launch=beat),
-            stopping=lambda: loop.stopping,
+            self.binding.project_id, stopping=lambda: loop.stopping
         )
         running = hostlaunch.start(loop.config, request, preparation)
         self._record_started(running)
@@ -256,7 +254,6 @@ class ImplementerLaunch(LeasedLaunch):
             client,
             lease,
             running,
-            beat={"role": "implementer", "task": self.task},
             gate=gate,
             gone=gone,
             label=lease.attempt_id,

@@ -2,11 +2,13 @@
 launch record, the supervision while it runs and the end of a settled launch.
 
 :class:`LeasedLaunch` is the base of :class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`
-and :class:`~agentc.supervisor.loop.review.ReviewLaunch`. While the launch's process runs,
-:meth:`LeasedLaunch._supervise_lease` beats the loop's heartbeat, renews the lease with a
-backoff while the role's gate holds, and drains the process group when a gate fails, the lease
-is gone or the loop stops. The record is written before the claim and again with the attempt,
-the pid and the outcome, so a loop that dies mid-launch is settled by the next poll.
+and :class:`~agentc.supervisor.loop.review.ReviewLaunch`. Each runs in a worker of its own (a
+fork of the loop, :mod:`.workers`), which tells the loop when it holds its claim. While the
+launch's process runs, :meth:`LeasedLaunch._supervise_lease` renews the lease with a backoff
+while the role's gate holds, and drains the process group when a gate fails, the lease is gone
+or the loop stops (the loop itself beats the heartbeat). The record is written before the claim
+and again with the attempt, the pid and the outcome, so a loop that dies mid-launch is settled
+by the next poll.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Loop(Protocol):
 
     def repository(self, project: str) -> tuple[str, str]: ...
 
-    def heartbeat(self, launch: dict[str, Any] | None = None) -> None: ...
+    def claimed(self, launch_id: str) -> None: ...
 
     def release_failed(self, record: LaunchRecord, exc: AgentcError) -> str: ...
 
@@ -180,6 +182,7 @@ class LeasedLaunch:
 
     loop: Loop
     role: ClassVar[Role]  # each kind of launch names its one role
+    failure: ClassVar[str]  # how the outcome of a launch of the role that failed begins
 
     def __init__(
         self,
@@ -200,6 +203,18 @@ class LeasedLaunch:
         self.record: LaunchRecord | None = None
         self.stopped: str | None = None  # why the loop stopped it, if it did
         self.at_limit = False  # whether that was the role's time limit
+
+    def run(self) -> str:
+        """Claim, launch, supervise and settle; returns the outcome for the poll."""
+        raise NotImplementedError
+
+    def outcome(self) -> str:
+        """:meth:`run` in the launch's worker; a failure it raised is the outcome too (a
+        claimed attempt stays recorded: the next poll settles it)."""
+        try:
+            return self.run()
+        except (AgentcError, OSError) as exc:
+            return f"{self.failure}({self.task}: {coordinator.describe_error(exc)})"
 
     def _new_record(self) -> LaunchRecord:
         raise NotImplementedError
@@ -264,6 +279,7 @@ class LeasedLaunch:
             raise
         lease = Lease.of_claim(claim)
         self._write_record(lease.attempt_id, lease.generation)
+        self.loop.claimed(self.launch_id)  # the loop may ask for more work now
         return claim, lease
 
     def _connect(self, client: Agent, name: str) -> None:
@@ -326,27 +342,23 @@ class LeasedLaunch:
         lease: Lease,
         running: hostlaunch.Running,
         *,
-        beat: dict[str, Any],
         gate: Callable[[float], str | None],
         gone: Callable[[str], str],
         label: str,
         stop_note: str,
         limit_seconds: float = float("inf"),
     ) -> str | None:
-        """Beat and renew while ``running`` runs and ``gate(elapsed seconds)`` names no reason to
-        stop; drain it when one does, the lease is gone or the loop stops, and return why."""
+        """Renew while ``running`` runs and ``gate(elapsed seconds)`` names no reason to stop;
+        drain it when one does, the lease is gone or the loop stops, and return why."""
         cfg = self.loop.config.run
         started = time.monotonic()
         deadline = started + limit_seconds
-        next_renew, next_beat = started + lease.renew_after, started
+        next_renew = started + lease.renew_after
         cap = min(300.0, lease.renew_after)
         backoff = Backoff(first=min(30.0, cap), cap=cap)
         tail = steps.Tail(self.layout.run, self.vendor["harness"])
         while running.proc.poll() is None:
             now = time.monotonic()
-            if now >= next_beat:
-                self.loop.heartbeat(launch=beat)
-                next_beat = now + cfg.heartbeat_seconds
             reason = "the host supervisor stopped" if self.loop.stopping else None
             reason = reason or gate(now - started)
             if reason is None and now >= next_renew:

@@ -10,10 +10,13 @@ run, so a live launch is never started twice and a dead one is settled.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +40,20 @@ def boot_id() -> str | None:
         return None
 
 
-def start_ticks(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (after the last ``)``): the process's start time."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (after the last ``)``): the process's start time."""
+    fields = _stat_fields(pid)
     try:
-        return int(raw[raw.rindex(")") + 2 :].split()[19])
+        return int(fields[19]) if fields else None
     except (ValueError, IndexError):
         return None
 
@@ -103,6 +112,20 @@ class Records:
     def path(self, launch_id: str) -> Path:
         return self.launches / f"{launch_id}.json"
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """The loop's files read, changed and written back by several launches at once
+        (``unsubmitted.json``, ``review-strikes.json``, the kept tails, the vendor marks), one
+        launch at a time: an exclusive lock on ``loop/.lock``."""
+        fd = os.open(
+            self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def write(self, record: LaunchRecord) -> None:
         data = json.dumps(asdict(record), indent=2, sort_keys=True).encode() + b"\n"
         write_atomic(self.path(record.launch_id), data, mode=0o600)
@@ -135,6 +158,10 @@ class Records:
         """Copy the tails (at most 1 MiB each) of the run's ``events.jsonl`` and ``stderr.log``
         (or ``names``) to ``unsubmitted/<launch>/`` (0700, files 0600; the newest KEEP_TAILS
         kept)."""
+        with self.lock():
+            return self._keep_tails(launch_id, run, names)
+
+    def _keep_tails(self, launch_id: str, run: Path, names: tuple[str, ...]) -> Path:
         folder = self.root / "unsubmitted"
         folder.mkdir(mode=0o700, exist_ok=True)
         target = folder / launch_id
@@ -166,6 +193,10 @@ class Records:
 
     def count_empty_exit(self, task: str | None) -> None:
         """One more empty exit (task given), or a submission that resets the counts (None)."""
+        with self.lock():
+            self._count_empty_exit(task)
+
+    def _count_empty_exit(self, task: str | None) -> None:
         data = self.empty_exits()
         if data.get("damaged"):
             return
@@ -196,6 +227,10 @@ class Records:
 
     def strike(self, submission: str, task: str, reason: str) -> int:
         """One more failed review of ``submission``; returns how many in a row."""
+        with self.lock():
+            return self._strike(submission, task, reason)
+
+    def _strike(self, submission: str, task: str, reason: str) -> int:
         data = self.review_strikes()
         entry = data.get(submission) if isinstance(data.get(submission), dict) else None
         failures = int((entry or {}).get("failures", 0)) + 1
@@ -207,9 +242,10 @@ class Records:
 
     def clear_strike(self, submission: str) -> None:
         """A verdict was posted: the submission's failures no longer count."""
-        data = self.review_strikes()
-        if data.pop(submission, None) is not None:
-            self._write_strikes(data)
+        with self.lock():
+            data = self.review_strikes()
+            if data.pop(submission, None) is not None:
+                self._write_strikes(data)
 
     def _write_strikes(self, data: dict[str, Any]) -> None:
         body = json.dumps(data, indent=2).encode() + b"\n"
@@ -225,19 +261,24 @@ class RecordError(SupervisorError):
 
 
 def _runs(pid: int | None, ticks: int | None) -> bool:
+    """Whether ``pid`` runs with the start time ``ticks``: a zombie (exited, its parent has
+    not reaped it yet) does not."""
     if pid is None:
         return False
-    current = start_ticks(pid)
-    return current is not None and (ticks is None or current == ticks)
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in ("Z", "X"):
+        return False
+    return ticks is None or start_ticks(pid) == ticks
 
 
 def may_be_alive(record: LaunchRecord, *, boot: str | None, now: int) -> bool:
     """Whether the recorded launch may still run (then it is never started again).
 
     Another boot: dead. A pid with its start time: alive only while that process runs. No pid
-    yet (the loop died between the record and the spawn): the launch is spawned by the loop
-    process itself and dies with it (bwrap ``--die-with-parent``), so it is dead once that loop
-    is gone; with the loop unknown, alive for two minutes after the record.
+    yet (its process died between the record and the spawn): the launch is spawned by the
+    process that wrote the record (``loop_pid``: the loop's worker for this launch) and dies
+    with it (bwrap ``--die-with-parent``), so it is dead once that process is gone; with it
+    unknown, alive for two minutes after the record.
     """
     if record.boot_id is None or boot is None:
         return True

@@ -1,8 +1,12 @@
 """The loop's git side: a bare mirror under the state root, and a hardened clone per launch.
 
 The mirror (``<state>/mirror.git``) is fetched from the project's repository before each claim;
-a review fetches the submission's candidate ref into ``refs/heads/agentc-review/<launch>`` there
-for the time of the review.
+a review fetches the submission's candidate ref into ``refs/agentc-review/<launch>`` there for
+the time of the review (outside ``refs/heads/``, which a fetch with ``--prune`` mirrors: one
+launch's fetch never removes another's review ref). Launches run side by side and share the
+mirror: git writes to it (a fetch, a ref removed, its own repacking, never left to run in the
+background) with the mirror's lock held exclusively, and a clone or a read of the instruction
+files holds it shared, so no repack removes a pack file they copy (:func:`locked`).
 Each launch's clone is made from the mirror with ``--local --no-hardlinks`` (git copies the
 object files: no hard links into the mirror), hooks off (``core.hooksPath=/dev/null`` during
 the clone and in the clone's config), the commit identity preset, ``origin`` pointing at the
@@ -13,8 +17,11 @@ revision, never from the clone.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
@@ -61,38 +68,60 @@ def _complaint(stderr: str) -> str:
     return " ".join(stderr.split())[:300]
 
 
+@contextlib.contextmanager
+def locked(mirror: Path, *, shared: bool = False) -> Iterator[None]:
+    """The mirror's lock (``<mirror>.lock`` beside it), exclusive to write, ``shared`` to copy
+    or read."""
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    path = mirror.with_name(mirror.name + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# A write to the mirror repacks in the foreground, under the lock, if it repacks at all.
+IN_FRONT = ("-c", "gc.autoDetach=false", "-c", "maintenance.autoDetach=false")
+
+
 def update_mirror(mirror: Path, url: str, branch: str) -> str:
     """Create or fetch the bare mirror; returns the branch head's full sha."""
-    if not (mirror / "HEAD").exists():
-        mirror.parent.mkdir(parents=True, exist_ok=True)
-        git("clone", "--quiet", "--bare", "--no-hardlinks", "--", url, str(mirror))
-    else:
-        git("-C", str(mirror), "remote", "set-url", "origin", url)
-    git(
-        "-C",
-        str(mirror),
-        "fetch",
-        "--quiet",
-        "--prune",
-        "origin",
-        "+refs/heads/*:refs/heads/*",
-    )
-    return git("-C", str(mirror), "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
+    with locked(mirror):
+        if not (mirror / "HEAD").exists():
+            git("clone", "--quiet", "--bare", "--no-hardlinks", "--", url, str(mirror))
+        else:
+            git("-C", str(mirror), "remote", "set-url", "origin", url)
+        git(
+            *IN_FRONT,
+            "-C",
+            str(mirror),
+            "fetch",
+            "--quiet",
+            "--prune",
+            "origin",
+            "+refs/heads/*:refs/heads/*",
+        )
+        return git("-C", str(mirror), "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
 
 
-REVIEW_BRANCH = "refs/heads/agentc-review/"
+REVIEW_BRANCH = "refs/agentc-review/"
 
 
 def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> str:
     """Fetch a submission's candidate ref from the mirror's origin (the project's repository)
-    into ``refs/heads/agentc-review/<launch>``; it must hold ``revision``. Returns the branch."""
+    into ``refs/agentc-review/<launch>``; it must hold ``revision``. Returns that ref."""
     branch = REVIEW_BRANCH + launch_id
-    try:
-        git("-C", str(mirror), "fetch", "--quiet", "--no-tags", "origin", f"+{ref}:{branch}")
-    except SupervisorError as exc:
-        detail = str(exc).split(" failed: ", 1)[-1]
-        raise SupervisorError(f"cannot fetch the candidate ref {ref}: {detail}") from None
-    found = git("-C", str(mirror), "rev-parse", "--verify", f"{branch}^{{commit}}")
+    where = ("-C", str(mirror))
+    with locked(mirror):
+        try:
+            git(*IN_FRONT, *where, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                "origin", f"+{ref}:{branch}")  # fmt: skip
+        except SupervisorError as exc:
+            detail = str(exc).split(" failed: ", 1)[-1]
+            raise SupervisorError(f"cannot fetch the candidate ref {ref}: {detail}") from None
+        found = git(*where, "rev-parse", "--verify", f"{branch}^{{commit}}")
     if found != revision:
         raise SupervisorError(
             f"the candidate ref moved: {ref} holds {found}, the submission names {revision}"
@@ -101,9 +130,10 @@ def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> st
 
 
 def delete_review_branch(mirror: Path, launch_id: str) -> None:
-    """Remove a review's mirror branch (absent already: nothing to do)."""
+    """Remove a review's mirror ref (absent already: nothing to do)."""
     if (mirror / "HEAD").exists():
-        git("-C", str(mirror), "update-ref", "-d", REVIEW_BRANCH + launch_id)
+        with locked(mirror):
+            git("-C", str(mirror), "update-ref", "-d", REVIEW_BRANCH + launch_id)
 
 
 def clone(
@@ -112,16 +142,9 @@ def clone(
     """Clone ``revision`` of the mirror into the empty directory ``dest`` (hardened)."""
     # A local clone with --no-hardlinks copies the mirror's object files (no pack negotiation,
     # no recompression: file:// took 13 s for 50 MB of incompressible data) and links none.
-    git(
-        "clone",
-        "--quiet",
-        "--local",
-        "--no-hardlinks",
-        "--no-checkout",
-        "--",
-        str(mirror),
-        str(dest),
-    )
+    with locked(mirror, shared=True):
+        git("clone", "--quiet", "--local", "--no-hardlinks", "--no-checkout", "--",
+            str(mirror), str(dest))  # fmt: skip
     for key, value in (
         ("core.hooksPath", "/dev/null"),
         ("user.name", name),
@@ -145,12 +168,13 @@ def instruction_files(mirror: Path, revision: str) -> dict[str, bytes]:
         return _run_git(("-C", str(mirror), "cat-file", *args), None, bytes.decode, check=False)
 
     found: dict[str, bytes] = {}
-    for name in INSTRUCTION_FILES:
-        spec = f"{revision}:{name}"
-        size = cat_file("-s", spec)
-        if size.returncode != 0 or int(size.stdout.strip() or 0) > MAX_BLOB:
-            continue
-        blob = cat_file("blob", spec)
-        if blob.returncode == 0:
-            found[name] = blob.stdout
+    with locked(mirror, shared=True):
+        for name in INSTRUCTION_FILES:
+            spec = f"{revision}:{name}"
+            size = cat_file("-s", spec)
+            if size.returncode != 0 or int(size.stdout.strip() or 0) > MAX_BLOB:
+                continue
+            blob = cat_file("blob", spec)
+            if blob.returncode == 0:
+                found[name] = blob.stdout
     return found

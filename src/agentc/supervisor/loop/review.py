@@ -1,13 +1,14 @@
 """One review from the loop: ask, check, claim, fetch, clone, prompt, launch, judge, post.
 
-Each poll, before the implementer's ``next``, the loop takes at most one review
-(:func:`take`) when ``[run] reviewer`` is on and admission allows it (the kill switch, free
-disk, ``[health] reviewer_daily_usd`` from the gateway's ledger, the reviewer's vendor). It asks
+Each poll, before the implementer's ``next``, the loop takes reviews (:func:`take`, each in a
+worker of its own while a slot is free) when ``[run] reviewer`` is on and admission allows it
+(the kill switch, free disk and memory, ``[health] reviewer_daily_usd`` from the gateway's
+ledger with what running reviews may still spend, the reviewer's vendor). It asks
 ``next`` as the reviewer with the reviewer's own credential (``[run.reviewer_binding]``: another
 principal than the implementer's, as the coordinator refuses a reviewer who contributed to the
 task), checks the offered submission, opens a fresh coordinator session for the launch and
 claims the review there. The candidate ref is fetched from the project's repository into the
-mirror as ``refs/heads/agentc-review/<launch>`` and must hold the submitted revision; the clone
+mirror as ``refs/agentc-review/<launch>`` and must hold the submitted revision; the clone
 ``<state>/rev/clones/<launch>`` is made from it (hardened, :mod:`.repo`) and the prompt is the
 reviewer contract with the criteria and the submission as quoted data.
 
@@ -45,6 +46,7 @@ from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, steps, verification
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
 from agentc.supervisor.loop.records import LaunchRecord
+from agentc.supervisor.loop.workers import Worker
 from agentc.supervisor.review import (
     Verdict,
     VerdictError,
@@ -65,6 +67,7 @@ class Reviewing(Loop, Protocol):
     """What a review needs of the loop (:class:`agentc.supervisor.loop.run.Loop`)."""
 
     reviewer: coordinator.Binding | None
+    started: set[str]  # the work this poll started (a task, a review activity): never twice
 
     def review_client(self, binding: coordinator.Binding | None = None) -> Any: ...
 
@@ -73,6 +76,10 @@ class Reviewing(Loop, Protocol):
     def review_mirror(self, project: str) -> Path: ...
 
     def repository(self, project: str, *, reviewer: bool = False) -> tuple[str, str]: ...
+
+    def running(self, role: str) -> list[admission.Running]: ...
+
+    def launch(self, launch: LeasedLaunch) -> Worker: ...
 
 
 def layout_of(loop: Loop, launch_id: str) -> RunLayout:
@@ -124,12 +131,13 @@ def _release(client: Agent, activity: str, generation: int, summary: str) -> str
     return "released"
 
 
-def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | None:
-    """At most one review in ``binding``'s project (none: the reviewer's); its outcome for the
-    poll, or None when there is none to take."""
+def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | Worker | None:
+    """Ask for a review in ``binding``'s project (none: the reviewer's) and start it in a
+    worker of its own (returned once it holds its claim or ended); else what the poll says
+    (a refusal, a skipped submission, a failed ``next``), or None when there is none to take."""
     assert loop.reviewer is not None
     binding = binding or loop.reviewer
-    vendor, problems = admission.admit(loop.config, "reviewer")
+    vendor, problems = admission.admit(loop.config, "reviewer", loop.running("reviewer"))
     if vendor is None:
         return f"Review refused({'; '.join(problems)!r})"
     try:
@@ -140,16 +148,16 @@ def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | N
     action = offer.get("action") if isinstance(offer, dict) else None
     if not isinstance(action, dict) or action.get("kind") != "claim_review":
         return None
+    if str(action.get("activity_id")) in loop.started:  # given back already: the next poll's
+        return None
     submission = str(action.get("submission_id"))
     strike = loop.records.review_strikes().get(submission)
     limit = loop.config.run.review_attempts
     if strike is not None and int(strike.get("failures", 0)) >= limit:
         return f"Skipped {{submission: {submission!r}, failures: {strike['failures']}}}"
-    try:
-        mirror = loop.review_mirror(binding.project_id)
-        return ReviewLaunch(loop, action, vendor, binding, mirror).run()
-    except AgentcError as exc:
-        return f"Review failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+    mirror = loop.review_mirror(binding.project_id)
+    loop.started.add(str(action.get("activity_id")))
+    return loop.launch(ReviewLaunch(loop, action, vendor, binding, mirror))
 
 
 class ReviewLaunch(LeasedLaunch):
@@ -158,6 +166,7 @@ class ReviewLaunch(LeasedLaunch):
     loop: Reviewing
 
     role = "reviewer"
+    failure = "Review failed"
     staging: verification.Staging | None = None  # a verifying review's session
 
     @property
@@ -310,7 +319,6 @@ class ReviewLaunch(LeasedLaunch):
             client,
             lease,
             running,
-            beat={"role": "reviewer", "task": self.task},
             gate=gate,
             gone=lambda code: f"the review's lease is gone ({code})",
             label=f"review {lease.attempt_id}",

@@ -1,12 +1,15 @@
 """``agentc-supervisor run``: the live loop (docs/supervisor.md).
 
-Each poll settles what an earlier poll or loop left (:meth:`Loop.settle`), takes at most one
-review when ``[run] reviewer`` is on (:func:`agentc.supervisor.loop.review.take`), then checks
-the implementer's admission, asks ``next``, and runs at most one implementer launch to its end
-(:class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`); the heartbeat is rewritten
-after every poll and every ``heartbeat_seconds`` during a launch. SIGTERM or SIGINT stop new
-claims, drain a running launch, release its attempt (or review) with a handoff, and end the
-loop.
+The loop keeps up to ``[run] launches`` launches running at once (:mod:`.slots`), each in a
+worker process of its own (:mod:`.workers`). Each poll settles what an earlier poll or loop
+left (:mod:`.recovery`), takes reviews while a slot is free when ``[run] reviewer`` is on
+(:func:`agentc.supervisor.loop.review.take`), then, while an implementer slot is free, checks
+the implementer's admission for one more launch, asks ``next`` and starts the offered launch
+(:class:`~agentc.supervisor.loop.implementer.ImplementerLaunch`). Between polls the loop waits,
+collecting the launches that end and beating the heartbeat (which lists the running launches);
+a launch that ran frees its slot for a poll at once. SIGTERM or SIGINT stop new claims, stop
+every running launch (each drained, its attempt or review released with a handoff) and end the
+loop once they all ended.
 
 Personal mode runs as one unprivileged user and launches as that user. Host mode runs as root
 (:func:`.checks.unsupported` refuses it otherwise) and launches each implementer and reviewer as its
@@ -17,7 +20,7 @@ layout and the loop's credentials fit.
 from __future__ import annotations
 
 import dataclasses
-import os
+import functools
 import signal
 import time
 from collections.abc import Callable
@@ -27,35 +30,22 @@ from typing import Any
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.roles import Role, role_slug
 from agentc.files import UnsafeFile
-from agentc.sandbox import limits
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import admission, coordinator, costs, review, signin, steps
+from agentc.supervisor.loop import admission, coordinator, costs, recovery, review, signin, slots
 from agentc.supervisor.loop.checks import (
     check_binding,
     check_canary_binding,
     check_reviewer_binding,
 )
 from agentc.supervisor.loop.costs import Summary
-from agentc.supervisor.loop.implementer import (
-    ImplementerLaunch,
-    handoff,
-    layout_of,
-    record_attempt,
-    remove_launch,
-)
-from agentc.supervisor.loop.launching import log
-from agentc.supervisor.loop.records import (
-    HARNESS_LEDGER,
-    MAX_RELEASE_TRIES,
-    LaunchRecord,
-    Records,
-    boot_id,
-    may_be_alive,
-    now_ms,
-    start_ticks,
-)
+from agentc.supervisor.loop.implementer import ImplementerLaunch
+from agentc.supervisor.loop.launching import LeasedLaunch, log
+from agentc.supervisor.loop.records import HARNESS_LEDGER, LaunchRecord, Records, now_ms
+from agentc.supervisor.loop.workers import Launches, Worker
+
+Entry = str | Worker  # what one ask of a poll gave: an outcome, or the launch it started
 
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
@@ -79,6 +69,7 @@ class Loop:
                 repo_config=canary_binding.repo_config.with_name("reviewer-binding-canary.toml"),
                 credential_file=reviewer.credential_file,
             )
+        self.slots = slots.size(config)  # refused here, before anything is written
         self.state = config.resolved_state_dir()
         self.records = Records(self.state)
         self.mirror = self.state / "mirror.git"
@@ -88,10 +79,14 @@ class Loop:
         self.iteration = 0
         self.outcome = "Idle"
         self.given_up: set[str] = set()
+        self.started: set[str] = set()  # this poll's tasks and review activities
         self.costs_retry_at = 0
         self.expiry_warned_at = float("-inf")
         # The last admission's holds and unusable vendors, in the heartbeat (docs/attention.md).
         self.admission = admission.Admission(None, {}, [])
+        self.launches = Launches(
+            self.slots, self.heartbeat, lambda: self.stopping, config.run.heartbeat_seconds
+        )
 
     def vendors_in_use(self) -> list[tuple[str, Role]]:
         """(harness, role) of every vendor this loop may launch: the implementer's primary and
@@ -144,26 +139,38 @@ class Loop:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self, once: bool) -> int:
+        """Poll until told to stop (``once``: one poll, and every launch it started runs to
+        its end before the loop returns)."""
+
         def stop(_signum: int, _frame: object) -> None:
             self.stopping = True
+            self.launches.signal(signal.SIGTERM)  # each drains its launch
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, stop)
         self.start()
+        log(self.slots.line())
         while True:
             self.iteration += 1
             try:
-                self.outcome = self.poll()
+                entries = self.poll(wait=once)
             except (AgentcError, OSError) as exc:  # a claimed attempt stays recorded: settled
-                self.outcome = f"Failed({coordinator.describe_error(exc)!r})"
+                entries = [f"Failed({coordinator.describe_error(exc)!r})"]
+            if once or self.stopping:
+                self.launches.drain()
+            self.outcome = "; ".join(e.entry() if isinstance(e, Worker) else e for e in entries)
             log(f"poll {self.iteration}: {self.outcome}")
             self.heartbeat()
             self.report_costs()
+            self.launches.reap_strays()
             if once or self.stopping:
                 return 0
-            deadline = time.monotonic() + self.config.run.poll_seconds
-            while not self.stopping and time.monotonic() < deadline:
-                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            # The next poll: after poll_seconds, or at once when a launch that ran frees a slot.
+            self.launches.freed = False
+            self.launches.wait_for(
+                lambda: self.launches.freed and self.launches.free("reviewer"),
+                time.monotonic() + self.config.run.poll_seconds,
+            )
 
     def report_costs(self, *, now: int | None = None, force: bool = False) -> Summary | None:
         """One reporting pass (after every poll; ten minutes after a failed one)."""
@@ -206,36 +213,76 @@ class Loop:
         except ConfigError:
             return self.review_client() if reviewing else self.client()
 
-    def heartbeat(self, launch: dict[str, Any] | None = None) -> None:
+    def heartbeat(self) -> None:
+        """``heartbeat.json``: the last poll, the holds, the unusable vendors and the running
+        launches (``launch``: the oldest of them, as readers of one launch know it)."""
         data: dict[str, Any] = {
             "iteration": self.iteration,
             "outcome": self.outcome,
             "holds": self.admission.holds,
             "vendors": self.admission.unusable,
+            "launches": self.launches.live(),
+            "slots": {"launches": self.slots.total, "reviews": self.slots.reviews},
         }
-        if launch is not None:
-            data["launch"] = launch
+        if data["launches"]:
+            data["launch"] = launch = data["launches"][0]
             # A launch may sit out its vendor's rate limit (a harness retries a 429 after its
             # reset): the vendors as they are now, not as the last admission found them.
             data["vendors"] = admission.unusable_now(self.config, launch.get("role", "implementer"))
         self.records.write_heartbeat(data)
 
-    def poll(self) -> str:
+    def claimed(self, launch_id: str) -> None:
+        """In a launch's worker: its claim is held (the loop may ask for more work)."""
+        self.launches.claimed(launch_id)
+
+    def launch(self, launch: LeasedLaunch) -> Worker:
+        """Start ``launch`` in a worker of its own; returns once it holds its claim or ended."""
+        return self.launches.start(launch)
+
+    def running(self, role: str) -> list[admission.Running]:
+        """The running launches of ``role``, as admission counts them."""
+        return [admission.Running(*launch) for launch in self.launches.running(role)]
+
+    def poll(self, wait: bool = False) -> list[Entry]:
+        """One poll: settle, then reviews and implementer work while slots are free (with
+        ``wait``, a full loop waits for a free slot before each ask instead)."""
         self.warn_expiring()
-        refused = self.settle()
+        self.launches.collect()
+        refused = recovery.settle(self, {w.launch_id for w in self.launches.workers.values()})
         if refused is not None:
-            return refused
+            return [refused]
+        stopping = 'Refused("the loop is stopping; no new claims")'
         if self.stopping:
-            return 'Refused("the loop is stopping; no new claims")'
-        outcomes = []
-        for binding in self.reviewers():  # at most one review per project
-            reviewed = review.take(self, binding)
-            if reviewed is not None:
-                outcomes.append(reviewed)
-            if self.stopped():  # a signal during the review
-                return "; ".join(outcomes) or 'Refused("the loop is stopping; no new claims")'
-        implemented = self.implement()
-        return "; ".join([*outcomes, implemented])
+            return [stopping]
+        entries: list[Entry] = []
+        self.started = set()
+        for binding in self.reviewers():
+            entries += self.fill("reviewer", wait, functools.partial(review.take, self, binding))
+            if self.stopped():  # a signal while a review started
+                return entries or [stopping]
+        if not self.launches.free("implementer") and not wait:
+            return [*entries, f"Busy({len(self.launches.workers)} launches running)"]
+        return [*entries, *self.fill("implementer", wait, self.implement)]
+
+    def fill(self, role: str, wait: bool, ask: Callable[[], Entry | None]) -> list[Entry]:
+        """Ask for work of ``role`` while its slots are free (``wait``: waiting for one each
+        time), until an ask starts no launch that holds its claim."""
+        entries: list[Entry] = []
+        most = self.slots.total if role == "reviewer" else self.slots.implementers
+        for _ in range(most):
+            if not self.launches.free(role):
+                if not wait:
+                    break
+                self.launches.wait_for(lambda: self.launches.free(role))
+                if self.stopped():
+                    break
+            got = ask()
+            if got is None:
+                break
+            entries.append(got)
+            if not isinstance(got, Worker) or not got.claimed:
+                break
+        return entries
 
     def reviewers(self) -> list[coordinator.Binding]:
         """The reviewer's bindings, in the order reviews are taken: the canary project's
@@ -244,6 +291,10 @@ class Loop:
             return []
         canary = [self.canary_reviewer] if self.canary_reviewer is not None else []
         return [*canary, self.reviewer]
+
+    def stopped(self) -> bool:
+        """Whether the loop was told to stop (read again after each wait)."""
+        return self.stopping
 
     def reviewer_of(self, project: str) -> coordinator.Binding:
         """The reviewer binding serving ``project`` (a review record's)."""
@@ -255,12 +306,9 @@ class Loop:
             "binding names; restore its binding to settle it"
         )
 
-    def stopped(self) -> bool:
-        return self.stopping
-
-    def implement(self) -> str:
-        """The implementer's part of a poll: admission, ``next``, at most one launch."""
-        self.admission = admission.measure(self.config)
+    def implement(self) -> Entry:
+        """One implementer ask: admission for one more launch, ``next``, the launch started."""
+        self.admission = admission.measure(self.config, "implementer", self.running("implementer"))
         vendor, problems = self.admission.choice, list(self.admission.holds.values())
         if vendor is None:
             return f"Refused({'; '.join(problems)!r})"
@@ -280,14 +328,15 @@ class Loop:
             kinds = ("claim_task", "recover_task")
             if not isinstance(action, dict) or action.get("kind") not in kinds:
                 continue
-            held = self.held(str(action.get("task_id")))
+            task = str(action.get("task_id"))
+            if task in self.started:  # given back already: the next poll's
+                continue
+            held = self.held(task)
             if held is not None:
                 holds.append(held)
                 continue
-            try:
-                return ImplementerLaunch(self, action, vendor, binding, mirror).run()
-            except AgentcError as exc:
-                return f"Failed({action.get('task_id')}: {coordinator.describe_error(exc)})"
+            self.started.add(task)
+            return self.launch(ImplementerLaunch(self, action, vendor, binding, mirror))
         if holds:
             return f"Refused({'; '.join(holds)!r})"
         if failed:
@@ -379,52 +428,7 @@ class Loop:
             raise ConfigError(f"setup.{project}.repository_url: the project names no repository")
         return url, branch
 
-    # -- recovery ----------------------------------------------------------------------------
-
-    def settle(self) -> str | None:
-        """Settle every record a launch left; a refusal while one may still run."""
-        boot, now = boot_id(), now_ms()
-        me = (os.getpid(), start_ticks(os.getpid()))
-        alive = []
-        for record in self.records.all():
-            if record.launch_id in self.given_up:
-                continue
-            ours = (record.loop_pid, record.loop_ticks) == me
-            if not ours and may_be_alive(record, boot=boot, now=now):
-                alive.append(record.launch_id)
-                continue
-            self._settle_dead(record)
-        if alive:
-            return f"Refused({'an earlier launch may still run (' + ', '.join(alive) + ')'!r})"
-        return None
-
-    def _settle_dead(self, record: LaunchRecord) -> None:
-        private: Path = self.records.sessions / record.launch_id
-        reviewing = record.role == "reviewer"
-        # First, anything of the launch that still runs (one started in the instant before its
-        # supervisor died has no pid on record) ends with its cgroups.
-        limits.remove_left(
-            self.config.limits, f"agentc-{record.launch_id}", f"agentc-setup-{record.launch_id}"
-        )
-        try:
-            if reviewing and self.reviewer is None:
-                raise ConfigError("a review was left held: set [run] reviewer = true to settle it")
-            if not record.released and private.exists():
-                if reviewing:
-                    record.outcome = review.release_dead(self, record, private)
-                else:
-                    record.outcome = self._release_dead(record, private)
-        except AgentcError as exc:
-            self.release_failed(record, exc)
-            if record.release_failures >= MAX_RELEASE_TRIES:
-                self.given_up.add(record.launch_id)
-                log(f"error: launch {record.launch_id}: {record.outcome}; left until a restart")
-            return
-        if reviewing:
-            self.settle_launch(record, lambda: review.remove_review(self, record))
-        else:
-            self.settle_launch(record, lambda: remove_launch(self, record.launch_id))
-        log(f"settled launch {record.launch_id} (task {record.task}): {record.outcome}")
+    # -- how launches end -------------------------------------------------------------------
 
     def release_failed(self, record: LaunchRecord, exc: AgentcError) -> str:
         """Note in the record that letting go of its attempt failed (the record is kept for the
@@ -446,25 +450,3 @@ class Loop:
         costs.record_harness_cost(self.config, self.records.root, record, run, now_ms())
         remove()
         self.records.finish(record)
-
-    def _release_dead(self, record: LaunchRecord, private: Path) -> str:
-        binding, mirror = self.served(record.project)
-        with coordinator.session_client(binding, private, record.launch_id) as client:
-            coordinator.resolve_pending(client)  # a lost claim answer is finished, not redone
-            attempt, generation = record.attempt, record.generation
-            held = client.state().attempt
-            if attempt is None and held is not None:
-                attempt, generation = str(held["id"]), int(held["generation"])
-            if attempt is None:
-                return "nothing to release (no attempt was claimed)"
-            coordinator.revoke_launch_credentials(client, attempt, generation)
-            state = coordinator.task_attempt_state(client, attempt)
-            # What the launch did is recorded as its own loop would have (its patch when it
-            # submitted, its run), from what it left on disk.
-            ended = steps.last_written(layout_of(self, record.launch_id).run)
-            record_attempt(
-                self, client, record, mirror, attempt, state, exited=steps.UNWATCHED, ended_ms=ended
-            )
-            if state != "active":
-                return f"left as it is ({state or 'unknown'})"
-            return coordinator.release(client, attempt, generation, handoff(steps.UNWATCHED + "."))

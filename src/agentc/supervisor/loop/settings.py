@@ -116,12 +116,17 @@ class RunSettings(Settings):
     """``[run]``: the live loop (agentc-supervisor run)."""
 
     poll_seconds: float = setting(number(minimum=1), default=60.0)
+    # How many launches run at once (None: derived from the machine, loop/slots.py), and how
+    # many of them only reviews may take (with [run] reviewer).
+    launches: int | None = setting(optional(integer(minimum=1, maximum=256)), default=None)
+    review_slots: int = setting(integer(minimum=0), default=0)
     harness: str = setting(harness_name, default="claude")
     model: str = setting(string, default="default")
     effort: str = setting(string, default="high")
     reviewer_harness: str = setting(harness_name, default="claude")
     reviewer_model: str = setting(string, default="default")
     min_free_mib: int = setting(integer(minimum=0), default=20480)
+    min_free_memory_mib: int = setting(integer(minimum=0), default=1024)
     branch: str = setting(string, default="main")
     allow_insecure_loopback: bool = setting(boolean, default=False)
     git_name: str = setting(string, default="agentc implementer")
@@ -178,6 +183,9 @@ class HealthSettings(Settings):
     expiry_warn_days: int = setting(integer(minimum=0), default=14)
     implementer_daily_usd: float = setting(number(minimum=0), default=150.0)  # 0: no cap
     reviewer_daily_usd: float = setting(number(minimum=0), default=50.0)  # 0: no cap
+    # What each running launch of a model harness is counted as still spending under its
+    # role's daily cap (less what the ledger already has of it).
+    launch_reserve_usd: float = setting(number(minimum=0), default=10.0)
     fallback: Fallback | None = setting(optional(section(Fallback)), default=None)
 
 

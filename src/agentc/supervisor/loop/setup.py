@@ -196,7 +196,6 @@ def run(
     project: str,
     *,
     stopping: Callable[[], bool] = lambda: False,
-    beat: Callable[[], None] = lambda: None,
 ) -> Plan:
     """Run the project's setup command for ``plan`` (nothing without one); returns the plan
     the harness starts with (the cache paths bound). Raises :class:`SetupFailed`."""
@@ -222,16 +221,18 @@ def run(
         raise SetupFailed(f"project setup cannot start: no cgroup ({exc})") from None
 
     reason: str | None = None
+    group: int | None = None  # the setup's own process group, once it runs
+    info = confined.SandboxInfo()
     try:
         with _host_relays(desc.relays):
             try:
-                proc = confined.spawn(desc, filter_fd, limits, log_fd, plan.env)
+                proc = confined.spawn(desc, filter_fd, limits, log_fd, plan.env, info)
             except OSError as exc:
                 raise SetupFailed(f"project setup cannot start its sandbox: {exc}") from None
             finally:
                 os.close(log_fd)
+            group = proc.pid
             deadline = time.monotonic() + entry.timeout_seconds
-            next_beat = time.monotonic()
             while True:
                 try:
                     proc.wait(timeout=1.0)
@@ -246,12 +247,11 @@ def run(
                     _kill(proc)
                     proc.wait()
                     break
-                if time.monotonic() >= next_beat:
-                    beat()  # every heartbeat_seconds while the setup runs
-                    next_beat = time.monotonic() + config.run.heartbeat_seconds
             _kill(proc)  # nothing of the setup's group may outlive it
-    finally:
-        reaper.reap_leftovers()
+    finally:  # the setup's own group, cgroup and init: never another launch's processes
+        scope = reaper.Scope(group, group, tuple(limits.groups), info.members())
+        reaper.reap_leftovers(scope)
+        info.close()
         limits.remove()
     if reason is None and proc.returncode != 0:
         outcome = translate_status(proc.returncode)
