@@ -5,8 +5,8 @@ restarted, the supervisor gone (its heartbeat stale), the model provider rate-li
 loop's heartbeat names the vendor), a red target blocking a waiting task, the digest left
 unread. Each fault is paged exactly once and noted recovered exactly once; nothing else pages.
 
-This is the paging half of the issue's soak; the whole-system soak (agentc up with the faults
-in the real programs) is not written yet (docs/attention.md, "Not yet")."""
+This is the paging rules' own soak, on a moved clock; the whole-system soak (agentc up with the
+faults in the real programs) is tests/up/test_up_soak.py (docs/attention.md)."""
 
 from __future__ import annotations
 

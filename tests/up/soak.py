@@ -289,9 +289,11 @@ class Soak:
         start = self.ticks
         self.say(f"soak: fault {name} at simulated {self.hours():.1f} h")
         act()
-        self.wait(lambda: self.paged(key, "failing"), f"{key} to page", 120)
+        # the digest's page waits for its 72 ticks; every other within a few
+        slack = 80 * self.pace.tick
+        self.wait(lambda: self.paged(key, "failing"), f"{key} to page", 120 + slack)
         settle()
-        self.wait(lambda: self.paged(key, "recovered"), f"{key} to recover", 300)
+        self.wait(lambda: self.paged(key, "recovered"), f"{key} to recover", 300 + slack)
         self.faults.append({"fault": name, "key": key, "ticks": self.ticks - start})
 
     def supervisor_killed(self) -> None:
