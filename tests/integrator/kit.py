@@ -96,18 +96,14 @@ class Setup:
         base: str = "HEAD",
         title: str = "",
         shape: Shape | None = None,
+        credential_class: str = "interactive",
     ) -> dict[str, Any]:
         """A code task created, implemented and submitted (its candidate pushed) by a new
         worker (a session prepares one worktree): ``files`` committed on the base, or the
-        history ``shape`` makes."""
+        history ``shape`` makes. The answer holds the worker's ``token`` too."""
         name = f"w-{uuid.uuid4().hex[:6]}"
-        worker = workspace(
-            self.root / name,
-            self.url,
-            self.project_id,
-            issue_token(self.admin, name, self.project_id),
-            self.clone,
-        )
+        token = issue_token(self.admin, name, self.project_id, credential_class)
+        worker = workspace(self.root / name, self.url, self.project_id, token, self.clone)
         self.connect(worker)
         task = worker.ok(
             "tasks",
@@ -134,7 +130,7 @@ class Setup:
         sub = worker.ok(
             "submissions", "code", "--push", "origin", "--input", worker.file("sub.json", body)
         )
-        return {"task": task, "submission": sub["submission"]}
+        return {"task": task, "submission": sub["submission"], "token": token}
 
     def approve(self, submitted: dict[str, Any]) -> None:
         decided = self.decide(submitted, "approved")

@@ -168,6 +168,11 @@ def _check_landing(lab: Lab, landing: Landing, candidate: str, tip: str, policy:
         "Agentc-Candidate": candidate,
         "Agentc-Base": lab.base,
         "Agentc-Reviewed-Diff": digest,
+        # built without the coordinator's provenance (tests/integrator/test_provenance.py)
+        **dict.fromkeys(
+            ("Agentc-Attempt", "Agentc-Launch", "Agentc-Prompt", "Agentc-Harness", "Agentc-Model"),
+            "unrecorded",
+        ),
     }
     assert landing.reviewed_diff == digest
 

@@ -105,6 +105,13 @@ class Coordinator:
                 )
         return None
 
+    def provenance(self, activity_id: str) -> dict[str, Any]:
+        """What the coordinator knows of how the change was made and approved (the attempt,
+        its launch and prompt, the cost ledger's harnesses and models, each review)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/provenance"
+        data: dict[str, Any] = self._get(path)
+        return data
+
     def activity(self, task_id: str, activity_id: str) -> dict[str, Any] | None:
         for act in self.workflow(task_id)["activities"]:
             if act["id"] == activity_id:

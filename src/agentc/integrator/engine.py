@@ -31,7 +31,8 @@ from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
 from agentc.integrator.journal import Entry, Journal
-from agentc.integrator.landing import build
+from agentc.integrator.landing import build, seal
+from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
 from agentc.integrator.sweep import Sweeper
 
@@ -167,18 +168,21 @@ class Integrator:
         landed = self.repo.find_landing(cand.base_revision, tip, trailers)
         if landed is not None:  # landed before its journal was lost: check it, record it
             return self.already_landed(base, landed)
+        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
         try:
-            landing = build(self.repo, self.config.merge_policy, cand, tip)
+            landing = build(self.repo, self.config.merge_policy, cand, tip, served)
         except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
             return self.send_back(base, f"cannot build the landing: {exc}")
         base = replace(base, reviewed_diff=landing.reviewed_diff)
         if landing.revision is None:
             return self.send_back(base, landing.reason, code=landing.code)
-        result = landing.revision
-        checks = self.check(result, Path("candidates") / cand.activity_id / result)
+        checked = landing.revision
+        checks = self.check(checked, Path("candidates") / cand.activity_id / checked)
         records = [c.record() for c in checks]
         if not all(c.passed for c in checks):
-            return self.failed(base.at("rejected", result_revision=result, checks=records), checks)
+            entry = base.at("rejected", result_revision=checked, checks=records)
+            return self.failed(entry, checks)
+        result = seal(self.repo, landing, records)  # the same tree, the checks in its trailers
         return self.journal.save(base.at("checked", result_revision=result, checks=records))
 
     def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:

@@ -50,6 +50,7 @@ from agentc.service.work import (
     launch_access,
     leases,
     projects,
+    provenance,
     reviews,
     steps,
     tasks,
@@ -323,6 +324,13 @@ _record_route(
     "POST", A + "/landing", "workflow", integration.record_landing, LandingIn, name="landing"
 )
 _record_route("POST", A + "/send-back", "workflow", integration.send_back, SendBackIn)
+
+
+@router.get(A + "/provenance", tags=["workflow"])
+async def get_provenance(request: Request, project_id: str, activity_id: str) -> Response:
+    return await read(
+        request, lambda tx, _a: provenance.provenance(tx.conn, project_id, activity_id)
+    )
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])

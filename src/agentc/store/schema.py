@@ -355,6 +355,10 @@ telemetry_rows = Table(
     Column("row_json", Text, nullable=False),
     Column("received_at", Ms, nullable=False),
     Column("principal_id", Id, nullable=False),
+    # A cost row's attempt (migration 0012): where a landing's provenance finds the harness,
+    # the models and the launch that served the attempt (the cost ledger).
+    Column("attempt_id", Id),
+    Index("ix_telemetry_rows_attempt", "attempt_id"),
 )
 
 # The sign-in throttle's failures (agentc.store.throttle), shared by every service process.

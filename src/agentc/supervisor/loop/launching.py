@@ -12,6 +12,7 @@ the pid and the outcome, so a loop that dies mid-launch is settled by the next p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import signal
 import subprocess
@@ -160,6 +161,7 @@ class LeasedLaunch:
         self.private = loop.records.sessions / self.launch_id
         self.record: LaunchRecord | None = None
         self.started_ms: int | None = None  # when the launch's process started
+        self.prompt_sha256: str | None = None  # of the prompt written for the launch
         self.stopped: str | None = None  # why the loop stopped it, if it did
         self.at_limit = False  # whether that was the role's time limit
 
@@ -246,9 +248,11 @@ class LeasedLaunch:
         )
 
     def _write_prompt(self, text: str) -> None:
+        data = text.encode("utf-8")
         fd = rundir.create_new(self.layout.prompt)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        self.prompt_sha256 = hashlib.sha256(data).hexdigest()  # what the launch seals
 
     def _request(
         self, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None
@@ -349,6 +353,7 @@ class LeasedLaunch:
             started_ms=self.started_ms,
             max_bytes=cfg.run.steps_max_kib * 1024,
         )
+        body.update(launch_id=self.launch_id, prompt_sha256=self.prompt_sha256)
         log(f"task {self.task}: {steps.record(client, attempt_id, body)}")
 
     def _release_failed(self, exc: AgentcError, what: str) -> str:
