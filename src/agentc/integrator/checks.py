@@ -72,6 +72,7 @@ def masks_for(config: IntegratorConfig) -> tuple[PurePosixPath, ...]:
         config.work_dir,
         config.credential_file.parent,
         *([config.ssh_key.parent] if config.ssh_key else []),
+        *([config.signing_key.parent] if config.signing_key else []),
         *config.masks,
     ]
     seen = dict.fromkeys(PurePosixPath(p) for p in wanted if p.is_dir() and p != Path("/"))

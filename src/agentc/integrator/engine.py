@@ -57,6 +57,7 @@ class Integrator:
             config.target_branch,
             (config.committer_name, config.committer_email),
             config.ssh_key,
+            config.signing_key,
         )
         self.journal = Journal(work / "journal")
         self.reports = JsonLines.open(work / "reports.jsonl")

@@ -60,18 +60,18 @@ class Commits:
     tree: str
     shape: str
 
-    def make(self, repo: Repo, provenance: Provenance) -> str:
-        """The landing's commit, its messages naming ``provenance``."""
+    def make(self, repo: Repo, provenance: Provenance, *, sign: bool = False) -> str:
+        """The landing's commit, its messages naming ``provenance`` (signed with ``sign``)."""
         title = self.title
-        reviewed = repo.commit_tree(
-            self.candidate_tree, [self.base], message(title, ONE_COMMIT, provenance)
-        )
+        text = message(title, ONE_COMMIT, provenance)
+        reviewed = repo.commit_tree(self.candidate_tree, [self.base], text, sign=sign)
         if self.shape == "reviewed":
             return reviewed
         if self.shape == "merge":
             text = message(title, MERGE, provenance)
-            return repo.commit_tree(self.tree, [self.tip, reviewed], text)
-        return repo.commit_tree(self.tree, [self.tip], message(title, PUT_ON_TARGET, provenance))
+            return repo.commit_tree(self.tree, [self.tip, reviewed], text, sign=sign)
+        text = message(title, PUT_ON_TARGET, provenance)
+        return repo.commit_tree(self.tree, [self.tip], text, sign=sign)
 
 
 @dataclass(frozen=True)
@@ -135,13 +135,14 @@ def build(
 
 
 def seal(repo: Repo, landing: Landing, checks: Sequence[Mapping[str, Any]]) -> str:
-    """The checked landing made again with the checks among its trailers: the same trees and
-    parents, so exactly what was checked lands. An empty change lands nothing (the target)."""
+    """The checked landing made again with the checks among its trailers, and signed when the
+    integrator has a signing key: the same trees and parents, so exactly what was checked
+    lands. An empty change lands nothing (the target)."""
     if landing.commits is None:
         assert landing.revision is not None
         return landing.revision
     plan = landing.commits
-    final = plan.make(repo, plan.provenance.with_checks(checks))
+    final = plan.make(repo, plan.provenance.with_checks(checks), sign=True)
     assert landing.revision is not None
     if repo.tree_of(final) != repo.tree_of(landing.revision):  # by construction; never trusted
         raise ValueError("the sealed landing's tree is not the checked one")

@@ -79,8 +79,10 @@ class Repo:
         branch: str,
         identity: tuple[str, str],
         ssh_key: Path | None = None,
+        signing_key: Path | None = None,
     ) -> None:
         self.path = path
+        self.signing_key = signing_key
         self.git_version: tuple[int, int] | None = None
         self.remote = remote
         self.branch = branch
@@ -273,10 +275,20 @@ class Repo:
             new,
         )
 
-    def commit_tree(self, tree: str, parents: list[str], message: str) -> str:
-        """A new commit of ``tree`` with ``parents``, by the integrator's identity."""
+    def commit_tree(
+        self, tree: str, parents: list[str], message: str, *, sign: bool = False
+    ) -> str:
+        """A new commit of ``tree`` with ``parents``, by the integrator's identity; with
+        ``sign`` and a signing key, signed with it (``gpg.format = ssh``: ``ssh-keygen -Y
+        sign``)."""
         args = [arg for parent in parents for arg in ("-p", parent)]
-        return self.git("commit-tree", *args, "-m", message, tree).stdout.strip()
+        signing: list[str] = []
+        if sign and self.signing_key is not None:
+            signing = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={self.signing_key}"]
+            signing += ["-c", "gpg.ssh.program=ssh-keygen", "commit-tree", "-S"]
+        else:
+            signing = ["commit-tree"]
+        return self.git(*signing, *args, "-m", message, tree).stdout.strip()
 
     def merge_trees(self, ours: str, theirs: str) -> Merged:
         """``git merge-tree --write-tree`` of two commits: in the bare repository, without
