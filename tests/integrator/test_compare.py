@@ -266,6 +266,7 @@ def test_no_title_adds_a_line(title: str):
         f"Agentc-Candidate: {'c' * 40}",
         f"Agentc-Base: {'b' * 40}",
         "Agentc-Reviewed-Diff: sha256:" + hashlib.sha256(b"").hexdigest(),
+        "Agentc-Scan: unrecorded",
         "Agentc-Harness: unrecorded",
         "Agentc-Model: unrecorded",
     ]

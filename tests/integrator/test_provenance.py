@@ -101,7 +101,7 @@ def test_a_landed_commit_names_how_it_was_made_reviewed_and_checked(
     assert keys == [
         "Agentc-Task", "Agentc-Attempt", "Agentc-Launch", "Agentc-Launch", "Agentc-Prompt",
         "Agentc-Submission", "Agentc-Activity", "Agentc-Candidate", "Agentc-Base",
-        "Agentc-Reviewed-Diff", "Agentc-Review", "Agentc-Check", "Agentc-Check",
+        "Agentc-Reviewed-Diff", "Agentc-Review", "Agentc-Scan", "Agentc-Check", "Agentc-Check",
         "Agentc-Harness", "Agentc-Harness", "Agentc-Model", "Agentc-Model",
     ]  # fmt: skip
     values = dict(line.split(": ", 1) for line in lines if not line.startswith("Agentc-Check"))
@@ -113,6 +113,7 @@ def test_a_landed_commit_names_how_it_was_made_reviewed_and_checked(
         sub["base_revision"],
     )
     assert values["Agentc-Reviewed-Diff"] == landing["reviewed_diff"]
+    assert values["Agentc-Scan"] == "passed"
     assert re.fullmatch(
         rf"approved by r-[0-9a-f]{{6}} \(agent {re.escape(review['reviewer_id'])}\)",
         values["Agentc-Review"],

@@ -170,7 +170,14 @@ def _check_landing(lab: Lab, landing: Landing, candidate: str, tip: str, policy:
         "Agentc-Reviewed-Diff": digest,
         # built without the coordinator's provenance (tests/integrator/test_provenance.py)
         **dict.fromkeys(
-            ("Agentc-Attempt", "Agentc-Launch", "Agentc-Prompt", "Agentc-Harness", "Agentc-Model"),
+            (
+                "Agentc-Attempt",
+                "Agentc-Launch",
+                "Agentc-Prompt",
+                "Agentc-Scan",
+                "Agentc-Harness",
+                "Agentc-Model",
+            ),
             "unrecorded",
         ),
     }

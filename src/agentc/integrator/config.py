@@ -112,6 +112,11 @@ class IntegratorConfig(Settings):
     # integrator used kept this long after their task ended (0: forever).
     ref_sweep_minutes: float = setting(number(minimum=1, maximum=10080), default=60.0)
     candidate_retention_days: float = setting(number(minimum=0, maximum=36500), default=90.0)
+    # What a finding of the pre-landing scan does: send the submission back to its
+    # implementer, or hold it for a person's review.
+    scan_findings: Literal["send_back", "hold"] = setting(
+        one_of(("send_back", "hold")), default="send_back"
+    )
     # The required checks (at least one: the empty default is refused) and their sandbox.
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))

@@ -21,6 +21,8 @@ from agentc.files import UnsafeFile, read_private
 from agentc.integrator.journal import Entry
 
 MAX_TOKEN_BYTES = 4096
+Recorded = Callable[[dict[str, Any]], bool]
+"""Whether an activity's view shows an outcome recorded already."""
 PAGE = 200
 
 
@@ -35,6 +37,7 @@ class Candidate:
     candidate_revision: str
     base_revision: str  # the revision it was reviewed against ("" when the submission has none)
     title: str  # the task's title: the first line of the landing's message
+    held: bool = False  # held for a person by the scan, and approved since: not scanned again
 
 
 def read_token(path: Path) -> str:
@@ -102,6 +105,7 @@ class Coordinator:
                     sub["candidate_revision"],
                     str(sub.get("base_revision") or ""),
                     title,
+                    bool(act.get("held")),
                 )
         return None
 
@@ -111,6 +115,12 @@ class Coordinator:
         path = f"/workflow-activities/{quote(activity_id, safe='')}/provenance"
         data: dict[str, Any] = self._get(path)
         return data
+
+    def known_secrets(self, activity_id: str, verifiers: list[str]) -> dict[str, str]:
+        """Which of ``verifiers`` are the coordinator's own live secrets (verifier -> kind)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/known-secrets"
+        data = self._get(f"{path}?verifiers={','.join(verifiers)}")
+        return {str(k["verifier"]): str(k["kind"]) for k in data.get("known") or []}
 
     def activity(self, task_id: str, activity_id: str) -> dict[str, Any] | None:
         for act in self.workflow(task_id)["activities"]:
@@ -155,24 +165,39 @@ class Coordinator:
             "target_revision": entry.target_before,
             "checks": [check_body(c) for c in entry.checks],
         }
-        key = f"send-back:{entry.activity_id}:{entry.submission_id}"
+        self._screened(entry, "send-back", body, lambda act: bool(act.get("sent_back")))
+
+    def hold(self, entry: Entry, reason: str, tail: str) -> None:
+        """Hold ``entry``'s submission for a person's review (once: a replay, or an activity
+        already held, is success)."""
+        body = {
+            "submission_id": entry.submission_id,
+            "reason": reason[:4096],
+            "log_tail": tail[-16384:],
+            "target_revision": entry.target_before,
+        }
+        self._screened(entry, "hold", body, lambda act: bool(act.get("held")))
+
+    def _screened(self, entry: Entry, verb: str, body: dict[str, Any], recorded: Recorded) -> None:
+        """:meth:`_record_once` under the key ``<verb>:<activity>:<submission>``; when the
+        coordinator refuses the text for a secret (a check's output, a path the candidate
+        named, quoted it), again with the log's tail replaced by a note (it stays in the logs)
+        and, if the reason quoted it, the reason too."""
+        key = f"{verb}:{entry.activity_id}:{entry.submission_id}"
         try:
-            self._record_once(entry, "send-back", body, key, lambda act: bool(act.get("sent_back")))
+            self._record_once(entry, verb, body, key, recorded)
         except CoordinatorError as exc:
             if exc.code != secrets.REFUSED:
                 raise
-            # A check's output (the candidate's code) quoted a secret: the reason stays the
-            # integrator's own words, the log's tail is replaced by a note (it stays in the logs).
-            kept = "it stays in the check's log on the integrator's host"
+            kept = "it stays in the integrator's reports and logs on its host"
             note = "agentc-integrator: " + secrets.left_out(
-                exc.details, "send-back", "a check's output", kept
+                exc.details, verb, "the candidate's text", kept
             )
             retry = {**body, "log_tail": note}
             if exc.details.get("field") == "reason":
-                retry["reason"] = f"{code}: the reason quoted a secret and is left out"
-            self._record_once(
-                entry, "send-back", retry, key + ":note", lambda act: bool(act.get("sent_back"))
-            )
+                retry["reason"] = f"{body.get('reason_code', verb)}: the reason quoted a secret "
+                retry["reason"] += "and is left out"
+            self._record_once(entry, verb, retry, key + ":note", recorded)
 
     def _record_once(
         self,
@@ -180,7 +205,7 @@ class Coordinator:
         verb: str,
         body: dict[str, Any],
         key: str,
-        recorded: Callable[[dict[str, Any]], bool],
+        recorded: Recorded,
     ) -> None:
         """POST ``body`` to ``entry``'s activity's ``verb`` under ``key``. A refusal because the
         activity is no longer eligible is success when the activity shows the outcome
@@ -189,7 +214,7 @@ class Coordinator:
         try:
             self.transport.send("POST", self.base + path, body, key=key)
         except CoordinatorError as exc:
-            if exc.code != "activity_not_eligible":
+            if exc.code not in ("activity_not_eligible", "reviews_pending"):  # (held: pending)
                 raise
             act = self.activity(entry.task_id, entry.activity_id)
             if not act or not recorded(act):

@@ -34,6 +34,7 @@ from agentc.integrator.journal import Entry, Journal
 from agentc.integrator.landing import build, seal
 from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
+from agentc.integrator.scan import Finding, known_findings, scan_change
 from agentc.integrator.sweep import Sweeper
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
@@ -169,9 +170,14 @@ class Integrator:
         landed = self.repo.find_landing(cand.base_revision, tip, trailers)
         if landed is not None:  # landed before its journal was lost: check it, record it
             return self.already_landed(base, landed)
+        if not cand.held:  # held for a person before and approved since: not scanned again
+            findings = self.scan(cand)
+            if findings:
+                return self.found(base, findings)
+        scanned = "held for a person, then approved" if cand.held else "passed"
         served = Served.from_api(self.coordinator.provenance(cand.activity_id))
         try:
-            landing = build(self.repo, self.config.merge_policy, cand, tip, served)
+            landing = build(self.repo, self.config.merge_policy, cand, tip, served, scanned)
         except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
             return self.send_back(base, f"cannot build the landing: {exc}")
         base = replace(base, reviewed_diff=landing.reviewed_diff)
@@ -215,6 +221,27 @@ class Integrator:
                 "was reviewed (the diff from the base) is not what its history holds"
             )
         return None
+
+    def scan(self, cand: Candidate) -> list[Finding]:
+        """The pre-landing scan of what the candidate adds (:mod:`agentc.integrator.scan`)."""
+        out = scan_change(self.repo, cand.base_revision, cand.candidate_revision)
+        known_findings(out, functools.partial(self.coordinator.known_secrets, cand.activity_id))
+        return out.findings
+
+    def found(self, entry: Entry, findings: list[Finding]) -> Entry:
+        """The scan found something: sent back with the findings, or (``scan_findings =
+        "hold"``) held for a person's review, which is not journaled: the activity leaves the
+        queue and comes back only once a person approved it."""
+        lines = [f.line() for f in findings]
+        count = f"{len(lines)} finding{'s' if len(lines) > 1 else ''}"
+        reason = f"the pre-landing scan found {count}: " + "; ".join(lines)
+        reason = reason if len(reason) <= 4000 else reason[:3999] + "…"
+        tail = "\n".join(lines) + "\n"
+        if self.config.scan_findings == "send_back":
+            return self.send_back(entry, reason, tail=tail, code="scan_finding")
+        self.coordinator.hold(entry, reason, tail)
+        self.report("held", entry, target=entry.target_before, reason=reason, tail=tail)
+        return entry.at("rejected", reason=reason)
 
     def failed(self, entry: Entry, checks: list[CheckResult]) -> Entry:
         """A check failed on the result: the target's fault if it fails there too."""

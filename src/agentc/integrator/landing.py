@@ -88,7 +88,9 @@ class Landing:
     commits: Commits | None = None
 
 
-def provenance(cand: Candidate, raw: bytes, served: Served | None = None) -> Provenance:
+def provenance(
+    cand: Candidate, raw: bytes, served: Served | None = None, scanned: str = ""
+) -> Provenance:
     """What a landing of ``cand`` names, ``raw`` being its reviewed diff."""
     return Provenance(
         cand.task_id,
@@ -98,16 +100,23 @@ def provenance(cand: Candidate, raw: bytes, served: Served | None = None) -> Pro
         cand.base_revision,
         reviewed_diff(raw),
         served,
+        scanned=scanned,
     )
 
 
 def build(
-    repo: Repo, policy: str, cand: Candidate, tip: str, served: Served | None = None
+    repo: Repo,
+    policy: str,
+    cand: Candidate,
+    tip: str,
+    served: Served | None = None,
+    scanned: str = "",
 ) -> Landing:
-    """The landing of ``cand``'s reviewed change on ``tip`` under ``policy``."""
+    """The landing of ``cand``'s reviewed change on ``tip`` under ``policy`` (``served`` and
+    ``scanned``: the provenance and the pre-landing scan's verdict its trailers name)."""
     base, candidate = cand.base_revision, cand.candidate_revision
     raw = repo.diff_raw(base, candidate)
-    ids = provenance(cand, raw, served)
+    ids = provenance(cand, raw, served, scanned)
     digest = ids.reviewed_diff
     reviewed = parse_raw(raw)
     if not reviewed:  # the change is empty: nothing to commit, the target is the landing

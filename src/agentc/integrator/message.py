@@ -13,6 +13,7 @@ The trailers name what was reviewed and how it was made, so anyone can check a l
     Agentc-Base: <the base revision it was reviewed against>
     Agentc-Reviewed-Diff: sha256:<SHA-256 of `git diff-tree -r -z --no-renames <base> <candidate>`>
     Agentc-Review: <verdict> by <reviewer> (<kind> <principal id>)   (each review)
+    Agentc-Scan: passed | held for a person, then approved       (the pre-landing scan)
     Agentc-Check: <name> <outcome> exit=<status> ms=<duration>       (each required check)
     Agentc-Harness: <harness>                                      (each, from the cost ledger)
     Agentc-Model: <model>                                          (each, from the cost ledger)
@@ -160,6 +161,7 @@ class Provenance:
     reviewed_diff: str
     served: Served | None = None
     checks: tuple[str, ...] = field(default=())
+    scanned: str = ""  # the pre-landing scan's verdict
 
     def __post_init__(self) -> None:
         for name in ("task_id", "submission_id", "activity_id"):
@@ -184,6 +186,7 @@ class Provenance:
             ("Agentc-Base", self.base),
             ("Agentc-Reviewed-Diff", self.reviewed_diff),
             *(("Agentc-Review", r.line()) for r in served.reviews),
+            ("Agentc-Scan", self.scanned or UNRECORDED),
             *(("Agentc-Check", line) for line in self.checks),
             *(("Agentc-Harness", v) for v in served.harnesses or (UNRECORDED,)),
             *(("Agentc-Model", v) for v in served.models or (UNRECORDED,)),

@@ -44,6 +44,7 @@ _CONFIG = (
     "-c",
     "merge.renames=false",
 )
+_COMMIT_LINE = re.compile(rb"commit ([0-9a-f]{40}|[0-9a-f]{64})\n")
 MAX_COMPARE_BYTES = 8 * 1024 * 1024
 MIN_GIT = (2, 38)  # a larger blob changed on both sides is not compared
 
@@ -258,8 +259,39 @@ class Repo:
 
     def blob(self, oid: str) -> bytes | None:
         """A blob's content, or None when it is larger than ``MAX_COMPARE_BYTES``."""
-        size = int(self.git("cat-file", "-s", oid).stdout.strip())
-        return None if size > MAX_COMPARE_BYTES else self.git_bytes("cat-file", "blob", oid)
+        return None if self.size(oid) > MAX_COMPARE_BYTES else self.blob_bytes(oid)
+
+    def size(self, oid: str) -> int:
+        return int(self.git("cat-file", "-s", oid).stdout.strip())
+
+    def blob_bytes(self, oid: str) -> bytes:
+        return self.git_bytes("cat-file", "blob", oid)
+
+    def unified0(self, old: str, new: str) -> bytes:
+        """Git's diff of two blobs without context: the lines the new one adds, numbered by
+        its hunk headers (no path: no attributes, no textconv)."""
+        return self.git_bytes(
+            "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--end-of-options",
+            old, new,
+        )  # fmt: skip
+
+    def commit_texts(self, base: str, candidate: str, limit: int) -> list[tuple[str, bytes]]:
+        """The raw text (headers, author, committer, message) of each commit in
+        ``base..candidate``, at most ``limit``: ``git log --pretty=raw -z``, a record split by
+        a NUL inside a message joined back to its commit."""
+        out = self.git_bytes(
+            "log", "-z", "--pretty=raw", "--no-color", f"--max-count={limit}",
+            f"{base}..{candidate}",
+        )  # fmt: skip
+        commits: list[tuple[str, bytes]] = []
+        for record in out.split(b"\0"):
+            head = _COMMIT_LINE.match(record)
+            if head:
+                commits.append((head[1].decode(), record))
+            elif commits:
+                sha, text = commits[-1]
+                commits[-1] = (sha, text + b"\0" + record)
+        return commits
 
     def patch(self, old: str, new: str) -> bytes:
         """Git's three-line-context diff of two blobs (no path: no attributes, no textconv)."""

@@ -120,9 +120,16 @@ def allowed_signers_text(sk: SigningKey) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _public_mode() -> int:
+    """0644 within the process's umask: public keys, as open as whoever runs us allows."""
+    umask = os.umask(0o077)
+    os.umask(umask)
+    return 0o644 & ~umask
+
+
 def write_allowed_signers(sk: SigningKey) -> None:
     sk.allowed_signers.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomic(sk.allowed_signers, allowed_signers_text(sk).encode(), mode=0o644)
+    write_atomic(sk.allowed_signers, allowed_signers_text(sk).encode(), mode=_public_mode())
 
 
 def create(sk: SigningKey) -> str:
@@ -152,7 +159,7 @@ def rotate(sk: SigningKey, now_ms: int | None = None) -> str:
         leftover.unlink(missing_ok=True)
     _new_key(fresh, sk.principal)
     sk.retired.mkdir(mode=0o700, exist_ok=True)
-    write_atomic(sk.retired / f"{now}.pub", (old + "\n").encode(), mode=0o644)
+    write_atomic(sk.retired / f"{now}.pub", (old + "\n").encode(), mode=_public_mode())
     os.replace(fresh, sk.key)  # the switch; the old private key is gone with it
     os.replace(fresh_public, sk.public)
     write_allowed_signers(sk)

@@ -29,6 +29,7 @@ from agentc.service.schemas import (
     CheckpointIn,
     ClaimIn,
     GenerationIn,
+    HoldIn,
     LandingIn,
     PolicyIn,
     ProjectIn,
@@ -324,6 +325,22 @@ _record_route(
     "POST", A + "/landing", "workflow", integration.record_landing, LandingIn, name="landing"
 )
 _record_route("POST", A + "/send-back", "workflow", integration.send_back, SendBackIn)
+
+
+_record_route("POST", A + "/hold", "workflow", integration.hold, HoldIn)
+
+
+@router.get(A + "/known-secrets", tags=["workflow"])
+async def get_known_secrets(
+    request: Request,
+    project_id: str,
+    activity_id: str,
+    verifiers: Annotated[str, Query(max_length=64 * 65)] = "",
+) -> Response:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        return integration.known_secrets(tx.conn, actor, project_id, activity_id, verifiers, tx.now)
+
+    return await read(request, fn)
 
 
 @router.get(A + "/provenance", tags=["workflow"])

@@ -223,11 +223,23 @@ class SendBackIn(Body):
     """The integrator could not land the candidate: the task goes back to its implementer."""
 
     submission_id: Id
-    reason_code: Literal["conflict", "check_failed", "candidate_missing", "candidate_invalid"]
+    reason_code: Literal[
+        "conflict", "check_failed", "candidate_missing", "candidate_invalid", "scan_finding"
+    ]
     reason: Reason
     log_tail: LogTail = ""
     target_revision: Revision | None = None
     checks: Checks = []
+
+
+class HoldIn(Body):
+    """The integrator's pre-landing scan found something a person is to judge: the submission
+    waits for a person's review before it can land."""
+
+    submission_id: Id
+    reason: Reason
+    log_tail: LogTail = ""
+    target_revision: Revision | None = None
 
 
 class TelemetryIn(Body):

@@ -10,15 +10,26 @@ next implementer to read. Neither ever half-applies: both run in one transaction
 from __future__ import annotations
 
 import json
+import re
 
-from agentc.core.model import Access, ActivityKind, ActivityState, CredentialClass
-from agentc.service.auth import denied
+from sqlalchemy.engine import Connection
+
+from agentc.core.model import Access, ActivityKind, ActivityState, CredentialClass, Phase
+from agentc.core.rules import bad_request, rfc3339
+from agentc.service.auth import Actor, denied
 from agentc.service.ops import JsonObject, Op, Result
-from agentc.service.schemas import CheckRecord, LandingIn, SendBackIn
+from agentc.service.schemas import CheckRecord, HoldIn, LandingIn, SendBackIn
+from agentc.service.screening import KINDS
 from agentc.service.work import activities
-from agentc.service.work.refusals import conflict
-from agentc.store import workflow
+from agentc.service.work.refusals import conflict, missing
+from agentc.service.work.views import project_row
+from agentc.store import tasks, workflow
+from agentc.store.accounts import live_secret
+from agentc.store.sql import fetch_row
+from agentc.store.tasks import TaskChanges
 from agentc.store.workflow import Activity
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _integration_activity(
@@ -42,6 +53,12 @@ def _integration_activity(
     return act
 
 
+def _outcome(act: Activity, **fields: object) -> str:
+    """The activity's outcome with ``fields`` set (a hold for a person, once judged, stays)."""
+    outcome = json.loads(act.outcome_json) if act.outcome_json else {}
+    return json.dumps({**outcome, **fields})
+
+
 def _checks(checks: list[CheckRecord]) -> list[JsonObject]:
     return [c.model_dump() for c in checks]
 
@@ -57,8 +74,8 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
             "completed_at": op.now,
             "landed_revision": body.landed_revision,
             "target_revision": body.target_revision,
-            "outcome_json": json.dumps(
-                {"checks": _checks(body.checks), "reviewed_diff": body.reviewed_diff}
+            "outcome_json": _outcome(
+                act, checks=_checks(body.checks), reviewed_diff=body.reviewed_diff
             ),
         },
     )
@@ -77,18 +94,10 @@ def record_landing(op: Op, project_id: str, activity_id: str, body: LandingIn) -
 def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Result:
     """The candidate cannot land: the task goes back to its implementer with the reason."""
     act = _integration_activity(op, project_id, activity_id, body.submission_id, "a send-back")
-    outcome = {
-        "sent_back": {
-            "reason_code": body.reason_code,
-            "reason": body.reason,
-            "log_tail": body.log_tail,
-        },
-        "checks": _checks(body.checks),
-    }
+    sent_back = {"reason_code": body.reason_code, "reason": body.reason, "log_tail": body.log_tail}
+    outcome = _outcome(act, sent_back=sent_back, checks=_checks(body.checks))
     workflow.update_activity(
-        op.conn,
-        act.id,
-        {"target_revision": body.target_revision, "outcome_json": json.dumps(outcome)},
+        op.conn, act.id, {"target_revision": body.target_revision, "outcome_json": outcome}
     )
     activities.send_back(op, act.task_id, act.submission_id)
     sub = act.submission_id
@@ -96,6 +105,62 @@ def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Re
         "integration.sent_back", project_id, act.id, submission_id=sub, reason_code=body.reason_code
     )
     return _result(op, act)
+
+
+def hold(op: Op, project_id: str, activity_id: str, body: HoldIn) -> Result:
+    """The pre-landing scan found something a person is to judge (the project's integrator
+    says so): the submission waits for a human review, shown the finding on the activity; an
+    approval queues its integration again, changes requested send it back."""
+    act = _integration_activity(op, project_id, activity_id, body.submission_id, "a hold")
+    if act.outcome_json and json.loads(act.outcome_json).get("held"):
+        raise conflict("already_held", "a person already judged this submission's findings")
+    held = {"reason": body.reason, "log_tail": body.log_tail, "at": rfc3339(op.now)}
+    workflow.update_activity(
+        op.conn,
+        act.id,
+        {
+            "state": ActivityState.WAITING,
+            "target_revision": body.target_revision,
+            "outcome_json": _outcome(act, held=held),
+        },
+    )
+    review = activities.open_activity(
+        op, project_id, act.task_id, act.submission_id, ActivityKind.HUMAN_REVIEW,
+        ActivityState.QUEUED,
+    )  # fmt: skip
+    tasks.update_task(op.conn, act.task_id, TaskChanges(phase=Phase.REVIEW, updated_at=op.now))
+    op.event("integration.held", project_id, act.id, submission_id=act.submission_id, review=review)
+    return _result(op, act)
+
+
+KNOWN_SECRETS_MAX = 64  # verifiers per request: a short query string
+
+
+def known_secrets(
+    conn: Connection, actor: Actor, project_id: str, activity_id: str, verifiers: str, now: int
+) -> JsonObject:
+    """Which of ``verifiers`` (comma-separated SHA-256 digests of token-shaped strings a
+    change adds) is a live secret of this coordinator: the first found, by kind, never more.
+    Only an integrator credential asks, about an integration activity of its project."""
+    project_row(conn, project_id)
+    act = fetch_row(conn, Activity, activity_id)
+    if act is None or act.project_id != project_id:
+        raise missing(f"no workflow activity {activity_id}")
+    if actor.credential_class != CredentialClass.INTEGRATOR:
+        raise denied(
+            "only an integrator credential asks which secrets are known",
+            required_actor=CredentialClass.INTEGRATOR.value,
+        )
+    if act.kind != ActivityKind.INTEGRATION:
+        raise missing(f"no integration activity {activity_id}")
+    wanted = verifiers.split(",") if verifiers else []
+    if not 1 <= len(wanted) <= KNOWN_SECRETS_MAX or not all(_DIGEST.fullmatch(v) for v in wanted):
+        raise bad_request(
+            "verifiers",
+            f"1-{KNOWN_SECRETS_MAX} SHA-256 hex digests (64 lowercase hex digits), comma-separated",
+        )
+    hit = live_secret(conn, wanted, now)
+    return {"known": [{"verifier": hit.verifier, "kind": KINDS[hit.kind]}] if hit else []}
 
 
 def _result(op: Op, act: Activity) -> Result:

@@ -187,6 +187,7 @@ def activity_view(row: Activity) -> JsonObject:
         view["target_revision"] = row.target_revision
         view["checks"] = outcome.get("checks", [])
         view["sent_back"] = outcome.get("sent_back")
+        view["held"] = outcome.get("held")
         view["reviewed_diff"] = outcome.get("reviewed_diff")
     return view
 
