@@ -114,3 +114,21 @@ def test_a_hold_waits_for_a_person_once(svc: Service) -> None:
     )
     assert landed["task"]["work_status"] == "done"
     assert landed["activity"]["held"]["reason"] == "the pre-landing scan found 1"
+
+
+def test_fix_rounds_are_a_project_policy(svc: Service) -> None:
+    pid = svc.project(review_mode="agent")
+    project = svc.admin.get(f"/api/v1/projects/{pid}")
+    assert project["policy"]["fix_rounds"] == 2
+    changed = svc.admin.patch(
+        f"/api/v1/projects/{pid}/policy",
+        {"expected_revision": project["policy"]["revision"], "fix_rounds": 0},
+    )
+    assert changed["policy"]["fix_rounds"] == 0
+    for bad in (-1, 21):
+        with pytest.raises(ApiError) as err:
+            svc.admin.patch(
+                f"/api/v1/projects/{pid}/policy",
+                {"expected_revision": changed["policy"]["revision"], "fix_rounds": bad},
+            )
+        assert err.value.status == 422

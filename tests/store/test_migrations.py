@@ -275,8 +275,10 @@ def test_0012_cost_rows_are_indexed_by_the_attempt_they_name(database: str) -> N
             found = conn.execute(
                 text("SELECT identity, attempt_id FROM telemetry_rows ORDER BY identity")
             ).all()
+            fix_rounds = conn.execute(text("SELECT fix_rounds FROM projects")).scalar_one()
         assert [tuple(r) for r in found] == [
             ("i1", "att-1"), ("i2", None), ("i3", None), ("i4", None)
         ]  # fmt: skip
+        assert fix_rounds == 2  # an existing project gets the default fix rounds
     finally:
         engine.dispose()

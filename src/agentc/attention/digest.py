@@ -78,6 +78,16 @@ def render(digest: dict[str, Any], ready: int, console: str) -> str:
         lambda r: f"{_title(r)}: missing {', '.join(r.get('missing_checks') or [])}",
     )
     lines += _items(
+        "The target fails its own checks (integration waits)",
+        digest.get("target_red") or [],
+        lambda r: f"{r['target_revision']}: {', '.join(r.get('failed_checks') or [])}",
+    )
+    lines += _items(
+        "Flaky checks",
+        digest.get("flaky_checks") or [],
+        lambda r: f"{r['name']}: {r['count']} time(s), last {r['last_at']}",
+    )
+    lines += _items(
         "Canaries failing",
         digest["canary_failures"],
         lambda r: f"{r['host']} {r['harness']}: {r['outcome']} ({r['at']})",

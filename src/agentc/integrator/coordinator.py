@@ -154,6 +154,13 @@ class Coordinator:
             plain = {**body, "checks": [check_body(c) for c in entry.checks]}
             self._record_once(entry, "landing", plain, key + ":no-tails", landed)
 
+    def target_red(self, target: str, checks: list[dict[str, Any]]) -> None:
+        """Report the target failing its own checks (once per target revision: the key)."""
+        body = {"target_revision": target, "checks": [check_body(c) for c in checks]}
+        self.transport.send(
+            "POST", self.base + "/integration/target-red", body, key=f"target-red:{target}"
+        )
+
     def send_back(self, entry: Entry, code: str, reason: str, tail: str) -> None:
         """Send ``entry``'s task back to its implementer with the reason (once: a replay, or an
         activity already sent back, is success)."""
@@ -163,7 +170,8 @@ class Coordinator:
             "reason": reason[:4096] or "the candidate cannot land",
             "log_tail": tail[-16384:],
             "target_revision": entry.target_before,
-            "checks": [check_body(c) for c in entry.checks],
+            # each check's command and output's end: what the next round's implementer reads
+            "checks": [check_body(c, detail=True) for c in entry.checks],
         }
         self._screened(entry, "send-back", body, lambda act: bool(act.get("sent_back")))
 
@@ -194,6 +202,11 @@ class Coordinator:
                 exc.details, verb, "the candidate's text", kept
             )
             retry = {**body, "log_tail": note}
+            if "checks" in body:  # without the commands and outputs, which may quote it too
+                retry["checks"] = [
+                    {k: v for k, v in c.items() if k not in ("command", "tail")}
+                    for c in body["checks"]
+                ]
             if exc.details.get("field") == "reason":
                 retry["reason"] = f"{body.get('reason_code', verb)}: the reason quoted a secret "
                 retry["reason"] += "and is left out"
@@ -230,6 +243,7 @@ def check_body(record: Mapping[str, Any], *, detail: bool = False) -> dict[str, 
         "outcome": record.get("outcome"),
         "exit_code": record.get("exit_code"),
         "duration_ms": took if isinstance(took, int) and took >= 0 else None,
+        "flaky": bool(record.get("flaky")),
     }
     if detail:
         argv = record.get("argv")

@@ -64,6 +64,7 @@ class Integrator:
         self.reports = JsonLines.open(work / "reports.jsonl")
         self.err = err
         self.red: tuple[str, list[CheckResult]] | None = None  # the last target checked
+        self.red_told: str | None = None  # the last red target reported
         retention = config.candidate_retention_days
         self.sweeper = Sweeper(self.repo, coordinator, retention, self.write)
         self.swept_at: float | None = None  # time.monotonic() of the last sweep
@@ -252,18 +253,30 @@ class Integrator:
         if red:
             entry = entry.at("target_red", reason=f"the target {tip} itself fails {red[-1].name}")
             self.journal.save(entry)
-            self.report(
-                "target_red",
-                entry,
-                target=tip,
-                reason=entry.reason,
-                tail=red[-1].tail,
-                checks=[c.record() for c in red],
-            )
+            self.tell_red(entry, red)
             return entry
         last = checks[-1]
         reason = f"check {last.name} {last.outcome} (exit {last.exit_code})"
         return self.send_back(entry, reason, tail=last.tail, code="check_failed")
+
+    def tell_red(self, entry: Entry, red: list[CheckResult]) -> None:
+        """The target fails its own checks: reported once per target revision (a line of the
+        reports, an event the attention digest shows); the candidates wait, not blamed, each
+        tried again once the target moves."""
+        tip = entry.target_before
+        if self.red_told == tip:
+            return
+        records = [c.record() for c in red]
+        self.coordinator.target_red(tip, records)
+        self.red_told = tip
+        self.report(
+            "target_red",
+            entry,
+            target=tip,
+            reason=entry.reason,
+            tail=red[-1].tail,
+            checks=records,
+        )
 
     def already_landed(self, base: Entry, revision: str) -> Entry:
         """The target holds a landing of this activity (its journal was lost after the push):
@@ -279,22 +292,18 @@ class Integrator:
         reason = "the landing is already on the target and fails its checks there"
         entry = base.at("target_red", result_revision=revision, checks=records, reason=reason)
         self.journal.save(entry)
-        self.report(
-            "target_red",
-            entry,
-            target=base.target_before,
-            reason=entry.reason,
-            tail=checks[-1].tail,
-            checks=records,
-        )
+        self.tell_red(entry, checks)
         return entry
 
     def check(self, revision: str, name: Path) -> list[CheckResult]:
         runs = self.config.work_dir / "runs" / name
-        tree = runs / "tree"
-        self.repo.checkout_tree(revision, tree)
+
+        def fresh(tree: str) -> Path:
+            self.repo.checkout_tree(revision, runs / tree)
+            return runs / tree
+
         try:
-            return self.runner.run_all(tree, self.config.work_dir / "logs" / name)
+            return self.runner.run_all(fresh, self.config.work_dir / "logs" / name)
         finally:
             shutil.rmtree(runs, ignore_errors=True)
 

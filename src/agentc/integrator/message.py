@@ -14,7 +14,8 @@ The trailers name what was reviewed and how it was made, so anyone can check a l
     Agentc-Reviewed-Diff: sha256:<SHA-256 of `git diff-tree -r -z --no-renames <base> <candidate>`>
     Agentc-Review: <verdict> by <reviewer> (<kind> <principal id>)   (each review)
     Agentc-Scan: passed | held for a person, then approved       (the pre-landing scan)
-    Agentc-Check: <name> <outcome> exit=<status> ms=<duration>       (each required check)
+    Agentc-Check: <name> <outcome> exit=<status> ms=<duration>       (each required check;
+                  ... flaky=first failed (exit 1)   when it passed only when run again)
     Agentc-Harness: <harness>                                      (each, from the cost ledger)
     Agentc-Model: <model>                                          (each, from the cost ledger)
 
@@ -144,7 +145,8 @@ def check_line(record: Mapping[str, Any]) -> str:
     """A check's result as its trailer says it: ``<name> <outcome> exit=<status> ms=<ms>``."""
     line = f"{record.get('name')} {record.get('outcome')} exit={record.get('exit_code')}"
     took = record.get("duration_ms")
-    return line + (f" ms={took}" if isinstance(took, int) else "")
+    line += f" ms={took}" if isinstance(took, int) else ""
+    return line + (f" flaky=first {record.get('first')}" if record.get("flaky") else "")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from agentc.service.schemas import (
     ReviewIn,
     SendBackIn,
     SubmissionIn,
+    TargetRedIn,
     TaskEditIn,
     TaskIn,
     TelemetryIn,
@@ -348,6 +349,11 @@ async def get_provenance(request: Request, project_id: str, activity_id: str) ->
     return await read(
         request, lambda tx, _a: provenance.provenance(tx.conn, project_id, activity_id)
     )
+
+
+@router.post(P + "/integration/target-red", tags=["workflow"])
+async def target_red(request: Request, project_id: str, body: TargetRedIn) -> Response:
+    return await mutate(request, body, lambda op, b: integration.target_red(op, project_id, b))
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])

@@ -18,7 +18,7 @@ from agentc.core.model import Access, ActivityKind, ActivityState, CredentialCla
 from agentc.core.rules import bad_request, rfc3339
 from agentc.service.auth import Actor, denied
 from agentc.service.ops import JsonObject, Op, Result
-from agentc.service.schemas import CheckRecord, HoldIn, LandingIn, SendBackIn
+from agentc.service.schemas import CheckRecord, HoldIn, LandingIn, SendBackIn, TargetRedIn
 from agentc.service.screening import KINDS
 from agentc.service.work import activities
 from agentc.service.work.refusals import conflict, missing
@@ -26,7 +26,7 @@ from agentc.service.work.views import project_row
 from agentc.store import tasks, workflow
 from agentc.store.accounts import live_secret
 from agentc.store.sql import fetch_row
-from agentc.store.tasks import TaskChanges
+from agentc.store.tasks import Task, TaskChanges
 from agentc.store.workflow import Activity
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -100,11 +100,36 @@ def send_back(op: Op, project_id: str, activity_id: str, body: SendBackIn) -> Re
         op.conn, act.id, {"target_revision": body.target_revision, "outcome_json": outcome}
     )
     activities.send_back(op, act.task_id, act.submission_id)
+    rounds = _red_round(op, project_id, act.task_id) if body.reason_code == "check_failed" else {}
     sub = act.submission_id
     op.event(
-        "integration.sent_back", project_id, act.id, submission_id=sub, reason_code=body.reason_code
+        "integration.sent_back",
+        project_id,
+        act.id,
+        submission_id=sub,
+        reason_code=body.reason_code,
+        **rounds,
     )
     return _result(op, act)
+
+
+def _red_round(op: Op, project_id: str, task_id: str) -> JsonObject:
+    """Fix-on-red: one more candidate of the task failed a required check. Within the
+    project's ``fix_rounds`` the task goes back to an implementer (who starts from that
+    candidate); past them it is blocked for a person, every round on its activities."""
+    task = op.tx.lock(Task, task_id)
+    assert task is not None
+    allowed = project_row(op.conn, project_id).fix_rounds
+    rounds = task.red_rounds + 1
+    changes = TaskChanges(red_rounds=rounds)
+    if rounds > allowed:
+        changes["blocked_reason"] = (
+            f"fix-on-red: a required check failed on {rounds} candidates in a row "
+            f"({allowed} fix round(s) allowed); a person decides (each round's checks are on "
+            "the task's integration activities)"
+        )
+    tasks.update_task(op.conn, task_id, changes)
+    return {"red_round": rounds, "to_a_person": rounds > allowed}
 
 
 def hold(op: Op, project_id: str, activity_id: str, body: HoldIn) -> Result:
@@ -131,6 +156,27 @@ def hold(op: Op, project_id: str, activity_id: str, body: HoldIn) -> Result:
     tasks.update_task(op.conn, act.task_id, TaskChanges(phase=Phase.REVIEW, updated_at=op.now))
     op.event("integration.held", project_id, act.id, submission_id=act.submission_id, review=review)
     return _result(op, act)
+
+
+def target_red(op: Op, project_id: str, body: TargetRedIn) -> Result:
+    """The integrator reports the target failing its own checks (once per target revision:
+    its idempotency key): an event the attention digest shows until a landing follows."""
+    if op.actor.credential_class != CredentialClass.INTEGRATOR or op.actor.access != Access.WRITE:
+        raise denied(
+            "only an integrator credential reports the target's checks",
+            required_actor=CredentialClass.INTEGRATOR.value,
+        )
+    project_row(op.conn, project_id)
+    failed = [c.name for c in body.checks if c.outcome != "passed"]
+    op.event(
+        "integration.target_red",
+        project_id,
+        None,
+        target_revision=body.target_revision,
+        failed_checks=failed,
+        checks=_checks(body.checks),
+    )
+    return Result({"target_revision": body.target_revision, "failed_checks": failed})
 
 
 KNOWN_SECRETS_MAX = 64  # verifiers per request: a short query string

@@ -105,6 +105,25 @@ class ImplementerLaunch(LeasedLaunch):
         )
         return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
+    def _start_from(self, told: dict[str, Any] | None) -> dict[str, str] | None:
+        """The candidate a fix-on-red attempt starts from, fetched into the mirror (None: the
+        attempt starts from the target; also when the candidate cannot be fetched, said in
+        the log and in what the prompt tells)."""
+        start = (told or {}).get("starts_from_candidate")
+        if not isinstance(start, dict):
+            return None
+        try:
+            repo.fetch_candidate(
+                self.mirror, start["candidate_ref"], self.launch_id, start["candidate_revision"]
+            )
+        except (AgentcError, OSError) as exc:
+            log(f"task {self.task}: starting from the target, not the candidate: {exc}")
+            assert told is not None
+            told["starts_from_candidate"] = None
+            told["starts_from_target_because"] = str(exc)
+            return None
+        return {k: str(v) for k, v in start.items()}
+
     def _new_record(self) -> LaunchRecord:
         return self._blank_record(self.binding.project_id, self.task, self.vendor)
 
@@ -125,9 +144,15 @@ class ImplementerLaunch(LeasedLaunch):
         self, client: Agent, claim: dict[str, Any], head: str, url: str
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
+        told = feedback.read(client, self.task)
+        start = self._start_from(told)
         self._clone(head, url)
         checkout = layout.clone / "agentc-checkout"
-        client.prepare_worktree(str(layout.clone), str(checkout), head)
+        base = start["base_revision"] if start else head
+        client.prepare_worktree(str(layout.clone), str(checkout), base)
+        if start:  # fix-on-red: the worktree is the candidate that failed, on its own base
+            repo.start_from(checkout, start["candidate_revision"])
+            repo.delete_review_branch(self.mirror, self.launch_id)
         session_id = client.state().session_id or self.launch_id
         attempt = claim["attempt"]
         text = implementer_prompt(
@@ -138,7 +163,7 @@ class ImplementerLaunch(LeasedLaunch):
             generation=int(attempt["generation"]),
             checkout=str(checkout),
             instructions=repo.instruction_files(self.mirror, head),
-            feedback=feedback.read(client, self.task),
+            feedback=told,
         )
         self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)

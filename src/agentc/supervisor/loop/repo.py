@@ -100,6 +100,12 @@ def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> st
     return branch
 
 
+def start_from(checkout: Path, revision: str) -> None:
+    """Move a prepared worktree's branch to ``revision`` (a candidate descending from the
+    worktree's registered base, fetched into the mirror the clone was made from)."""
+    git("-C", str(checkout), "reset", "--quiet", "--hard", revision)
+
+
 def delete_review_branch(mirror: Path, launch_id: str) -> None:
     """Remove a review's mirror branch (absent already: nothing to do)."""
     if (mirror / "HEAD").exists():
