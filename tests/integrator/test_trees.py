@@ -246,7 +246,7 @@ def test_a_conflict_names_the_path(lab: Lab):
     lab.move_target({"f": TWENTY.replace("line 15\n", "line 15 on the target\n")})
     landing, _ = lab.land("merge", candidate)
     assert landing.revision is None
-    assert landing.reason.startswith("conflict with the target: ") and " f" in landing.reason
+    assert landing.reason.startswith("conflict with the target in f (changed on the target ")
 
 
 @pytest.mark.parametrize("whose", ["candidate", "target"])
@@ -277,7 +277,7 @@ def test_no_attribute_picks_the_merge_driver(lab: Lab, whose: str):
     assert honoured.returncode == 0, "the attribute is honoured in a checkout"
     landing, _ = lab.land("rebase", candidate)
     assert landing.revision is None
-    assert landing.reason.startswith("conflict with the target: ")
+    assert landing.reason.startswith("conflict with the target in f (")
     assert "CONFLICT (content): Merge conflict in f" in landing.reason
 
 

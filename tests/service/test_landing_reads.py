@@ -8,14 +8,17 @@ from typing import Any
 
 import pytest
 
-from tests.service.kit import SHA_A, ApiError, Caller, Service, claim, submit_code
+from tests.service.console.kit import browse_as
+from tests.service.kit import SHA_A, ApiError, Caller, Clock, Service, claim, submit_code
 
 
-def _approved(svc: Service) -> tuple[str, Caller, Caller, dict[str, Any]]:
-    """A code task whose submission an agent approved: (project, worker, integrator, the
-    submission's answer)."""
-    pid = svc.project(review_mode="agent")
-    task = svc.task(pid, acceptance_criteria=["it works"])
+def _approved(
+    svc: Service, pid: str | None = None, title: str = "a task"
+) -> tuple[str, Caller, Caller, dict[str, Any]]:
+    """A code task (in a new project, or ``pid``) whose submission an agent approved:
+    (project, worker, integrator, the submission's answer)."""
+    pid = pid or svc.project(review_mode="agent")
+    task = svc.task(pid, title=title, acceptance_criteria=["it works"])
     worker, reviewer = svc.agent(pid), svc.agent(pid)
     integrator = svc.agent(pid, credential_class="integrator", session=False)
     sub = submit_code(worker, pid, claim(worker, pid, task)["claim"]["attempt"])
@@ -132,3 +135,31 @@ def test_fix_rounds_are_a_project_policy(svc: Service) -> None:
                 {"expected_revision": changed["policy"]["revision"], "fix_rounds": bad},
             )
         assert err.value.status == 422
+
+
+def test_the_landing_queue_is_in_approval_order_on_the_api_and_the_board(
+    svc: Service, clock: Clock
+) -> None:
+    pid, _w, integrator, first = _approved(svc, title="approved first")
+    clock.advance(5)
+    _p, _w2, _i, second = _approved(svc, pid, title="approved <second>")
+    queue = integrator.get(f"/api/v1/projects/{pid}/integration/queue")
+    assert [i["task_id"] for i in queue["items"]] == [
+        first["task"]["id"],
+        second["task"]["id"],
+    ]
+    head = queue["items"][0]
+    assert head["position"] == 1 and head["candidate_revision"] == SHA_A
+    assert head["held"] is False and queue["target_branch"] == "main"
+    browse_as(svc, svc.admin)
+    html = svc.client.get(f"/console/projects/{pid}").text
+    board = html[html.index('id="landing-queue"') :]
+    assert board.index("approved first") < board.index("approved &lt;second&gt;")
+    # Landed, it leaves the queue.
+    act = _integration(first)
+    integrator.post(
+        f"/api/v1/projects/{pid}/workflow-activities/{act}/landing",
+        {"submission_id": first["submission"]["id"], "landed_revision": SHA_A},
+    )
+    left = integrator.get(f"/api/v1/projects/{pid}/integration/queue")["items"]
+    assert [i["task_id"] for i in left] == [second["task"]["id"]]

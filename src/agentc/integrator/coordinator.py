@@ -1,7 +1,7 @@
 """What the integrator asks the coordinator, through its integrator credential only.
 
-Work is discovered from the task list (work status ``waiting_integration``) and each task's
-workflow (the current code submission and its queued ``integration`` activity); a landing is
+Work is the project's landing queue (``GET …/integration/queue``: the approved code
+submissions, in approval order, with their candidates); a landing is
 recorded with ``POST .../workflow-activities/{id}/landing``, under an idempotency key derived
 from the activity and the landed revision, so a resent landing replays instead of landing twice.
 """
@@ -61,21 +61,25 @@ class Coordinator:
         return self.transport.send("GET", self.base + path).data
 
     def queue(self) -> list[Candidate]:
-        """Every approved code submission whose integration activity is queued, oldest first."""
+        """The project's landing queue (``GET …/integration/queue``): every approved code
+        submission waiting to land, in approval order."""
         found: list[Candidate] = []
-        cursor: str | None = None
-        while True:
-            query = f"?work_status=waiting_integration&limit={PAGE}"
-            if cursor:
-                query += f"&cursor={quote(cursor, safe='')}"
-            page = self._get("/tasks" + query)
-            for task in page["items"]:
-                candidate = self.candidate(task["id"], str(task.get("title") or ""))
-                if candidate is not None:
-                    found.append(candidate)
-            cursor = page.get("next_cursor")
-            if not cursor:
-                return found
+        for item in self._get(f"/integration/queue?limit={PAGE}")["items"]:
+            if not item.get("candidate_ref"):
+                continue  # (not a code submission: nothing to land)
+            found.append(
+                Candidate(
+                    str(item["task_id"]),
+                    str(item["activity_id"]),
+                    str(item["submission_id"]),
+                    str(item["candidate_ref"]),
+                    str(item.get("candidate_revision") or ""),
+                    str(item.get("base_revision") or ""),
+                    str(item.get("title") or ""),
+                    bool(item.get("held")),
+                )
+            )
+        return found
 
     def workflow(self, task_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}/workflow")
@@ -85,29 +89,6 @@ class Coordinator:
         """The task with its workflow (``GET …/tasks/{id}``)."""
         data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}")
         return data
-
-    def candidate(self, task_id: str, title: str) -> Candidate | None:
-        flow = self.workflow(task_id)
-        sub = flow.get("submission")
-        if not sub or sub.get("kind") != "code" or not sub.get("candidate_ref"):
-            return None
-        for act in flow["activities"]:
-            if (
-                act["kind"] == "integration"
-                and act["state"] == "queued"
-                and act["submission_id"] == sub["id"]
-            ):
-                return Candidate(
-                    task_id,
-                    act["id"],
-                    sub["id"],
-                    sub["candidate_ref"],
-                    sub["candidate_revision"],
-                    str(sub.get("base_revision") or ""),
-                    title,
-                    bool(act.get("held")),
-                )
-        return None
 
     def provenance(self, activity_id: str) -> dict[str, Any]:
         """What the coordinator knows of how the change was made and approved (the attempt,

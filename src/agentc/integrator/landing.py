@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentc.integrator.compare import first_difference, parse_raw
+from agentc.integrator.compare import first_difference, parse_raw, shown
 from agentc.integrator.coordinator import Candidate
 from agentc.integrator.message import (
     MERGE,
@@ -38,7 +38,7 @@ from agentc.integrator.message import (
     message,
     reviewed_diff,
 )
-from agentc.integrator.repo import Repo
+from agentc.integrator.repo import Merged, Repo
 
 MOVED_FOR_FAST_FORWARD = (
     "the target moved since the candidate's base; fast-forward lands only changes built on the "
@@ -88,6 +88,16 @@ class Landing:
     commits: Commits | None = None
 
 
+def conflict_reason(repo: Repo, base: str, tip: str, merged: Merged) -> str:
+    """Why the reviewed change no longer applies: the conflicting paths, the target's commits
+    that changed them since the base (the other side), and git's messages."""
+    paths = ", ".join(shown(p.encode(errors="surrogateescape")) for p in merged.paths[:20])
+    theirs = repo.touched(base, tip, merged.paths)
+    side = f" (changed on the target {tip} by {', '.join(theirs)})" if theirs else ""
+    where = f" in {paths}{side}" if paths else ""
+    return f"conflict with the target{where}: {merged.conflict}"
+
+
 def provenance(
     cand: Candidate, raw: bytes, served: Served | None = None, scanned: str = ""
 ) -> Provenance:
@@ -129,7 +139,7 @@ def build(
     else:
         merged = repo.merge_trees(tip, plan.make(repo, ids))
         if merged.tree is None:
-            return Landing(digest, reason=f"conflict with the target: {merged.conflict}")
+            return Landing(digest, reason=conflict_reason(repo, base, tip, merged))
         tree = merged.tree
     landed = parse_raw(repo.diff_raw(tip, tree))
     if not landed:

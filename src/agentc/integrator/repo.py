@@ -68,6 +68,7 @@ class Merged:
 
     tree: str | None
     conflict: str = ""
+    paths: tuple[str, ...] = ()  # the conflicting paths (as git names them, -z is not used)
 
 
 class Repo:
@@ -331,8 +332,20 @@ class Repo:
             return Merged(head.strip())
         if done.returncode != 1:
             raise GitFailure(f"git merge-tree failed: {_last_lines(done.stderr)}")
-        messages = [line for line in rest.split("\n\n", 1)[-1].splitlines() if line.strip()]
-        return Merged(None, _last_lines("\n".join(messages), 6))
+        listed, _, said = rest.partition("\n\n")
+        messages = [line for line in said.splitlines() if line.strip()]
+        paths = tuple(dict.fromkeys(p for p in listed.splitlines() if p))
+        return Merged(None, _last_lines("\n".join(messages), 6), paths)
+
+    def touched(self, base: str, tip: str, paths: tuple[str, ...], limit: int = 10) -> list[str]:
+        """The target's commits since ``base`` that changed ``paths`` (short ids, newest
+        first): the other side of a conflict."""
+        if not paths:
+            return []
+        out = self.git(
+            "log", f"--max-count={limit}", "--format=%h", f"{base}..{tip}", "--", *paths
+        ).stdout
+        return out.split()
 
     def find_landing(self, base: str, tip: str, trailers: Mapping[str, str]) -> str | None:
         """The newest commit on the target's first-parent history after ``base`` whose message

@@ -351,6 +351,11 @@ async def get_provenance(request: Request, project_id: str, activity_id: str) ->
     )
 
 
+@router.get(P + "/integration/queue", tags=["workflow"])
+async def landing_queue(request: Request, project_id: str, limit: Limit = 200) -> Response:
+    return await read(request, lambda tx, _a: integration.landing_queue(tx.conn, project_id, limit))
+
+
 @router.post(P + "/integration/target-red", tags=["workflow"])
 async def target_red(request: Request, project_id: str, body: TargetRedIn) -> Response:
     return await mutate(request, body, lambda op, b: integration.target_red(op, project_id, b))

@@ -78,4 +78,6 @@ def test_a_red_candidate_is_where_the_next_attempt_starts() -> None:
     ]
     conflict = {**back, "reason_code": "conflict"}  # only a failed check starts from it
     data["activities"] = [{"submission_id": "sub_2", "sent_back": conflict, "checks": checks}]
-    assert "starts_from_candidate" not in (of_workflow(data) or {})
+    redo = of_workflow(data) or {}
+    assert "starts_from_candidate" not in redo and "checks" not in redo
+    assert redo["redo_on_target"] == git  # a conflict's candidate is to be re-applied

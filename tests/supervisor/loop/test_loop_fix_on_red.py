@@ -71,3 +71,53 @@ def test_a_red_candidate_is_fixed_by_an_attempt_that_starts_from_it(
     assert loop.show(task["id"])["work_status"] == "done"
     landed = git(loop.origin, "ls-tree", "--name-only", "refs/heads/main").split()
     assert {"greeting.txt", "fixed.txt"} <= set(landed)
+
+
+REDOING_AGENT = """#!/bin/sh
+set -e
+cat > "$TMPDIR/prompt.md"
+echo '{"type": "agent", "step": "start"}'
+cd agentc-checkout
+PREVIOUS=$(grep -o '"candidate_revision": "[0-9a-f]*"' "$TMPDIR/prompt.md" \\
+    | head -1 | cut -d'"' -f4)
+if [ -n "$PREVIOUS" ] && git cat-file -e "$PREVIOUS^{commit}" 2>/dev/null; then
+  HELD=yes; echo merged > shared.txt
+else
+  HELD=no; echo mine > shared.txt
+fi
+git add shared.txt; git commit --quiet -m shared
+cat > "$TMPDIR/submission.json" <<JSON
+{"summary": "previous candidate here: $HELD",
+ "acceptance_evidence": [{"criterion": "greeting exists", "evidence": "shared.txt"}]}
+JSON
+agent-coordinator submissions code --checkout "$PWD" --input "$TMPDIR/submission.json" \\
+    --json > "$TMPDIR/submitted.json"
+"""
+
+
+def test_a_conflicting_candidate_is_redone_on_the_moved_target(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    loop = make_loop_kit(short_tmp, server, admin, REDOING_AGENT, policy={"review_mode": "none"})
+    s = make_setup(short_tmp / "integrator", server.url, admin, on=(loop.project, loop.origin))
+    s.write_config({"unit": ["/bin/sh", "-c", "test -f README"]})
+    task = loop.task()
+    assert loop.once().returncode == 0
+    first = loop.submission(task["id"])
+    assert first["summary"] == "previous candidate here: no"
+    moved = s.push_to_target({"shared.txt": "the target's\n"}, "someone else's shared.txt")
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+    back = s.landing(task["id"])["sent_back"]
+    assert back["reason_code"] == "conflict"
+    assert back["reason"].startswith("conflict with the target in shared.txt (changed on the ")
+    assert moved[:7] in back["reason"]
+
+    assert loop.once().returncode == 0
+    again = loop.submission(task["id"])
+    assert again["summary"] == "previous candidate here: yes"  # its commits were at hand
+    assert again["base_revision"] == moved  # redone on the moved target
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+    assert loop.show(task["id"])["work_status"] == "done"
+    assert git(loop.origin, "show", "refs/heads/main:shared.txt") == "merged"

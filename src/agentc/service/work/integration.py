@@ -179,6 +179,31 @@ def target_red(op: Op, project_id: str, body: TargetRedIn) -> Result:
     return Result({"target_revision": body.target_revision, "failed_checks": failed})
 
 
+def landing_queue(conn: Connection, project_id: str, limit: int) -> JsonObject:
+    """``GET …/integration/queue``: the approved submissions waiting to land on the project's
+    target branch, in approval order (the order the integrator takes them)."""
+    project = project_row(conn, project_id)
+    rows = workflow.landing_queue(conn, project_id, limit)
+    return {
+        "target_branch": project.target_branch,
+        "items": [
+            {
+                "position": index,
+                "activity_id": r.activity_id,
+                "task_id": r.task_id,
+                "title": r.title,
+                "submission_id": r.submission_id,
+                "candidate_ref": r.candidate_ref,
+                "candidate_revision": r.candidate_revision,
+                "base_revision": r.base_revision,
+                "approved_at": rfc3339(r.queued_at),
+                "held": bool(r.outcome_json and json.loads(r.outcome_json).get("held")),
+            }
+            for index, r in enumerate(rows, start=1)
+        ],
+    }
+
+
 KNOWN_SECRETS_MAX = 64  # verifiers per request: a short query string
 
 

@@ -5,7 +5,9 @@ reviewer put it on the diff, and the integrator's send-back.
 Read from the task's workflow with the loop's role credential after the claim; the prompt
 quotes it as data (``implementer_prompt``). A task whose newest submission was not sent back
 has none. A candidate sent back because a required check failed (fix-on-red) names the checks
-as they ran and the candidate the next attempt starts from (``starts_from_candidate``).
+as they ran and the candidate the next attempt starts from (``starts_from_candidate``); one
+that no longer applies to the target (a conflict) names the candidate to redo on the current
+target (``redo_on_target``), whose commits the next attempt's repository holds.
 """
 
 from __future__ import annotations
@@ -53,9 +55,20 @@ def of_workflow(flow: dict[str, Any]) -> dict[str, Any] | None:
     found: dict[str, Any] = {"submission_id": newest, "reviews": reviews}
     if integration is not None:
         found["sent_back_by_integrator"] = integration["sent_back"]
-        if integration["sent_back"].get("reason_code") == "check_failed":
+        code = integration["sent_back"].get("reason_code")
+        if code == "check_failed":
             found.update(_fix_round(subs[0], integration))
+        elif code == "conflict" and _candidate(subs[0]):
+            found["redo_on_target"] = _candidate(subs[0])
     return found
+
+
+def _candidate(sub: dict[str, Any]) -> dict[str, str] | None:
+    """The submission's candidate ref, candidate and base revisions (None: it names none)."""
+    start = {k: sub.get(k) for k in ("candidate_ref", "candidate_revision", "base_revision")}
+    if not all(isinstance(v, str) and v for v in start.values()):
+        return None
+    return {k: str(v) for k, v in start.items()}
 
 
 def _fix_round(sub: dict[str, Any], integration: dict[str, Any]) -> dict[str, Any]:
@@ -67,10 +80,8 @@ def _fix_round(sub: dict[str, Any], integration: dict[str, Any]) -> dict[str, An
         for c in integration.get("checks") or []
         if isinstance(c, dict)
     ]
-    start = {k: sub.get(k) for k in ("candidate_ref", "candidate_revision", "base_revision")}
-    if not all(isinstance(v, str) and v for v in start.values()):
-        return {"checks": checks}
-    return {"checks": checks, "starts_from_candidate": start}
+    start = _candidate(sub)
+    return {"checks": checks, "starts_from_candidate": start} if start else {"checks": checks}
 
 
 def read(client: Agent, task_id: str) -> dict[str, Any] | None:

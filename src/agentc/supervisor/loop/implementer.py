@@ -105,11 +105,12 @@ class ImplementerLaunch(LeasedLaunch):
         )
         return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
-    def _start_from(self, told: dict[str, Any] | None) -> dict[str, str] | None:
-        """The candidate a fix-on-red attempt starts from, fetched into the mirror (None: the
-        attempt starts from the target; also when the candidate cannot be fetched, said in
-        the log and in what the prompt tells)."""
-        start = (told or {}).get("starts_from_candidate")
+    def _previous(self, told: dict[str, Any] | None, key: str) -> dict[str, str] | None:
+        """The sent-back candidate the feedback names under ``key`` (``starts_from_candidate``:
+        a fix-on-red attempt starts from it; ``redo_on_target``: a conflict's, to re-apply),
+        fetched into the mirror so the launch's clone holds it (None: none, or it cannot be
+        fetched, said in the log and in what the prompt tells)."""
+        start = (told or {}).get(key)
         if not isinstance(start, dict):
             return None
         try:
@@ -117,10 +118,10 @@ class ImplementerLaunch(LeasedLaunch):
                 self.mirror, start["candidate_ref"], self.launch_id, start["candidate_revision"]
             )
         except (AgentcError, OSError) as exc:
-            log(f"task {self.task}: starting from the target, not the candidate: {exc}")
+            log(f"task {self.task}: the sent-back candidate is not available: {exc}")
             assert told is not None
-            told["starts_from_candidate"] = None
-            told["starts_from_target_because"] = str(exc)
+            told[key] = None
+            told["candidate_unavailable_because"] = str(exc)
             return None
         return {k: str(v) for k, v in start.items()}
 
@@ -145,13 +146,15 @@ class ImplementerLaunch(LeasedLaunch):
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         told = feedback.read(client, self.task)
-        start = self._start_from(told)
-        self._clone(head, url)
+        start = self._previous(told, "starts_from_candidate")
+        redo = None if start else self._previous(told, "redo_on_target")
+        self._clone(head, url)  # (with a previous candidate fetched, its commits too)
         checkout = layout.clone / "agentc-checkout"
         base = start["base_revision"] if start else head
         client.prepare_worktree(str(layout.clone), str(checkout), base)
         if start:  # fix-on-red: the worktree is the candidate that failed, on its own base
             repo.start_from(checkout, start["candidate_revision"])
+        if start or redo:
             repo.delete_review_branch(self.mirror, self.launch_id)
         session_id = client.state().session_id or self.launch_id
         attempt = claim["attempt"]
