@@ -96,28 +96,24 @@ class Setup:
         base: str = "HEAD",
         title: str = "",
         shape: Shape | None = None,
+        credential_class: str = "interactive",
+        task_id: str | None = None,
+        approve: bool = False,
     ) -> dict[str, Any]:
-        """A code task created, implemented and submitted (its candidate pushed) by a new
-        worker (a session prepares one worktree): ``files`` committed on the base, or the
-        history ``shape`` makes."""
+        """A code task created (or ``task_id``, ready again), implemented and submitted (its
+        candidate pushed) by a new worker (a session prepares one worktree): ``files``
+        committed on the base, or the history ``shape`` makes; approved with ``approve``. The
+        answer holds the worker's ``token`` too."""
         name = f"w-{uuid.uuid4().hex[:6]}"
-        worker = workspace(
-            self.root / name,
-            self.url,
-            self.project_id,
-            issue_token(self.admin, name, self.project_id),
-            self.clone,
-        )
+        token = issue_token(self.admin, name, self.project_id, credential_class)
+        worker = workspace(self.root / name, self.url, self.project_id, token, self.clone)
         self.connect(worker)
-        task = worker.ok(
-            "tasks",
-            "create",
-            "--input",
-            "-",
-            stdin=json.dumps(
-                {"title": title or f"change {sorted(files)}", "acceptance_criteria": ["done"]}
-            ),
-        )["task"]
+        if task_id is None:
+            about = {"title": title or f"change {sorted(files)}", "acceptance_criteria": ["done"]}
+            created = worker.ok("tasks", "create", "--input", "-", stdin=json.dumps(about))
+            task = created["task"]
+        else:
+            task = self.task(task_id)
         worker.ok("claim", "--task", task["id"])
         prepared = worker.ok("worktree", "prepare", "--source", str(self.clone), "--base", base)
         wt = Path(prepared["path"])
@@ -134,7 +130,10 @@ class Setup:
         sub = worker.ok(
             "submissions", "code", "--push", "origin", "--input", worker.file("sub.json", body)
         )
-        return {"task": task, "submission": sub["submission"]}
+        submitted = {"task": task, "submission": sub["submission"], "token": token}
+        if approve:
+            self.approve(submitted)
+        return submitted
 
     def approve(self, submitted: dict[str, Any]) -> None:
         decided = self.decide(submitted, "approved")
@@ -243,11 +242,23 @@ def clean_env() -> dict[str, str]:
     }
 
 
-def make_setup(root: Path, url: str, admin: httpx.Client, **policy: Any) -> Setup:
+def make_setup(
+    root: Path,
+    url: str,
+    admin: httpx.Client,
+    on: tuple[str, Path] | None = None,
+    **policy: Any,
+) -> Setup:
+    """A project with a repository, a reviewer and an integrator credential; ``on``: an
+    existing project and its origin (a supervisor loop's) instead of new ones."""
     root.mkdir(parents=True, exist_ok=True)
-    # Its workers file their own tasks (through the agent CLI): the project admits them.
-    pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True, **policy)
-    origin, clone = make_clone(root)
+    if on is None:
+        # Its workers file their own tasks (through the agent CLI): the project admits them.
+        pid = admin_project(admin, review_mode="agent", admit_agent_tasks=True, **policy)
+        origin, clone = make_clone(root)
+    else:
+        (pid, origin), clone = on, root / "clone"
+        subprocess.run(["git", "clone", "--quiet", str(origin), str(clone)], check=True)
     reviewer = workspace(
         root / "reviewer",
         url,

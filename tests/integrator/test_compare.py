@@ -258,11 +258,17 @@ def test_no_title_adds_a_line(title: str):
     assert len(paragraphs) == 3 and "\n" not in paragraphs[0]
     assert paragraphs[2].splitlines() == [
         "Agentc-Task: task",
+        "Agentc-Attempt: unrecorded",
+        "Agentc-Launch: unrecorded",
+        "Agentc-Prompt: unrecorded",
         "Agentc-Submission: sub",
         "Agentc-Activity: act",
         f"Agentc-Candidate: {'c' * 40}",
         f"Agentc-Base: {'b' * 40}",
         "Agentc-Reviewed-Diff: sha256:" + hashlib.sha256(b"").hexdigest(),
+        "Agentc-Scan: unrecorded",
+        "Agentc-Harness: unrecorded",
+        "Agentc-Model: unrecorded",
     ]
 
 

@@ -64,6 +64,9 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("sweep", "ref_sweep_minutes = 0"), "ref_sweep_minutes: must be >= 1"),
         (("keep", "candidate_retention_days = -1"), "candidate_retention_days: must be >= 0"),
         (("keep2", 'candidate_retention_days = "90"'), "candidate_retention_days: expected a"),
+        (("sign", 'signing_key = "key"'), "signing_key: must be an absolute path"),
+        (("sign2", 'signing_key = "/key"'), "signing_key: must be in a directory"),
+        (("signers", 'allowed_signers = "/x/allowed"'), "allowed_signers: needs signing_key"),
     ],
     ids=lambda v: v[0] if isinstance(v, tuple) else "",
 )

@@ -68,7 +68,11 @@ def test_a_conflict_sends_the_candidate_back(
     assert s.task(second["task"]["id"])["work_status"] == "ready"  # sent back to its implementer
     sent = [r for r in s.reports() if r["event"] == "sent_back"]
     assert [r["task_id"] for r in sent] == [second["task"]["id"]]
-    assert sent[0]["reason"].startswith("conflict with the target: ")
+    # The conflicting path, the target's commit that changed it (the other side), git's words.
+    landed = git(s.origin, "rev-parse", "--short", tip)
+    assert sent[0]["reason"].startswith(
+        f"conflict with the target in same.txt (changed on the target {tip} by {landed}): "
+    )
     assert "CONFLICT (add/add): Merge conflict in same.txt" in sent[0]["reason"]
     assert s.landing(second["task"]["id"])["sent_back"]["reason_code"] == "conflict"
     # Nothing changes until the target moves: the same candidate is not tried again.

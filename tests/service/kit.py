@@ -227,13 +227,39 @@ def submit_general(
     criteria: tuple[str, ...] = ("it works",),
 ) -> dict[str, Any]:
     """Submit a general task's attempt with evidence for each criterion."""
+    return _submit(agent, project_id, attempt, {"kind": "general"}, criteria)
+
+
+def submit_code(
+    agent: Caller,
+    project_id: str,
+    attempt: dict[str, Any],
+    criteria: tuple[str, ...] = ("it works",),
+) -> dict[str, Any]:
+    """Submit a code task's attempt (candidate SHA_A on base SHA_B) with evidence."""
+    git = {
+        "kind": "code",
+        "candidate_ref": f"refs/agent-coordinator/candidates/{attempt['task_id']}/s1",
+        "candidate_revision": SHA_A,
+        "base_revision": SHA_B,
+    }
+    return _submit(agent, project_id, attempt, git, criteria)
+
+
+def _submit(
+    agent: Caller,
+    project_id: str,
+    attempt: dict[str, Any],
+    fields: dict[str, str],
+    criteria: tuple[str, ...],
+) -> dict[str, Any]:
     data: dict[str, Any] = agent.post(
         f"/api/v1/projects/{project_id}/attempts/{attempt['id']}/submissions",
         {
             "generation": attempt["generation"],
-            "kind": "general",
             "summary": "s",
             "acceptance_evidence": evidence(list(criteria)),
+            **fields,
         },
     )
     return data

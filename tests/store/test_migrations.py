@@ -234,3 +234,51 @@ def test_0009_renames_names_that_differ_only_in_case(database: str) -> None:
             )
     finally:
         engine.dispose()
+
+
+def test_0012_cost_rows_are_indexed_by_the_attempt_they_name(database: str) -> None:
+    """Existing cost rows get their JSON's attempt; a row naming none (or not as a string), and
+    every canary row, get none."""
+    from alembic import command
+
+    from agentc.store.engine import _alembic_config
+
+    engine = open_engine(Database.parse(database))
+    rows = [  # stream, identity, row_json
+        ("cost", "i1", json.dumps({"attempt_id": "att-1", "session_id": "l1"})),
+        ("cost", "i2", json.dumps({"session_id": "l2"})),
+        ("cost", "i3", json.dumps({"attempt_id": 7, "session_id": "l3"})),
+        ("canary", "i4", json.dumps({"attempt_id": "att-1", "harness": "x"})),
+    ]
+    try:
+        with engine.begin() as conn:
+            command.upgrade(_alembic_config(conn), "0011")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO projects (id, name, repository_url, target_branch, "
+                    "review_mode, lease_seconds, max_attempt_seconds, required_checks_json, "
+                    "policy_revision, created_at, updated_at) VALUES ('p1', 'p1', "
+                    "'https://x/y', 'main', 'agent', 600, 0, '[]', 1, 0, 0)"
+                )
+            )
+            for stream, identity, row in rows:
+                conn.execute(
+                    text(
+                        "INSERT INTO telemetry_rows VALUES ('p1', :stream, 'h', :identity, "
+                        ":row, 0, 'a1')"
+                    ),
+                    {"stream": stream, "identity": identity, "row": row},
+                )
+        assert migrate(engine) == head_revision()
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT identity, attempt_id FROM telemetry_rows ORDER BY identity")
+            ).all()
+            fix_rounds = conn.execute(text("SELECT fix_rounds FROM projects")).scalar_one()
+        assert [tuple(r) for r in found] == [
+            ("i1", "att-1"), ("i2", None), ("i3", None), ("i4", None)
+        ]  # fmt: skip
+        assert fix_rounds == 2  # an existing project gets the default fix rounds
+    finally:
+        engine.dispose()

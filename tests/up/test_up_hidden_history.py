@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,4 +120,15 @@ def test_a_hidden_file_in_the_candidates_history_never_lands(user: str) -> None:
     assert _git(remote, "log", "-1", "--format=%s|%an", tip) == f"{TITLE}|agentc-integrator"
     assert f"Agentc-Candidate: {candidate}" in _git(remote, "log", "-1", "--format=%B", tip)
     assert not _holds(remote, "refs/heads/main", "evil.sh")
+    # It names the launch that served the attempt and the prompt's hash (the loop's records),
+    # and it is signed with the key `up` made, which its allowed-signers file verifies.
+    trailers = _git(remote, "log", "-1", "--format=%(trailers:only,unfold)", tip).splitlines()
+    assert any(re.fullmatch(r"Agentc-Launch: [0-9a-f-]{36}", t) for t in trailers), trailers
+    assert any(re.fullmatch(r"Agentc-Prompt: sha256:[0-9a-f]{64}", t) for t in trailers)
+    allowed = state / "signing" / "allowed_signers"
+    shown = _git(remote, "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", tip)
+    assert shown == ""  # verified (git says so on standard error); a failure raises
+    checked = _git(remote, "-c", f"gpg.ssh.allowedSignersFile={allowed}", "log",
+                   "--format=%G?", "-1", tip)  # fmt: skip
+    assert checked == "G"  # a good signature
     wait_for(lambda: not processes_of(entry.pw_uid), 30, lambda: processes_of(entry.pw_uid))

@@ -82,6 +82,16 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str, Line], ...]], ...] = (
                 lambda r: f"{_title(r)}: missing {', '.join(r.get('missing_checks') or [])}",
             ),
             (
+                "The target fails its own checks (integration waits)",
+                "target_red",
+                lambda r: f"{r['target_revision']}: {', '.join(r.get('failed_checks') or [])}",
+            ),
+            (
+                "Flaky checks",
+                "flaky_checks",
+                lambda r: f"{r['name']}: {r['count']} time(s), last {r['last_at']}",
+            ),
+            (
                 "Canaries failing",
                 "canary_failures",
                 lambda r: f"{r['host']} {r['harness']}: {r['outcome']} ({r['at']})",
@@ -103,7 +113,7 @@ def render(digest: dict[str, Any], ready: int, console: str) -> str:
     for heading, kinds in SECTIONS:
         lines += [heading, ""]
         for title, key, line in kinds:
-            lines += _items(title, digest[key], line)
+            lines += _items(title, digest.get(key) or [], line)
     spend = digest["spend"]
     tasks = spend["agent_tasks"]
     lines += [

@@ -134,6 +134,8 @@ AGENT_TASK_WEEKLY_BUDGET_DEFAULT = 5
 # setting that parks the task after that many in a row (0: neither backoff nor parking).
 BACKOFF_BASE_MS, BACKOFF_CAP_MS = 60_000, 3_600_000
 PARK_AFTER_MIN, PARK_AFTER_MAX, PARK_AFTER_DEFAULT = 0, 100, 3
+# Fix-on-red: the rounds a task gets after its candidate fails a required check (0: none).
+FIX_ROUNDS_MIN, FIX_ROUNDS_MAX, FIX_ROUNDS_DEFAULT = 0, 20, 2
 RECEIPT_RETENTION_MS = 30 * 24 * 3600 * 1000
 CANDIDATE_REF_PREFIX = "refs/agent-coordinator/candidates/"
 # Every number a request may carry has a range (docs/api.md lists them all).

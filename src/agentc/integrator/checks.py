@@ -19,7 +19,8 @@ import signal
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -54,10 +55,22 @@ class CheckResult:
     log: str
     limit: str | None = None
     duration_ms: int | None = None
+    # Flaky: it failed, then passed when run once more on the same revision (this is the
+    # second run; ``first`` says how the first ended, ``failed (exit 1)``).
+    flaky: bool = False
+    first: str | None = None
 
     @property
     def passed(self) -> bool:
         return self.outcome == "passed"
+
+    def how(self) -> str:
+        """How it ended, in words: ``failed (exit 1)``, ``timed_out``."""
+        return (
+            f"{self.outcome} (exit {self.exit_code})"
+            if self.exit_code is not None
+            else (self.outcome)
+        )
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +85,7 @@ def masks_for(config: IntegratorConfig) -> tuple[PurePosixPath, ...]:
         config.work_dir,
         config.credential_file.parent,
         *([config.ssh_key.parent] if config.ssh_key else []),
+        *([config.signing_key.parent] if config.signing_key else []),
         *config.masks,
     ]
     seen = dict.fromkeys(PurePosixPath(p) for p in wanted if p.is_dir() and p != Path("/"))
@@ -95,12 +109,20 @@ class CheckRunner:
         except seccomp.SeccompError as exc:
             raise CheckSetupError(f"cannot build the checks' syscall filter: {exc}") from None
 
-    def run_all(self, tree: Path, logs: Path) -> list[CheckResult]:
-        """Run every check in order in ``tree``; stops at the first that does not pass."""
+    def run_all(self, fresh: Callable[[str], Path], logs: Path) -> list[CheckResult]:
+        """Run every check in order in a fresh checkout of the revision (``fresh(name)`` makes
+        one); stops at the first that does not pass. A check that fails is run once more, in
+        another fresh checkout: passing then, it is flaky (a pass, marked), else it failed."""
         logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         results: list[CheckResult] = []
+        tree = fresh("tree")
         for name, check in self.config.checks.items():
             result = self.run_one(name, check, tree, logs / f"{name}.log")
+            if not result.passed:
+                tree = fresh(f"rerun-{name}")
+                again = self.run_one(name, check, tree, logs / f"{name}.rerun.log")
+                if again.passed:
+                    result = replace(again, flaky=True, first=result.how())
             results.append(result)
             if not result.passed:
                 break
@@ -131,7 +153,7 @@ class CheckRunner:
         }
 
     def run_one(self, name: str, check: CheckConfig, tree: Path, log: Path) -> CheckResult:
-        scratch = tree.parent / f"scratch-{name}"
+        scratch = tree.parent / f"scratch-{tree.name}-{name}"
         desc = self.describe(tree, scratch, check.argv)
         limits = LaunchLimits(self.config.limits, f"agentc-check-{uuid.uuid4().hex[:12]}")
         try:

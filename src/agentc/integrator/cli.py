@@ -1,4 +1,5 @@
-"""``agentc-integrator [--config PATH] run [--once]`` (docs/integrator.md)."""
+"""``agentc-integrator [--config PATH] run [--once]`` and ``signing-key create|rotate``
+(docs/integrator.md)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from agentc.client.errors import TransportFailure
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
 from agentc.files.exits import CONFLICT, FAILED, INVALID_INPUT, fail
+from agentc.integrator import signing
 from agentc.integrator.checks import CheckRunner
-from agentc.integrator.config import IntegratorConfig, load_config
+from agentc.integrator.config import DEFAULT_CONFIG, IntegratorConfig, load_config
 from agentc.integrator.coordinator import Coordinator, read_token
 from agentc.integrator.engine import Integrator
 from agentc.integrator.repo import GitFailure
+from agentc.integrator.signing import SigningKey
 
 
 def _fail(problem: BaseException | str, status: int) -> NoReturn:
@@ -48,22 +51,67 @@ def run(ctx: click.Context, once: bool) -> None:
     try:
         config = load_config(ctx.obj)
         token = read_token(config.credential_file)
+        key = config.signing()
+        if key is not None:  # signs every landing: checked before anything is done
+            signing.write_allowed_signers(key)
     except ConfigError as exc:
         _fail(exc, INVALID_INPUT)
-    try:
-        config.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock = _lock(config.work_dir)
-    except OSError as exc:
-        _fail(f"work_dir: {config.work_dir}: {exc.strerror}", INVALID_INPUT)
+    lock = _lock(config.work_dir)
     try:
         sys.exit(_serve(config, token, once))
     finally:
         os.close(lock)
 
 
+@main.group("signing-key")
+def signing_key() -> None:
+    """The SSH key every landed commit is signed with (``signing_key``)."""
+
+
+def _signing(ctx: click.Context) -> tuple[IntegratorConfig, SigningKey]:
+    try:
+        config = load_config(ctx.obj)
+    except ConfigError as exc:
+        _fail(exc, INVALID_INPUT)
+    key = config.signing()
+    if key is None:
+        _fail(f"{ctx.obj or DEFAULT_CONFIG}: signing_key: not configured", INVALID_INPUT)
+    return config, key
+
+
+@signing_key.command("create")
+@click.pass_context
+def signing_create(ctx: click.Context) -> None:
+    """Make the key (unless it exists) and write the allowed-signers file."""
+    _config, key = _signing(ctx.find_root())
+    try:
+        click.echo(f"agentc-integrator: {signing.create(key)}")
+    except (ConfigError, OSError) as exc:
+        _fail(exc, INVALID_INPUT)
+
+
+@signing_key.command("rotate")
+@click.pass_context
+def signing_rotate(ctx: click.Context) -> None:
+    """Replace the key; the retired one verifies only what it signed before (stop the
+    integrator first: the work directory's lock is taken)."""
+    config, key = _signing(ctx.find_root())
+    lock = _lock(config.work_dir)
+    try:
+        click.echo(f"agentc-integrator: {signing.rotate(key)}")
+    except (ConfigError, OSError) as exc:
+        _fail(exc, INVALID_INPUT)
+    finally:
+        os.close(lock)
+
+
 def _lock(work_dir: Path) -> int:
     """One integrator per work directory: its journal is the exactly-once record."""
-    fd = os.open(work_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(work_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        _fail(f"work_dir: {work_dir}: {exc.strerror}", INVALID_INPUT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -29,6 +29,7 @@ from agentc.files.settings import (
     string,
     table_of,
 )
+from agentc.integrator.signing import SigningKey
 from agentc.sandbox.limits import Limits
 
 DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
@@ -103,10 +104,19 @@ class IntegratorConfig(Settings):
     # The author and committer of every commit the integrator makes (each landing is one).
     committer_name: str = setting(_non_empty, default="agentc-integrator")
     committer_email: str = setting(_non_empty, default="integrator@agentc.invalid")
+    # The SSH key every landed commit is signed with (`signing-key create` makes it) and the
+    # allowed-signers file that verifies them (default: `allowed_signers` beside the key).
+    signing_key: Path | None = setting(optional(absolute_path), default=None)
+    allowed_signers: Path | None = setting(optional(absolute_path), default=None)
     # The remote's candidate and WIP refs: swept at most this often, candidate refs the
     # integrator used kept this long after their task ended (0: forever).
     ref_sweep_minutes: float = setting(number(minimum=1, maximum=10080), default=60.0)
     candidate_retention_days: float = setting(number(minimum=0, maximum=36500), default=90.0)
+    # What a finding of the pre-landing scan does: send the submission back to its
+    # implementer, or hold it for a person's review.
+    scan_findings: Literal["send_back", "hold"] = setting(
+        one_of(("send_back", "hold")), default="send_back"
+    )
     # The required checks (at least one: the empty default is refused) and their sandbox.
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
@@ -115,6 +125,13 @@ class IntegratorConfig(Settings):
     expose: list[Path] = setting(absolute_paths, default_factory=list)
     log_tail_bytes: int = setting(integer(minimum=256, maximum=65536), default=4096)
     limits: Limits = setting(section(Limits), default_factory=Limits)
+
+    def signing(self) -> SigningKey | None:
+        """The signing key's files (None: landings are not signed)."""
+        if self.signing_key is None:
+            return None
+        allowed = self.allowed_signers or self.signing_key.parent / "allowed_signers"
+        return SigningKey(self.signing_key, allowed, self.committer_email)
 
     def coordinator_origin(self) -> str:
         return normalize_origin(
@@ -129,6 +146,10 @@ class IntegratorConfig(Settings):
             yield "origin", "plain http needs allow_insecure_loopback = true (loopback only)"
         except ConfigError as exc:
             yield "origin", str(exc).removeprefix("origin: ")
+        if self.allowed_signers is not None and self.signing_key is None:
+            yield "allowed_signers", "needs signing_key"
+        if self.signing_key is not None and self.signing_key.parent == Path("/"):
+            yield "signing_key", "must be in a directory (which is hidden from the checks)"
 
 
 def load_config(path: Path | None) -> IntegratorConfig:

@@ -1,7 +1,7 @@
 """What the integrator asks the coordinator, through its integrator credential only.
 
-Work is discovered from the task list (work status ``waiting_integration``) and each task's
-workflow (the current code submission and its queued ``integration`` activity); a landing is
+Work is the project's landing queue (``GET …/integration/queue``: the approved code
+submissions, in approval order, with their candidates); a landing is
 recorded with ``POST .../workflow-activities/{id}/landing``, under an idempotency key derived
 from the activity and the landed revision, so a resent landing replays instead of landing twice.
 """
@@ -21,6 +21,8 @@ from agentc.files import UnsafeFile, read_private
 from agentc.integrator.journal import Entry
 
 MAX_TOKEN_BYTES = 4096
+Recorded = Callable[[dict[str, Any]], bool]
+"""Whether an activity's view shows an outcome recorded already."""
 PAGE = 200
 
 
@@ -35,6 +37,7 @@ class Candidate:
     candidate_revision: str
     base_revision: str  # the revision it was reviewed against ("" when the submission has none)
     title: str  # the task's title: the first line of the landing's message
+    held: bool = False  # held for a person by the scan, and approved since: not scanned again
 
 
 def read_token(path: Path) -> str:
@@ -58,21 +61,25 @@ class Coordinator:
         return self.transport.send("GET", self.base + path).data
 
     def queue(self) -> list[Candidate]:
-        """Every approved code submission whose integration activity is queued, oldest first."""
+        """The project's landing queue (``GET …/integration/queue``): every approved code
+        submission waiting to land, in approval order."""
         found: list[Candidate] = []
-        cursor: str | None = None
-        while True:
-            query = f"?work_status=waiting_integration&limit={PAGE}"
-            if cursor:
-                query += f"&cursor={quote(cursor, safe='')}"
-            page = self._get("/tasks" + query)
-            for task in page["items"]:
-                candidate = self.candidate(task["id"], str(task.get("title") or ""))
-                if candidate is not None:
-                    found.append(candidate)
-            cursor = page.get("next_cursor")
-            if not cursor:
-                return found
+        for item in self._get(f"/integration/queue?limit={PAGE}")["items"]:
+            if not item.get("candidate_ref"):
+                continue  # (not a code submission: nothing to land)
+            found.append(
+                Candidate(
+                    str(item["task_id"]),
+                    str(item["activity_id"]),
+                    str(item["submission_id"]),
+                    str(item["candidate_ref"]),
+                    str(item.get("candidate_revision") or ""),
+                    str(item.get("base_revision") or ""),
+                    str(item.get("title") or ""),
+                    bool(item.get("held")),
+                )
+            )
+        return found
 
     def workflow(self, task_id: str) -> dict[str, Any]:
         data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}/workflow")
@@ -83,27 +90,18 @@ class Coordinator:
         data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}")
         return data
 
-    def candidate(self, task_id: str, title: str) -> Candidate | None:
-        flow = self.workflow(task_id)
-        sub = flow.get("submission")
-        if not sub or sub.get("kind") != "code" or not sub.get("candidate_ref"):
-            return None
-        for act in flow["activities"]:
-            if (
-                act["kind"] == "integration"
-                and act["state"] == "queued"
-                and act["submission_id"] == sub["id"]
-            ):
-                return Candidate(
-                    task_id,
-                    act["id"],
-                    sub["id"],
-                    sub["candidate_ref"],
-                    sub["candidate_revision"],
-                    str(sub.get("base_revision") or ""),
-                    title,
-                )
-        return None
+    def provenance(self, activity_id: str) -> dict[str, Any]:
+        """What the coordinator knows of how the change was made and approved (the attempt,
+        its launch and prompt, the cost ledger's harnesses and models, each review)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/provenance"
+        data: dict[str, Any] = self._get(path)
+        return data
+
+    def known_secrets(self, activity_id: str, verifiers: list[str]) -> dict[str, str]:
+        """Which of ``verifiers`` are the coordinator's own live secrets (verifier -> kind)."""
+        path = f"/workflow-activities/{quote(activity_id, safe='')}/known-secrets"
+        data = self._get(f"{path}?verifiers={','.join(verifiers)}")
+        return {str(k["verifier"]): str(k["kind"]) for k in data.get("known") or []}
 
     def activity(self, task_id: str, activity_id: str) -> dict[str, Any] | None:
         for act in self.workflow(task_id)["activities"]:
@@ -137,6 +135,13 @@ class Coordinator:
             plain = {**body, "checks": [check_body(c) for c in entry.checks]}
             self._record_once(entry, "landing", plain, key + ":no-tails", landed)
 
+    def target_red(self, target: str, checks: list[dict[str, Any]]) -> None:
+        """Report the target failing its own checks (once per target revision: the key)."""
+        body = {"target_revision": target, "checks": [check_body(c) for c in checks]}
+        self.transport.send(
+            "POST", self.base + "/integration/target-red", body, key=f"target-red:{target}"
+        )
+
     def send_back(self, entry: Entry, code: str, reason: str, tail: str) -> None:
         """Send ``entry``'s task back to its implementer with the reason (once: a replay, or an
         activity already sent back, is success)."""
@@ -146,26 +151,47 @@ class Coordinator:
             "reason": reason[:4096] or "the candidate cannot land",
             "log_tail": tail[-16384:],
             "target_revision": entry.target_before,
-            "checks": [check_body(c) for c in entry.checks],
+            # each check's command and output's end: what the next round's implementer reads
+            "checks": [check_body(c, detail=True) for c in entry.checks],
         }
-        key = f"send-back:{entry.activity_id}:{entry.submission_id}"
+        self._screened(entry, "send-back", body, lambda act: bool(act.get("sent_back")))
+
+    def hold(self, entry: Entry, reason: str, tail: str) -> None:
+        """Hold ``entry``'s submission for a person's review (once: a replay, or an activity
+        already held, is success)."""
+        body = {
+            "submission_id": entry.submission_id,
+            "reason": reason[:4096],
+            "log_tail": tail[-16384:],
+            "target_revision": entry.target_before,
+        }
+        self._screened(entry, "hold", body, lambda act: bool(act.get("held")))
+
+    def _screened(self, entry: Entry, verb: str, body: dict[str, Any], recorded: Recorded) -> None:
+        """:meth:`_record_once` under the key ``<verb>:<activity>:<submission>``; when the
+        coordinator refuses the text for a secret (a check's output, a path the candidate
+        named, quoted it), again with the log's tail replaced by a note (it stays in the logs)
+        and, if the reason quoted it, the reason too."""
+        key = f"{verb}:{entry.activity_id}:{entry.submission_id}"
         try:
-            self._record_once(entry, "send-back", body, key, lambda act: bool(act.get("sent_back")))
+            self._record_once(entry, verb, body, key, recorded)
         except CoordinatorError as exc:
             if exc.code != secrets.REFUSED:
                 raise
-            # A check's output (the candidate's code) quoted a secret: the reason stays the
-            # integrator's own words, the log's tail is replaced by a note (it stays in the logs).
-            kept = "it stays in the check's log on the integrator's host"
+            kept = "it stays in the integrator's reports and logs on its host"
             note = "agentc-integrator: " + secrets.left_out(
-                exc.details, "send-back", "a check's output", kept
+                exc.details, verb, "the candidate's text", kept
             )
             retry = {**body, "log_tail": note}
+            if "checks" in body:  # without the commands and outputs, which may quote it too
+                retry["checks"] = [
+                    {k: v for k, v in c.items() if k not in ("command", "tail")}
+                    for c in body["checks"]
+                ]
             if exc.details.get("field") == "reason":
-                retry["reason"] = f"{code}: the reason quoted a secret and is left out"
-            self._record_once(
-                entry, "send-back", retry, key + ":note", lambda act: bool(act.get("sent_back"))
-            )
+                retry["reason"] = f"{body.get('reason_code', verb)}: the reason quoted a secret "
+                retry["reason"] += "and is left out"
+            self._record_once(entry, verb, retry, key + ":note", recorded)
 
     def _record_once(
         self,
@@ -173,7 +199,7 @@ class Coordinator:
         verb: str,
         body: dict[str, Any],
         key: str,
-        recorded: Callable[[dict[str, Any]], bool],
+        recorded: Recorded,
     ) -> None:
         """POST ``body`` to ``entry``'s activity's ``verb`` under ``key``. A refusal because the
         activity is no longer eligible is success when the activity shows the outcome
@@ -182,7 +208,7 @@ class Coordinator:
         try:
             self.transport.send("POST", self.base + path, body, key=key)
         except CoordinatorError as exc:
-            if exc.code != "activity_not_eligible":
+            if exc.code not in ("activity_not_eligible", "reviews_pending"):  # (held: pending)
                 raise
             act = self.activity(entry.task_id, entry.activity_id)
             if not act or not recorded(act):
@@ -198,6 +224,7 @@ def check_body(record: Mapping[str, Any], *, detail: bool = False) -> dict[str, 
         "outcome": record.get("outcome"),
         "exit_code": record.get("exit_code"),
         "duration_ms": took if isinstance(took, int) and took >= 0 else None,
+        "flaky": bool(record.get("flaky")),
     }
     if detail:
         argv = record.get("argv")

@@ -31,8 +31,10 @@ from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
 from agentc.integrator.journal import Entry, Journal
-from agentc.integrator.landing import build
+from agentc.integrator.landing import build, seal
+from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
+from agentc.integrator.scan import Finding, known_findings, scan_change
 from agentc.integrator.sweep import Sweeper
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
@@ -56,11 +58,13 @@ class Integrator:
             config.target_branch,
             (config.committer_name, config.committer_email),
             config.ssh_key,
+            config.signing_key,
         )
         self.journal = Journal(work / "journal")
         self.reports = JsonLines.open(work / "reports.jsonl")
         self.err = err
         self.red: tuple[str, list[CheckResult]] | None = None  # the last target checked
+        self.red_told: str | None = None  # the last red target reported
         retention = config.candidate_retention_days
         self.sweeper = Sweeper(self.repo, coordinator, retention, self.write)
         self.swept_at: float | None = None  # time.monotonic() of the last sweep
@@ -167,18 +171,26 @@ class Integrator:
         landed = self.repo.find_landing(cand.base_revision, tip, trailers)
         if landed is not None:  # landed before its journal was lost: check it, record it
             return self.already_landed(base, landed)
+        if not cand.held:  # held for a person before and approved since: not scanned again
+            findings = self.scan(cand)
+            if findings:
+                return self.found(base, findings)
+        scanned = "held for a person, then approved" if cand.held else "passed"
+        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
         try:
-            landing = build(self.repo, self.config.merge_policy, cand, tip)
+            landing = build(self.repo, self.config.merge_policy, cand, tip, served, scanned)
         except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
             return self.send_back(base, f"cannot build the landing: {exc}")
         base = replace(base, reviewed_diff=landing.reviewed_diff)
         if landing.revision is None:
             return self.send_back(base, landing.reason, code=landing.code)
-        result = landing.revision
-        checks = self.check(result, Path("candidates") / cand.activity_id / result)
+        checked = landing.revision
+        checks = self.check(checked, Path("candidates") / cand.activity_id / checked)
         records = [c.record() for c in checks]
         if not all(c.passed for c in checks):
-            return self.failed(base.at("rejected", result_revision=result, checks=records), checks)
+            entry = base.at("rejected", result_revision=checked, checks=records)
+            return self.failed(entry, checks)
+        result = seal(self.repo, landing, records)  # the same tree, the checks in its trailers
         return self.journal.save(base.at("checked", result_revision=result, checks=records))
 
     def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:
@@ -211,6 +223,27 @@ class Integrator:
             )
         return None
 
+    def scan(self, cand: Candidate) -> list[Finding]:
+        """The pre-landing scan of what the candidate adds (:mod:`agentc.integrator.scan`)."""
+        out = scan_change(self.repo, cand.base_revision, cand.candidate_revision)
+        known_findings(out, functools.partial(self.coordinator.known_secrets, cand.activity_id))
+        return out.findings
+
+    def found(self, entry: Entry, findings: list[Finding]) -> Entry:
+        """The scan found something: sent back with the findings, or (``scan_findings =
+        "hold"``) held for a person's review, which is not journaled: the activity leaves the
+        queue and comes back only once a person approved it."""
+        lines = [f.line() for f in findings]
+        count = f"{len(lines)} finding{'s' if len(lines) > 1 else ''}"
+        reason = f"the pre-landing scan found {count}: " + "; ".join(lines)
+        reason = reason if len(reason) <= 4000 else reason[:3999] + "…"
+        tail = "\n".join(lines) + "\n"
+        if self.config.scan_findings == "send_back":
+            return self.send_back(entry, reason, tail=tail, code="scan_finding")
+        self.coordinator.hold(entry, reason, tail)
+        self.report("held", entry, target=entry.target_before, reason=reason, tail=tail)
+        return entry.at("rejected", reason=reason)
+
     def failed(self, entry: Entry, checks: list[CheckResult]) -> Entry:
         """A check failed on the result: the target's fault if it fails there too."""
         tip = entry.target_before
@@ -220,18 +253,30 @@ class Integrator:
         if red:
             entry = entry.at("target_red", reason=f"the target {tip} itself fails {red[-1].name}")
             self.journal.save(entry)
-            self.report(
-                "target_red",
-                entry,
-                target=tip,
-                reason=entry.reason,
-                tail=red[-1].tail,
-                checks=[c.record() for c in red],
-            )
+            self.tell_red(entry, red)
             return entry
         last = checks[-1]
         reason = f"check {last.name} {last.outcome} (exit {last.exit_code})"
         return self.send_back(entry, reason, tail=last.tail, code="check_failed")
+
+    def tell_red(self, entry: Entry, red: list[CheckResult]) -> None:
+        """The target fails its own checks: reported once per target revision (a line of the
+        reports, an event the attention digest shows); the candidates wait, not blamed, each
+        tried again once the target moves."""
+        tip = entry.target_before
+        if self.red_told == tip:
+            return
+        records = [c.record() for c in red]
+        self.coordinator.target_red(tip, records)
+        self.red_told = tip
+        self.report(
+            "target_red",
+            entry,
+            target=tip,
+            reason=entry.reason,
+            tail=red[-1].tail,
+            checks=records,
+        )
 
     def already_landed(self, base: Entry, revision: str) -> Entry:
         """The target holds a landing of this activity (its journal was lost after the push):
@@ -247,22 +292,18 @@ class Integrator:
         reason = "the landing is already on the target and fails its checks there"
         entry = base.at("target_red", result_revision=revision, checks=records, reason=reason)
         self.journal.save(entry)
-        self.report(
-            "target_red",
-            entry,
-            target=base.target_before,
-            reason=entry.reason,
-            tail=checks[-1].tail,
-            checks=records,
-        )
+        self.tell_red(entry, checks)
         return entry
 
     def check(self, revision: str, name: Path) -> list[CheckResult]:
         runs = self.config.work_dir / "runs" / name
-        tree = runs / "tree"
-        self.repo.checkout_tree(revision, tree)
+
+        def fresh(tree: str) -> Path:
+            self.repo.checkout_tree(revision, runs / tree)
+            return runs / tree
+
         try:
-            return self.runner.run_all(tree, self.config.work_dir / "logs" / name)
+            return self.runner.run_all(fresh, self.config.work_dir / "logs" / name)
         finally:
             shutil.rmtree(runs, ignore_errors=True)
 

@@ -44,6 +44,7 @@ _CONFIG = (
     "-c",
     "merge.renames=false",
 )
+_COMMIT_LINE = re.compile(rb"commit ([0-9a-f]{40}|[0-9a-f]{64})\n")
 MAX_COMPARE_BYTES = 8 * 1024 * 1024
 MIN_GIT = (2, 38)  # a larger blob changed on both sides is not compared
 
@@ -67,6 +68,7 @@ class Merged:
 
     tree: str | None
     conflict: str = ""
+    paths: tuple[str, ...] = ()  # the conflicting paths (as git names them, -z is not used)
 
 
 class Repo:
@@ -79,8 +81,10 @@ class Repo:
         branch: str,
         identity: tuple[str, str],
         ssh_key: Path | None = None,
+        signing_key: Path | None = None,
     ) -> None:
         self.path = path
+        self.signing_key = signing_key
         self.git_version: tuple[int, int] | None = None
         self.remote = remote
         self.branch = branch
@@ -256,8 +260,39 @@ class Repo:
 
     def blob(self, oid: str) -> bytes | None:
         """A blob's content, or None when it is larger than ``MAX_COMPARE_BYTES``."""
-        size = int(self.git("cat-file", "-s", oid).stdout.strip())
-        return None if size > MAX_COMPARE_BYTES else self.git_bytes("cat-file", "blob", oid)
+        return None if self.size(oid) > MAX_COMPARE_BYTES else self.blob_bytes(oid)
+
+    def size(self, oid: str) -> int:
+        return int(self.git("cat-file", "-s", oid).stdout.strip())
+
+    def blob_bytes(self, oid: str) -> bytes:
+        return self.git_bytes("cat-file", "blob", oid)
+
+    def unified0(self, old: str, new: str) -> bytes:
+        """Git's diff of two blobs without context: the lines the new one adds, numbered by
+        its hunk headers (no path: no attributes, no textconv)."""
+        return self.git_bytes(
+            "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--end-of-options",
+            old, new,
+        )  # fmt: skip
+
+    def commit_texts(self, base: str, candidate: str, limit: int) -> list[tuple[str, bytes]]:
+        """The raw text (headers, author, committer, message) of each commit in
+        ``base..candidate``, at most ``limit``: ``git log --pretty=raw -z``, a record split by
+        a NUL inside a message joined back to its commit."""
+        out = self.git_bytes(
+            "log", "-z", "--pretty=raw", "--no-color", f"--max-count={limit}",
+            f"{base}..{candidate}",
+        )  # fmt: skip
+        commits: list[tuple[str, bytes]] = []
+        for record in out.split(b"\0"):
+            head = _COMMIT_LINE.match(record)
+            if head:
+                commits.append((head[1].decode(), record))
+            elif commits:
+                sha, text = commits[-1]
+                commits[-1] = (sha, text + b"\0" + record)
+        return commits
 
     def patch(self, old: str, new: str) -> bytes:
         """Git's three-line-context diff of two blobs (no path: no attributes, no textconv)."""
@@ -273,10 +308,20 @@ class Repo:
             new,
         )
 
-    def commit_tree(self, tree: str, parents: list[str], message: str) -> str:
-        """A new commit of ``tree`` with ``parents``, by the integrator's identity."""
+    def commit_tree(
+        self, tree: str, parents: list[str], message: str, *, sign: bool = False
+    ) -> str:
+        """A new commit of ``tree`` with ``parents``, by the integrator's identity; with
+        ``sign`` and a signing key, signed with it (``gpg.format = ssh``: ``ssh-keygen -Y
+        sign``)."""
         args = [arg for parent in parents for arg in ("-p", parent)]
-        return self.git("commit-tree", *args, "-m", message, tree).stdout.strip()
+        signing: list[str] = []
+        if sign and self.signing_key is not None:
+            signing = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={self.signing_key}"]
+            signing += ["-c", "gpg.ssh.program=ssh-keygen", "commit-tree", "-S"]
+        else:
+            signing = ["commit-tree"]
+        return self.git(*signing, *args, "-m", message, tree).stdout.strip()
 
     def merge_trees(self, ours: str, theirs: str) -> Merged:
         """``git merge-tree --write-tree`` of two commits: in the bare repository, without
@@ -287,8 +332,20 @@ class Repo:
             return Merged(head.strip())
         if done.returncode != 1:
             raise GitFailure(f"git merge-tree failed: {_last_lines(done.stderr)}")
-        messages = [line for line in rest.split("\n\n", 1)[-1].splitlines() if line.strip()]
-        return Merged(None, _last_lines("\n".join(messages), 6))
+        listed, _, said = rest.partition("\n\n")
+        messages = [line for line in said.splitlines() if line.strip()]
+        paths = tuple(dict.fromkeys(p for p in listed.splitlines() if p))
+        return Merged(None, _last_lines("\n".join(messages), 6), paths)
+
+    def touched(self, base: str, tip: str, paths: tuple[str, ...], limit: int = 10) -> list[str]:
+        """The target's commits since ``base`` that changed ``paths`` (short ids, newest
+        first): the other side of a conflict."""
+        if not paths:
+            return []
+        out = self.git(
+            "log", f"--max-count={limit}", "--format=%h", f"{base}..{tip}", "--", *paths
+        ).stdout
+        return out.split()
 
     def find_landing(self, base: str, tip: str, trailers: Mapping[str, str]) -> str | None:
         """The newest commit on the target's first-parent history after ``base`` whose message

@@ -30,6 +30,7 @@ from agentc.service.schemas import (
     CheckpointIn,
     ClaimIn,
     GenerationIn,
+    HoldIn,
     LandingIn,
     PolicyIn,
     ProjectIn,
@@ -38,6 +39,7 @@ from agentc.service.schemas import (
     ReviewIn,
     SendBackIn,
     SubmissionIn,
+    TargetRedIn,
     TaskEditIn,
     TaskIn,
     TelemetryIn,
@@ -51,6 +53,7 @@ from agentc.service.work import (
     launch_access,
     leases,
     projects,
+    provenance,
     reviews,
     steps,
     tasks,
@@ -336,6 +339,39 @@ _record_route(
     "POST", A + "/landing", "workflow", integration.record_landing, LandingIn, name="landing"
 )
 _record_route("POST", A + "/send-back", "workflow", integration.send_back, SendBackIn)
+
+
+_record_route("POST", A + "/hold", "workflow", integration.hold, HoldIn)
+
+
+@router.get(A + "/known-secrets", tags=["workflow"])
+async def get_known_secrets(
+    request: Request,
+    project_id: str,
+    activity_id: str,
+    verifiers: Annotated[str, Query(max_length=64 * 65)] = "",
+) -> Response:
+    def fn(tx: Tx, actor: Actor) -> JsonObject:
+        return integration.known_secrets(tx.conn, actor, project_id, activity_id, verifiers, tx.now)
+
+    return await read(request, fn)
+
+
+@router.get(A + "/provenance", tags=["workflow"])
+async def get_provenance(request: Request, project_id: str, activity_id: str) -> Response:
+    return await read(
+        request, lambda tx, _a: provenance.provenance(tx.conn, project_id, activity_id)
+    )
+
+
+@router.get(P + "/integration/queue", tags=["workflow"])
+async def landing_queue(request: Request, project_id: str, limit: Limit = 200) -> Response:
+    return await read(request, lambda tx, _a: integration.landing_queue(tx.conn, project_id, limit))
+
+
+@router.post(P + "/integration/target-red", tags=["workflow"])
+async def target_red(request: Request, project_id: str, body: TargetRedIn) -> Response:
+    return await mutate(request, body, lambda op, b: integration.target_red(op, project_id, b))
 
 
 @router.post(P + "/telemetry/cost-rows", tags=["telemetry"])

@@ -41,6 +41,7 @@ TargetBranch = Annotated[
 LeaseSeconds = Annotated[int, Field(ge=m.LEASE_SECONDS_MIN, le=m.LEASE_SECONDS_MAX)]
 MaxAttemptSeconds = Annotated[int, Field(ge=0, le=m.MAX_ATTEMPT_SECONDS_MAX)]
 ParkAfterAttempts = Annotated[int, Field(ge=m.PARK_AFTER_MIN, le=m.PARK_AFTER_MAX)]
+FixRounds = Annotated[int, Field(ge=m.FIX_ROUNDS_MIN, le=m.FIX_ROUNDS_MAX)]
 Priority = Annotated[int, Field(ge=m.PRIORITY_URGENT, le=m.PRIORITY_LOW)]
 DependsOn = Annotated[list[Id], Field(max_length=m.DEPENDENCIES_MAX)]
 
@@ -100,6 +101,7 @@ class ProjectIn(Body):
     required_checks: RequiredChecks = []
     admit_agent_tasks: bool = False
     park_after_attempts: ParkAfterAttempts = m.PARK_AFTER_DEFAULT
+    fix_rounds: FixRounds = m.FIX_ROUNDS_DEFAULT
 
 
 class PolicyIn(Body):
@@ -112,6 +114,7 @@ class PolicyIn(Body):
     required_checks: RequiredChecks | None = None
     admit_agent_tasks: bool | None = None
     park_after_attempts: ParkAfterAttempts | None = None
+    fix_rounds: FixRounds | None = None
 
 
 class TaskIn(Body):
@@ -204,6 +207,7 @@ class CheckRecord(Body):
     command: Annotated[str, text(2000)] = ""  # what ran, for the console
     duration_ms: Annotated[int, Field(ge=0, le=m.COUNTER_MAX)] | None = None
     tail: Annotated[str, text(4096)] = ""  # the end of its output
+    flaky: bool = False  # it failed, then passed when run once more on the same revision
 
 
 LogTail = Annotated[str, text(16384)]
@@ -223,11 +227,30 @@ class SendBackIn(Body):
     """The integrator could not land the candidate: the task goes back to its implementer."""
 
     submission_id: Id
-    reason_code: Literal["conflict", "check_failed", "candidate_missing", "candidate_invalid"]
+    reason_code: Literal[
+        "conflict", "check_failed", "candidate_missing", "candidate_invalid", "scan_finding"
+    ]
     reason: Reason
     log_tail: LogTail = ""
     target_revision: Revision | None = None
     checks: Checks = []
+
+
+class TargetRedIn(Body):
+    """The target branch fails its own required checks: integration waits until it is green."""
+
+    target_revision: Revision
+    checks: Checks = []
+
+
+class HoldIn(Body):
+    """The integrator's pre-landing scan found something a person is to judge: the submission
+    waits for a person's review before it can land."""
+
+    submission_id: Id
+    reason: Reason
+    log_tail: LogTail = ""
+    target_revision: Revision | None = None
 
 
 class TelemetryIn(Body):

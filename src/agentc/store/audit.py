@@ -51,6 +51,7 @@ class TelemetryRow(NamedTuple):
     row_json: str
     received_at: int
     principal_id: str
+    attempt_id: str | None = None  # a cost row's attempt (the service checked it)
 
 
 _EVENT = (
@@ -114,7 +115,7 @@ def add_telemetry(conn: Connection, row: TelemetryRow) -> bool:
     """Store the row unless the same row (by identity) came from the host before; returns
     whether it was new."""
     key = row._asdict()
-    del key["row_json"], key["received_at"], key["principal_id"]
+    del key["row_json"], key["received_at"], key["principal_id"], key["attempt_id"]
     if fetch_exists(conn, _TELEMETRY_SEEN, **key):
         return False
     insert(conn, row)
@@ -151,6 +152,26 @@ def telemetry_since(
         project_id=project_id,
         stream=stream,
         since=since,
+        limit=limit,
+    )
+
+
+_COST_OF_ATTEMPT = (
+    f"SELECT {columns(TelemetryRow)} FROM telemetry_rows WHERE attempt_id = :attempt_id "
+    "AND project_id = :project_id AND stream = 'cost' ORDER BY received_at, identity LIMIT :limit"
+)
+
+
+def costs_of_attempt(
+    conn: Connection, project_id: str, attempt_id: str, limit: int
+) -> list[TelemetryRow]:
+    """The cost rows that name the attempt, oldest first (the cost ledger of one attempt)."""
+    return fetch_all(
+        conn,
+        _COST_OF_ATTEMPT,
+        TelemetryRow,
+        project_id=project_id,
+        attempt_id=attempt_id,
         limit=limit,
     )
 

@@ -26,6 +26,7 @@ class Project(NamedTuple):
     policy_revision: int
     created_at: int
     updated_at: int
+    fix_rounds: int = 2  # (core.model.FIX_ROUNDS_DEFAULT)
 
 
 _SELECT = f"SELECT {columns(Project)} FROM projects"
@@ -36,6 +37,7 @@ _SAVE_POLICY = (
     "review_mode = :review_mode, lease_seconds = :lease_seconds, "
     "max_attempt_seconds = :max_attempt_seconds, required_checks_json = :required_checks_json, "
     "admit_agent_tasks = :admit_agent_tasks, park_after_attempts = :park_after_attempts, "
+    "fix_rounds = :fix_rounds, "
     "policy_revision = :policy_revision, updated_at = :updated_at WHERE id = :id"
 )
 

@@ -126,6 +126,9 @@ projects = Table(
     Column("policy_revision", Integer, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("updated_at", Ms, nullable=False),
+    # Fix-on-red (migration 0012): rounds a task gets after a required check fails on its
+    # candidate, before a person is asked.
+    Column("fix_rounds", Integer, nullable=False, server_default=text("2")),
 )
 
 tasks = Table(
@@ -156,6 +159,8 @@ tasks = Table(
     Column("created_by", Id, nullable=False),
     Column("created_at", Ms, nullable=False),
     Column("updated_at", Ms, nullable=False),
+    # Candidates sent back for a failed check since the task's last put-back (migration 0012).
+    Column("red_rounds", Integer, nullable=False, server_default=text("0")),
     Index("ix_tasks_offer", "project_id", "lifecycle", "priority", "ready_since", "id"),
 )
 
@@ -355,6 +360,10 @@ telemetry_rows = Table(
     Column("row_json", Text, nullable=False),
     Column("received_at", Ms, nullable=False),
     Column("principal_id", Id, nullable=False),
+    # A cost row's attempt (migration 0012): where a landing's provenance finds the harness,
+    # the models and the launch that served the attempt (the cost ledger).
+    Column("attempt_id", Id),
+    Index("ix_telemetry_rows_attempt", "attempt_id"),
 )
 
 # The sign-in throttle's failures (agentc.store.throttle), shared by every service process.

@@ -45,6 +45,7 @@ class Task(NamedTuple):
     created_by: str
     created_at: int
     updated_at: int
+    red_rounds: int = 0  # candidates sent back for a failed check since the last put-back
 
 
 class _Edge(NamedTuple):
@@ -68,6 +69,7 @@ class TaskChanges(TypedDict, total=False):
     tries: int
     phase: str | None
     updated_at: int
+    red_rounds: int
 
 
 _SELECT = f"SELECT {columns(Task)} FROM tasks"

@@ -74,6 +74,20 @@ class ReviewDecision(NamedTuple):
     created_at: int
 
 
+class QueuedLanding(NamedTuple):
+    """A queued integration activity with what its landing needs."""
+
+    activity_id: str
+    task_id: str
+    title: str
+    submission_id: str
+    candidate_ref: str | None
+    candidate_revision: str | None
+    base_revision: str | None
+    queued_at: int
+    outcome_json: str | None
+
+
 class ReviewCandidate(NamedTuple):
     """A queued review activity with its task's title."""
 
@@ -111,6 +125,14 @@ _QUEUED_REVIEWS = (
     "JOIN tasks t ON t.id = a.task_id WHERE a.project_id = :project_id "
     f"AND a.state = '{ActivityState.QUEUED}' AND a.kind IN ({{kinds}}) "
     "ORDER BY t.priority, a.queued_at, a.id LIMIT :limit"
+)
+
+_LANDING_QUEUE = (
+    "SELECT a.id, a.task_id, t.title, a.submission_id, s.candidate_ref, s.candidate_revision, "
+    "s.base_revision, a.queued_at, a.outcome_json FROM activities a "
+    "JOIN tasks t ON t.id = a.task_id JOIN submissions s ON s.id = a.submission_id "
+    f"WHERE a.project_id = :project_id AND a.state = '{ActivityState.QUEUED}' "
+    f"AND a.kind = '{ActivityKind.INTEGRATION}' ORDER BY a.queued_at, a.id LIMIT :limit"
 )
 
 _DECISION = f"SELECT {columns(ReviewDecision, 'r')} FROM review_decisions r"
@@ -162,6 +184,12 @@ def queued_reviews(
     marks, params = placeholders("k", [k.value for k in kinds])
     sql = _QUEUED_REVIEWS.format(kinds=marks)
     return fetch_all(conn, sql, ReviewCandidate, project_id=project_id, limit=limit, **params)
+
+
+def landing_queue(conn: Connection, project_id: str, limit: int) -> list[QueuedLanding]:
+    """The project's approved submissions waiting to land, in approval order (an integration
+    activity is queued when its reviews approve it)."""
+    return fetch_all(conn, _LANDING_QUEUE, QueuedLanding, project_id=project_id, limit=limit)
 
 
 def decisions_of_submission(conn: Connection, submission_id: str) -> list[ReviewDecision]:

@@ -24,6 +24,7 @@ from typing import Any
 from agentc.client.transport import Transport
 from agentc.core.errors import ConfigError
 from agentc.files.git import git_env, run_git
+from agentc.files.procs import run_check
 from agentc.up import sample
 from agentc.up.layout import Layout, write_credential
 
@@ -275,3 +276,15 @@ def rewrite_origin(layout: Layout, origin: str) -> None:
 
 def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2)
+
+
+def integrator_signing_key(layout: Layout, env: dict[str, str]) -> None:
+    """The integrator's signing key, made once by ``agentc-integrator signing-key create``
+    (which keeps an existing one and writes the allowed-signers file)."""
+    argv = [*program("agentc-integrator"), "--config", str(layout.integrator_config)]
+    try:
+        done = run_check([*argv, "signing-key", "create"], env=env, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"creating the integrator's signing key failed: {exc}") from None
+    if done.returncode != 0:
+        raise ConfigError(f"creating the integrator's signing key failed: {done.stderr.strip()}")

@@ -219,6 +219,7 @@ class Up:
             layout, record, self.origin, options.harness, gw, (EGRESS_INNER, egress)
         )
         configs.write_integrator(layout, record, self.origin)
+        bootstrap.integrator_signing_key(layout, child_env())
         bootstrap.ensure_attention(console, layout, self.origin, record)
         configs.write_attention(layout, record, self.origin, options.harness, gw)
         if options.seed_demo and not record.get("demo_seeded"):

@@ -133,6 +133,7 @@ def write_integrator(layout: Layout, record: dict[str, Any], origin: str) -> Non
             "work_dir": layout.integrator_state.resolve(),
             "poll_seconds": 2,
             "masks": [root],
+            "signing_key": layout.signing.resolve() / "integrator-key",
         }
     }
     for name, command in zip(check_names(record["checks"]), record["checks"], strict=True):

@@ -17,6 +17,8 @@
   supervisor/             the loop's state (mirror, runs, clones, records, heartbeat)
   integrator.toml         the integrator's configuration
   integrator/             the integrator's private repository, journal and reports
+  signing/                the integrator's SSH signing key (0600) and `allowed_signers`, which
+                          verifies the commits it lands (docs/integrator.md, "Signatures")
   logs/                   one log per process
 ```
 
@@ -64,6 +66,7 @@ class Layout:
     supervisor_state = _Under("supervisor")
     integrator_config = _Under("integrator.toml")
     integrator_state = _Under("integrator")
+    signing = _Under("signing")
     egress_socket = _Under("egress/proxy.sock")
     attention_config = _Under("attention.toml")
     attention_state = _Under("attention")

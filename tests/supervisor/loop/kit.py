@@ -31,8 +31,9 @@ cd agentc-checkout
 echo hi > greeting.txt
 git add greeting.txt
 git commit --quiet -m greeting
-cat > "$TMPDIR/submission.json" <<'JSON'
-{"summary": "greeting added",
+PROMPT_SHA256=$(sha256sum < "$TMPDIR/prompt.md" | cut -c1-64)
+cat > "$TMPDIR/submission.json" <<JSON
+{"summary": "greeting added", "handoff": "prompt sha256 $PROMPT_SHA256",
  "acceptance_evidence": [{"criterion": "greeting exists", "evidence": "greeting.txt"}]}
 JSON
 agent-coordinator submissions code --checkout "$PWD" --input "$TMPDIR/submission.json" \\

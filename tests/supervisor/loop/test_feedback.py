@@ -49,7 +49,35 @@ def test_a_send_back_is_feedback_and_a_live_submission_has_none() -> None:
     back = {"reason_code": "check_failed", "reason": "tests", "log_tail": "E"}
     activities = [{"submission_id": "sub_2", "kind": "integration", "sent_back": back}]
     found = of_workflow(flow(reviews=[], activities=activities))
-    assert found == {"submission_id": "sub_2", "reviews": [], "sent_back_by_integrator": back}
+    assert found == {
+        "submission_id": "sub_2",
+        "reviews": [],
+        "sent_back_by_integrator": back,
+        "checks": [],  # (the submission names no candidate here: nothing to start from)
+    }
     assert of_workflow(flow(superseded=False)) is None
     assert of_workflow(flow(reviews=[])) is None
     assert of_workflow({}) is None
+
+
+def test_a_red_candidate_is_where_the_next_attempt_starts() -> None:
+    back = {"reason_code": "check_failed", "reason": "check unit failed (exit 3)", "log_tail": "E"}
+    checks = [
+        {"name": "lint", "outcome": "passed", "exit_code": 0, "command": "ruff", "tail": ""},
+        {"name": "unit", "outcome": "failed", "exit_code": 3, "command": "pytest", "tail": "E"},
+    ]
+    activities = [{"submission_id": "sub_2", "sent_back": back, "checks": checks}]
+    git = {"candidate_ref": "refs/c/t/l", "candidate_revision": "c" * 40, "base_revision": "b" * 40}
+    data = flow(reviews=[], activities=activities)
+    data["submissions"][0].update(git)
+    found = of_workflow(data)
+    assert found is not None and found["starts_from_candidate"] == git
+    assert found["checks"] == [
+        {"name": "lint", "command": "ruff", "outcome": "passed", "exit_code": 0},
+        {"name": "unit", "command": "pytest", "outcome": "failed", "exit_code": 3, "tail": "E"},
+    ]
+    conflict = {**back, "reason_code": "conflict"}  # only a failed check starts from it
+    data["activities"] = [{"submission_id": "sub_2", "sent_back": conflict, "checks": checks}]
+    redo = of_workflow(data) or {}
+    assert "starts_from_candidate" not in redo and "checks" not in redo
+    assert redo["redo_on_target"] == git  # a conflict's candidate is to be re-applied

@@ -69,6 +69,9 @@ def test_a_ready_task_is_claimed_launched_and_submitted(
     steps = _steps(loop, submission["attempt_id"])
     assert (steps["ending"], steps["harness"], steps["steps"]) == ("submitted", "command", [])
     assert steps["usd"] is None and steps["started_at_ms"] > 0
+    # with the launch and the SHA-256 of the prompt it read (a landing's provenance names them)
+    assert steps["launch_id"] == final["launch_id"]
+    assert submission["handoff"] == f"prompt sha256 {steps['prompt_sha256']}"
     push_dir = loop.state / "push"
     assert [p.name for p in push_dir.iterdir() if not p.name.startswith(".")] == []
 

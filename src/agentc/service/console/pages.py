@@ -12,7 +12,7 @@ from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.service.auth import visible_projects
 from agentc.service.console.render import HERE, Viewer, html, page, router
-from agentc.service.work import steps, tasks
+from agentc.service.work import integration, steps, tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
 from agentc.store import artifacts, leases
@@ -24,6 +24,7 @@ from agentc.store.tx import Tx
 
 STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
 EVENTS_SCANNED = 2000
+QUEUE_SHOWN = 50  # the landing queue on a project's board
 
 
 @router.get("/")
@@ -83,8 +84,10 @@ async def board_page(request: Request, project_id: str, status: str = "") -> Res
             if not status or s.value == status
         ]
         working = leases.working_tasks(tx.conn, project_id, tx.now)
+        queue = integration.landing_queue(tx.conn, project_id, QUEUE_SHOWN)["items"]
         return "board.html", {
-            "project": project, "columns": columns, "status": status, "working": working
+            "project": project, "columns": columns, "status": status, "working": working,
+            "queue": queue,
         }  # fmt: skip
 
     return await page(request, build)

@@ -6,13 +6,13 @@ submissions and opens activities; `reviews` and `integration` act on them throug
 from __future__ import annotations
 
 from agentc.core import lease
-from agentc.core.model import ActivityState, AttemptState, Lifecycle, Phase
-from agentc.service.ops import JsonObject, Op
+from agentc.core.model import ActivityKind, ActivityState, AttemptState, Lifecycle, Phase
+from agentc.service.ops import JsonObject, Op, new_id
 from agentc.service.work.refusals import conflict, missing
 from agentc.service.work.views import activity_view, task_view
 from agentc.store import leases, tasks, workflow
 from agentc.store.leases import Attempt
-from agentc.store.sql import fetch_row
+from agentc.store.sql import fetch_row, insert
 from agentc.store.tasks import Task, TaskChanges
 from agentc.store.workflow import Activity
 
@@ -89,3 +89,28 @@ def send_back(op: Op, task_id: str, sub_id: str) -> None:
             updated_at=op.now,
         ),
     )
+
+
+def open_activity(
+    op: Op, project_id: str, task_id: str, sub_id: str, kind: ActivityKind, state: ActivityState
+) -> str:
+    """A new activity of the submission (``state`` queued, or waiting for the reviews); its id."""
+    activity_id = new_id()
+    insert(
+        op.conn,
+        Activity(
+            id=activity_id,
+            project_id=project_id,
+            task_id=task_id,
+            submission_id=sub_id,
+            kind=kind.value,
+            state=state.value,
+            generation=0,
+            current_attempt_id=None,
+            queued_at=op.now,
+            created_at=op.now,
+            completed_at=None,
+            landed_revision=None,
+        ),
+    )
+    return activity_id

@@ -98,6 +98,8 @@ def digest(conn: Connection, project_id: str, now: int, weekly_budget: int) -> J
         "human_reviews": _reviews(conn, project_id),
         "send_backs": _send_backs(conn, project_id, since, titles),
         "unchecked_landings": _unchecked(conn, project_id, since, titles, required),
+        "target_red": _target_red(conn, project_id, since),
+        "flaky_checks": _flaky(conn, project_id, since),
         "ended_attempts": _ended(conn, project_id, since, titles),
         "stale_hosts": _stale_hosts(conn, project_id, now),
         "canary_failures": [
@@ -265,6 +267,38 @@ def _ended(conn: Connection, project_id: str, since: int, titles: _Titles) -> li
             "ended_at": rfc3339(a.ended_at),
         }
         for a in leases.ended_attempts_since(conn, project_id, since, LISTED)
+    ]
+
+
+def _target_red(conn: Connection, project_id: str, since: int) -> list[JsonObject]:
+    """The target branch failing its own checks, as the integrator last reported it, unless a
+    landing came after (whose checks passed on a later target): integration waits meanwhile."""
+    kinds = ["integration.target_red", "integration.completed"]
+    latest = audit.recent_events(conn, project_id, kinds, since, 1)
+    if not latest or latest[0].kind != "integration.target_red":
+        return []
+    data = json.loads(latest[0].data_json)
+    return [
+        {
+            "target_revision": data.get("target_revision"),
+            "failed_checks": data.get("failed_checks", []),
+            "at": rfc3339(latest[0].created_at),
+        }
+    ]
+
+
+def _flaky(conn: Connection, project_id: str, since: int) -> list[JsonObject]:
+    """Each check that failed and then passed when run again, with how often, recently."""
+    counts: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for kind in ("integration.completed", "integration.sent_back"):
+        for event, act in _activity_events(conn, project_id, kind, since):
+            for name in {str(c.get("name")) for c in _checks_of(act)[1] if c.get("flaky")}:
+                counts[name] = counts.get(name, 0) + 1
+                last[name] = max(last.get(name, 0), event.created_at)
+    return [
+        {"name": name, "count": counts[name], "last_at": rfc3339(last[name])}
+        for name in sorted(counts, key=lambda n: (-counts[n], n))
     ]
 
 

@@ -41,6 +41,7 @@ def create_project(op: Op, body: ProjectIn) -> Result:
         policy_revision=1,
         created_at=op.now,
         updated_at=op.now,
+        fix_rounds=body.fix_rounds,
     )
     insert(op.conn, project)
     op.event("project.created", project.id, project.id, name=body.name)
@@ -82,6 +83,7 @@ def update_policy(op: Op, project_id: str, body: PolicyIn) -> Result:
         required_checks_json=row.required_checks_json if checks is None else json.dumps(checks),
         admit_agent_tasks=_given(body.admit_agent_tasks, bool(row.admit_agent_tasks)),
         park_after_attempts=_given(body.park_after_attempts, row.park_after_attempts),
+        fix_rounds=_given(body.fix_rounds, row.fix_rounds),
         policy_revision=row.policy_revision + 1,
         updated_at=op.now,
     )

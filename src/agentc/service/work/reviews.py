@@ -187,8 +187,9 @@ def _after_approval(op: Op, task_id: str, sub: Submission) -> None:
         return
     task = fetch_row(op.conn, Task, task_id)
     assert task is not None
-    if sub.ac_amendment_json:
-        amendment = json.loads(sub.ac_amendment_json)
+    amendment = json.loads(sub.ac_amendment_json) if sub.ac_amendment_json else None
+    # (once: a submission held for a person after its reviews is approved a second time)
+    if amendment and amendment["new"] != json.loads(task.acceptance_json):
         tasks.update_task(
             op.conn,
             task_id,

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 from sqlalchemy.engine import Connection
 
 from agentc.core import model as m
-from agentc.core.wire import Body, text
+from agentc.core.wire import Body, Id, text
 from agentc.service.ops import Op, Result
 from agentc.service.work.artifacts import keep, own_attempt
 from agentc.service.work.refusals import missing
@@ -57,6 +57,10 @@ class StepsIn(Body):
     cached_input_tokens: Count = 0
     output_tokens: Count = 0
     note: Annotated[str, text(1000)] = ""  # why the steps are withheld
+    # Which launch served the attempt and the SHA-256 of the prompt it was given (the
+    # supervisor's own values: a landing's provenance names them).
+    launch_id: Id | None = None
+    prompt_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
 def record_steps(op: Op, project_id: str, attempt_id: str, body: StepsIn) -> Result:

@@ -288,7 +288,9 @@ def unblock_task(op: Op, project_id: str, task_id: str, body: UnblockIn) -> Resu
     if row.lifecycle != Lifecycle.OPEN or not held:
         raise conflict("task_not_blocked", "the task is not blocked, parked or backing off")
     # An attempt that still holds the task keeps its own try.
-    changes = TaskChanges(blocked_reason=None, tries=row.tries - fruitless, ready_since=op.now)
+    changes = TaskChanges(
+        blocked_reason=None, tries=row.tries - fruitless, ready_since=op.now, red_rounds=0
+    )
     _revise(op, row, changes)
     op.event(
         "task.unblocked",

@@ -132,7 +132,10 @@ def record(op: Op, project_id: str, stream: TelemetryStream, body: TelemetryIn) 
             continue
         text = canonical_json(row)
         where = (project_id, stream.value, body.host, sha256_hex(text))
-        if audit.add_telemetry(op.conn, TelemetryRow(*where, text, op.now, actor.principal_id)):
+        named = row.get("attempt_id")  # a cost row's, checked above
+        attempt = named if isinstance(named, str) and stream == TelemetryStream.COST else None
+        kept = TelemetryRow(*where, text, op.now, actor.principal_id, attempt)
+        if audit.add_telemetry(op.conn, kept):
             accepted += 1
         else:
             duplicates += 1

@@ -57,6 +57,7 @@ def project_view(row: Project) -> JsonObject:
             "required_checks": json.loads(row.required_checks_json),
             "admit_agent_tasks": bool(row.admit_agent_tasks),
             "park_after_attempts": row.park_after_attempts,
+            "fix_rounds": row.fix_rounds,
         },
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
@@ -139,6 +140,7 @@ def task_view_of(task: Task, facts: TaskFacts, depends_on: list[str], now: int) 
         "held_for": hold,
         "budget_held": hold == Hold.WEEKLY_BUDGET,
         "fruitless_attempts": fruitless_attempts(facts, now),
+        "red_rounds": task.red_rounds,
         "parked": parked(facts, now),
         "offered_from": rfc3339(offered_from(facts)) if backing_off(facts, now) else None,
         "ready_since": rfc3339(task.ready_since),
@@ -187,6 +189,7 @@ def activity_view(row: Activity) -> JsonObject:
         view["target_revision"] = row.target_revision
         view["checks"] = outcome.get("checks", [])
         view["sent_back"] = outcome.get("sent_back")
+        view["held"] = outcome.get("held")
         view["reviewed_diff"] = outcome.get("reviewed_diff")
     return view
 

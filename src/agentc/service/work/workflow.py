@@ -35,7 +35,7 @@ from agentc.store.leases import Attempt
 from agentc.store.projects import Project
 from agentc.store.sql import fetch_row, insert
 from agentc.store.tasks import Task, TaskChanges
-from agentc.store.workflow import Activity, Submission
+from agentc.store.workflow import Submission
 
 
 def submit(op: Op, project_id: str, attempt_id: str, body: SubmissionIn) -> Result:
@@ -164,23 +164,8 @@ def _open_activities(op: Op, project: Project, task: Task, sub_id: str) -> bool:
     reviews = [k for k in kinds if k != ActivityKind.INTEGRATION]
     for kind in kinds:
         waiting = kind == ActivityKind.INTEGRATION and reviews
-        insert(
-            op.conn,
-            Activity(
-                id=new_id(),
-                project_id=project.id,
-                task_id=task.id,
-                submission_id=sub_id,
-                kind=kind.value,
-                state=(ActivityState.WAITING if waiting else ActivityState.QUEUED).value,
-                generation=0,
-                current_attempt_id=None,
-                queued_at=op.now,
-                created_at=op.now,
-                completed_at=None,
-                landed_revision=None,
-            ),
-        )
+        state = ActivityState.WAITING if waiting else ActivityState.QUEUED
+        activities.open_activity(op, project.id, task.id, sub_id, kind, state)
     return bool(reviews)
 
 

@@ -117,8 +117,11 @@ def reviewer_prompt(
     criteria: Sequence[str],
     submission: Mapping[str, Any],
     instructions: Mapping[str, bytes],
+    interdiff: Mapping[str, Any] | None = None,
 ) -> str:
-    """The reviewer's prompt: the contract, the review data, the base's instruction files.
+    """The reviewer's prompt: the contract, the review data, the base's instruction files;
+    ``interdiff``: what the candidate changes against an approved one sent back
+    (``supervisor.loop.interdiff``).
 
     In the review data every ``<`` is escaped as ``\\u003c``, so nothing in it reads as a tag.
     """
@@ -131,9 +134,8 @@ def reviewer_prompt(
             "candidate": candidate or "HEAD",
         },
     )
-    data = json.dumps(
-        {"acceptance_criteria": list(criteria), "submission": dict(submission)},
-        indent=2,
-        ensure_ascii=False,
-    ).replace("<", "\\u003c")
+    review: dict[str, Any] = {"acceptance_criteria": list(criteria), "submission": dict(submission)}
+    if interdiff:
+        review["interdiff"] = dict(interdiff)
+    data = json.dumps(review, indent=2, ensure_ascii=False).replace("<", "\\u003c")
     return contract + f"\n<review-data>\n{data}\n</review-data>\n" + _instructions(instructions)

@@ -128,6 +128,26 @@ class ImplementerLaunch(LeasedLaunch):
         )
         return handoff(f"the launch failed: {exc}\nThe setup's log is kept in {kept}.")
 
+    def _previous(self, told: dict[str, Any] | None, key: str) -> dict[str, str] | None:
+        """The sent-back candidate the feedback names under ``key`` (``starts_from_candidate``:
+        a fix-on-red attempt starts from it; ``redo_on_target``: a conflict's, to re-apply),
+        fetched into the mirror so the launch's clone holds it (None: none, or it cannot be
+        fetched, said in the log and in what the prompt tells)."""
+        start = (told or {}).get(key)
+        if not isinstance(start, dict):
+            return None
+        try:
+            repo.fetch_candidate(
+                self.mirror, start["candidate_ref"], self.launch_id, start["candidate_revision"]
+            )
+        except (AgentcError, OSError) as exc:
+            log(f"task {self.task}: the sent-back candidate is not available: {exc}")
+            assert told is not None
+            told[key] = None
+            told["candidate_unavailable_because"] = str(exc)
+            return None
+        return {k: str(v) for k, v in start.items()}
+
     def _new_record(self) -> LaunchRecord:
         return self._blank_record(self.binding.project_id, self.task, self.vendor)
 
@@ -148,9 +168,17 @@ class ImplementerLaunch(LeasedLaunch):
         self, client: Agent, claim: dict[str, Any], head: str, url: str
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
-        self._clone(head, url)
+        told = feedback.read(client, self.task)
+        start = self._previous(told, "starts_from_candidate")
+        redo = None if start else self._previous(told, "redo_on_target")
+        self._clone(head, url)  # (with a previous candidate fetched, its commits too)
         checkout = layout.clone / "agentc-checkout"
-        client.prepare_worktree(str(layout.clone), str(checkout), head)
+        base = start["base_revision"] if start else head
+        client.prepare_worktree(str(layout.clone), str(checkout), base)
+        if start:  # fix-on-red: the worktree is the candidate that failed, on its own base
+            repo.start_from(checkout, start["candidate_revision"])
+        if start or redo:
+            repo.delete_review_branch(self.mirror, self.launch_id)
         session_id = client.state().session_id or self.launch_id
         attempt = claim["attempt"]
         text = implementer_prompt(
@@ -161,7 +189,7 @@ class ImplementerLaunch(LeasedLaunch):
             generation=int(attempt["generation"]),
             checkout=str(checkout),
             instructions=repo.instruction_files(self.mirror, head),
-            feedback=feedback.read(client, self.task),
+            feedback=told,
         )
         self._write_prompt(text)
         shutil.copyfile(self.binding.repo_config, layout.run / BINDING_COPY)

@@ -14,6 +14,7 @@ by the next poll.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import signal
 import subprocess
@@ -99,6 +100,7 @@ def record_run(
         ended_ms=ended_ms,
         max_bytes=cfg.run.steps_max_kib * 1024,
     )
+    body.update(launch_id=record.launch_id, prompt_sha256=record.prompt_sha256)
     return steps.record(client, attempt_id, body)
 
 
@@ -300,9 +302,13 @@ class LeasedLaunch:
         )
 
     def _write_prompt(self, text: str) -> None:
+        data = text.encode("utf-8")
         fd = rundir.create_new(self.layout.prompt)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if self.record is not None:  # what the launch seals, kept for its provenance
+            self.record.prompt_sha256 = hashlib.sha256(data).hexdigest()
+            self.loop.records.write(self.record)
 
     def _request(
         self, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None

@@ -87,6 +87,7 @@ class LaunchRecord:
     submission: str | None = None  # the submission under review
     canary: bool = False  # the dedicated canary project's (its ledger rows are marked too)
     started_ms: int | None = None  # when the launch's process started (its run's duration)
+    prompt_sha256: str | None = None  # of the prompt the launch was given (its provenance)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchRecord:

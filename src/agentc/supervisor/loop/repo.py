@@ -129,6 +129,27 @@ def fetch_candidate(mirror: Path, ref: str, launch_id: str, revision: str) -> st
     return branch
 
 
+def merged_tree(mirror: Path, ours: str, theirs: str) -> str:
+    """The tree of ``git merge-tree --write-tree <ours> <theirs>`` in the bare mirror (no
+    attributes): a clean merge's, or one with conflict markers."""
+    done = _run_git(
+        ("-C", str(mirror), "merge-tree", "--write-tree", ours, theirs),
+        None,
+        _complaint,
+        check=False,
+        text=True,
+    )
+    if done.returncode not in (0, 1):
+        raise SupervisorError(f"git merge-tree failed: {_complaint(done.stderr)}")
+    return done.stdout.split("\n", 1)[0].strip()
+
+
+def start_from(checkout: Path, revision: str) -> None:
+    """Move a prepared worktree's branch to ``revision`` (a candidate descending from the
+    worktree's registered base, fetched into the mirror the clone was made from)."""
+    git("-C", str(checkout), "reset", "--quiet", "--hard", revision)
+
+
 def delete_review_branch(mirror: Path, launch_id: str) -> None:
     """Remove a review's mirror ref (absent already: nothing to do)."""
     if (mirror / "HEAD").exists():

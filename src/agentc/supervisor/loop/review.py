@@ -43,7 +43,15 @@ from agentc.supervisor.launch import plan as launch_plan
 from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import admission, coordinator, hostlaunch, repo, steps, verification
+from agentc.supervisor.loop import (
+    admission,
+    coordinator,
+    hostlaunch,
+    interdiff,
+    repo,
+    steps,
+    verification,
+)
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
 from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.loop.workers import Worker
@@ -168,6 +176,7 @@ class ReviewLaunch(LeasedLaunch):
     role = "reviewer"
     failure = "Review failed"
     staging: verification.Staging | None = None  # a verifying review's session
+    view: dict[str, Any] | None = None  # the task's workflow, read by the submission's check
 
     @property
     def activity(self) -> str:
@@ -196,6 +205,7 @@ class ReviewLaunch(LeasedLaunch):
         """The task's current submission, which must be the one offered, with a candidate."""
         with self.loop.review_client(self.binding) as client:
             view = client.get(client.project(f"/tasks/{self.task}/workflow"))
+        self.view = view if isinstance(view, dict) else {}
         current = view.get("submission") if isinstance(view, dict) else None
         if not isinstance(current, dict) or current.get("id") != self.submission:
             raise SupervisorError(f"submission {self.submission} is no longer the task's current")
@@ -288,6 +298,7 @@ class ReviewLaunch(LeasedLaunch):
             criteria=[str(c) for c in task.get("acceptance_criteria") or []],
             submission=sub,
             instructions=repo.instruction_files(self.mirror, base),
+            interdiff=self._interdiff(sub),
         )
         self._write_prompt(text)
         # A verifying review: the loop signs in to the staging coordinator now (or fails).
@@ -302,6 +313,24 @@ class ReviewLaunch(LeasedLaunch):
         running = hostlaunch.start(loop.config, request)
         self._record_started(running)
         return running
+
+    def _interdiff(self, sub: dict[str, Any]) -> dict[str, Any] | None:
+        """What the candidate changes against an approved one the integrator sent back (None:
+        there is none; a failure to compute it is said in the prompt, not fatal)."""
+        approved = interdiff.approved_before(self.view or {}, str(sub["id"]))
+        if approved is None:
+            return None
+        name = f"{self.launch_id}-approved"
+        try:
+            return interdiff.compute(self.mirror, name, approved, sub)
+        except (AgentcError, OSError) as exc:
+            log(f"task {self.task}: no interdiff against the approved candidate: {exc}")
+            return {
+                "approved_candidate": approved.get("candidate_revision"),
+                "unavailable": str(exc),
+            }
+        finally:
+            repo.delete_review_branch(self.mirror, name)
 
     # -- while it runs -----------------------------------------------------------------------
 

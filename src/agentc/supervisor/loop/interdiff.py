@@ -1,0 +1,74 @@
+"""What changed since the approved candidate: the interdiff a reviewer of a redone change reads.
+
+A submission that reviewers approved and the integrator then sent back (a conflict with the
+moved target, a failed check) comes back as a new candidate. Its reviewer is shown the whole
+change as always, and also what differs from the approved one (docs/supervisor.md,
+"Reviewing a redone change"):
+
+- on the same base (a fix round starts from the red candidate): ``git diff <approved> <new>``;
+- on another base (a conflict redone on the moved target): the approved change put on the new
+  base first (``git merge-tree --write-tree <new base> <approved>``: the approved candidate
+  descends from its base, an ancestor of the new one, so that base is the merge base; conflict
+  markers and all where it no longer applies), then the diff from that tree to the new
+  candidate: what the implementer did differently, its resolution of the conflict included.
+
+Read from the task's workflow view (pure) and computed with git in the loop's mirror, bounded;
+the text is the agents' and is quoted as data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentc.supervisor.loop.repo import fetch_candidate, git_bytes, merged_tree
+
+MAX_BYTES = 64 * 1024
+SENT_BACK = ("conflict", "check_failed")
+
+
+def approved_before(view: dict[str, Any], current: str) -> dict[str, Any] | None:
+    """The newest earlier submission of the task that was approved and then sent back by the
+    integrator, with a candidate (None: the current one is the first to be reviewed)."""
+    approved = {
+        r.get("submission_id")
+        for r in view.get("reviews") or []
+        if isinstance(r, dict) and r.get("decision") == "approved"
+    }
+    sent = {
+        a.get("submission_id")
+        for a in view.get("activities") or []
+        if isinstance(a, dict)
+        and isinstance(a.get("sent_back"), dict)
+        and a["sent_back"].get("reason_code") in SENT_BACK
+    }
+    for sub in view.get("submissions") or []:  # newest first
+        if not isinstance(sub, dict) or sub.get("id") == current:
+            continue
+        if sub.get("id") in approved and sub.get("id") in sent and sub.get("candidate_ref"):
+            return sub
+    return None
+
+
+def compute(
+    mirror: Path, name: str, approved: dict[str, Any], new: dict[str, Any]
+) -> dict[str, Any]:
+    """The interdiff of ``new`` (the submission under review, its candidate in the mirror)
+    against ``approved`` (fetched into the mirror as ``name``): ``{approved_candidate,
+    approved_base, same_base, diff, truncated}``."""
+    old_rev, old_base = str(approved["candidate_revision"]), str(approved["base_revision"])
+    new_rev, new_base = str(new["candidate_revision"]), str(new["base_revision"])
+    fetch_candidate(mirror, str(approved["candidate_ref"]), name, old_rev)
+    same = old_base == new_base
+    start = old_rev if same else merged_tree(mirror, new_base, old_rev)
+    raw = git_bytes(
+        "-C", str(mirror), "diff", "--no-color", "--no-ext-diff", "--no-textconv", start, new_rev
+    )
+    text = raw[:MAX_BYTES].decode("utf-8", errors="replace")
+    return {
+        "approved_candidate": old_rev,
+        "approved_base": old_base,
+        "same_base": same,
+        "diff": text,
+        "truncated": len(raw) > MAX_BYTES,
+    }
