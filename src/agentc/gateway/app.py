@@ -34,6 +34,7 @@ from agentc.gateway.errors import CredentialError, SentinelRefused
 from agentc.gateway.ledger import Ledger
 from agentc.gateway.limits import BodyTooLarge, LaunchSlots, read_body
 from agentc.gateway.meter import Api, Meter, estimate
+from agentc.gateway.policy import Refusal, check_body
 from agentc.gateway.prices import Tokens, price_call
 from agentc.gateway.records import Call, ledger_row, log_line, usd_text
 from agentc.gateway.relay import DrainLimits, Relay, RelayResponse
@@ -195,6 +196,7 @@ class Gateway:
             api = upstream.api
             metered = self._check_route(api, request.method, path)
             self._check_caps(call)
+            self._check_turns(call)
             self._take_slot(grant)
         except _Refusal as refusal:
             return self._refuse(call, api, refusal)
@@ -254,12 +256,41 @@ class Gateway:
         name, spent, limit = over
         call.cap = name
         call.reason = f"{name} cap reached: {usd_text(spent)} of {usd_text(limit)}"
-        self.registry.note_cap(call.grant.launch_id, name)
+        self.registry.note_cap(call.grant.launch_id, name, call.reason)
         # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do not
         # retry it (a 400 makes Claude Code try again several times, a 403 reads as an
         # authentication failure) and end the turn with this message.
         message = f"agentc: the {name} cost cap is reached ({call.reason})"
         raise _Refusal(402, "refused_cap", ("billing_error",) * 2, message)
+
+    def _check_turns(self, call: Call) -> None:
+        """The model policy's turns per attempt: once used, nothing more is forwarded (402, as a
+        cap: the harness ends its turn rather than retrying)."""
+        assert call.grant is not None
+        grant = call.grant
+        most = grant.policy.max_turns
+        if most is None or self.ledger.turns(grant.attempt) < most:
+            return
+        call.policy = "max_turns"
+        call.reason = f"the attempt has made its {most} model turns (max_turns)"
+        self.registry.note_stop(grant.launch_id, "policy", "max_turns", call.reason)
+        message = f"agentc: the model policy allows no more calls: {call.reason}"
+        raise _Refusal(402, "refused_policy", ("billing_error",) * 2, message)
+
+    def _check_body(self, call: Call, api: Api, body: bytes) -> bytes:
+        """A metered call's model and output limit against the model policy; the body to send
+        (400 invalid_request_error, the providers' answer to a bad model or max_tokens)."""
+        assert call.grant is not None
+        policy = call.grant.policy
+        if not policy.reads_body:
+            return body
+        checked = check_body(policy, api, body)
+        if isinstance(checked, Refusal):
+            call.policy = checked.rule
+            kinds = ("invalid_request_error", "invalid_request_error")
+            message = f"agentc: {checked.message}"
+            raise _Refusal(400, "refused_policy", kinds, message, reason=checked.message)
+        return checked.body
 
     def _refuse(self, call: Call, api: Api, refusal: _Refusal) -> Response:
         call.status, call.outcome = refusal.status, refusal.outcome
@@ -289,6 +320,9 @@ class Gateway:
             call.outcome, call.status = "client_closed", 499
             self._emit(call, None, None)
             return Response(status_code=499)
+        if metered:
+            body = self._check_body(call, api, body)
+            self.ledger.admit_turn(call.grant.attempt)
         headers = _upstream_headers(request, api, credential)
         # The path matched by the allowlist, unchanged (routes.py).
         url = upstream.base_url.rstrip("/") + request.url.path

@@ -24,6 +24,7 @@ class Call:
     outcome: str = "ok"
     reason: str | None = None
     cap: str | None = None
+    policy: str | None = None  # the model policy's rule that refused the call
     estimated: bool = False  # the tokens are an estimate (the final usage never came)
 
     def note(self, reason: str) -> None:
@@ -72,6 +73,8 @@ def log_line(
         line["estimated"] = True
     if call.cap:
         line["cap"] = call.cap
+    if call.policy:
+        line["policy"] = call.policy
     if call.reason:
         line["reason"] = call.reason.strip()
     return line

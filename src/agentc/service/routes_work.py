@@ -49,6 +49,7 @@ from agentc.service.work import (
     integration,
     launch_access,
     leases,
+    model_policy,
     projects,
     reviews,
     steps,
@@ -202,6 +203,20 @@ async def update_policy(request: Request, project_id: str, body: PolicyIn) -> Re
     return await mutate(request, body, lambda op, b: projects.update_policy(op, project_id, b))
 
 
+@router.get(P + "/model-policy", tags=["projects"])
+async def get_project_model_policy(request: Request, project_id: str) -> Response:
+    return await read(request, lambda tx, _a: model_policy.project_policy(tx, project_id))
+
+
+@router.put(P + "/model-policy", tags=["projects"])
+async def set_project_model_policy(
+    request: Request, project_id: str, body: model_policy.ModelPolicyIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: model_policy.set_project_policy(op, project_id, b)
+    )
+
+
 @router.get(P + "/tasks", tags=["tasks"])
 async def list_tasks(
     request: Request,
@@ -230,6 +245,21 @@ _record_route("PATCH", T, "tasks", tasks.edit_task, TaskEditIn)
 _record_route("POST", T + "/cancel", "tasks", tasks.cancel_task, CancelIn)
 _record_route("POST", T + "/unblock", "tasks", tasks.unblock_task, UnblockIn)
 _record_route("POST", T + "/approve", "tasks", tasks.approve_task, ApproveIn)
+
+
+@router.get(T + "/model-policy", tags=["tasks"])
+async def get_task_model_policy(request: Request, project_id: str, task_id: str) -> Response:
+    return await read(request, lambda tx, _a: model_policy.task_policy(tx, project_id, task_id))
+
+
+_record_route(
+    "PUT",
+    T + "/model-policy",
+    "tasks",
+    model_policy.set_task_policy,
+    model_policy.ModelPolicyIn,
+    name="set_task_model_policy",
+)
 
 
 @router.get(T + "/workflow", tags=["workflow"])

@@ -157,6 +157,31 @@ def test_claude_submits_through_the_cli_and_its_cost_is_reported_once(
     assert "Launched" in beat["outcome"]
 
 
+def test_the_tasks_model_policy_reaches_the_gateway_with_the_launch(
+    gateway_loop: tuple[LoopKit, ScriptedProvider],
+) -> None:
+    """An admin's policy for the task: Claude in the real loop asks within its output limit,
+    and its second model turn is refused by the gateway (nothing reaches the provider)."""
+    loop, provider = gateway_loop
+    provider.turns = parse_script(
+        {"turns": [{"tool_calls": [{"tool": "run", "command": "true"}], "repeat": 5}]}
+    ).expanded()
+    task = loop.task()
+    policy = {"expected_revision": 0, "max_turns": 1, "max_output_tokens": 4096}
+    path = f"/api/v1/projects/{loop.project}/tasks/{task['id']}/model-policy"
+    answer = loop.admin.put(path, json=policy, headers={"Idempotency-Key": str(uuid.uuid4())})
+    assert answer.status_code == 200, answer.text
+    result = loop.once(timeout=300)
+    assert result.returncode == 0, result.stderr
+    main = provider.main_requests()
+    assert len(main) == 1 and main[0].body["max_tokens"] == 4096
+    log = loop.state.parent.parent / "gw/gateway.log"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    refused = [x for x in lines if x["outcome"] == "refused_policy"]
+    assert refused and refused[0]["policy"] == "max_turns" and refused[0]["status"] == 402
+    assert loop.show(task["id"])["work_status"] == "ready"  # released, nothing submitted
+
+
 def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
     gateway_loop: tuple[LoopKit, ScriptedProvider],
 ) -> None:

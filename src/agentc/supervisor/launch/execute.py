@@ -167,7 +167,8 @@ def _model_settings(plan_: Plan, sentinel: str) -> dict[str, str]:
     assert plan_.gateway is not None
     request, layout = plan_.request, plan_.layout
     model = None if request.model == "default" else request.model
-    endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model)
+    most = request.model_policy.max_output_tokens  # the harness asks within the policy
+    endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model, most)
     setup = registry.model_setup(
         request.harness,
         endpoint,

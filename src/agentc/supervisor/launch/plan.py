@@ -317,6 +317,7 @@ def _gateway(
         launch_usd=request.launch_usd,
         agentns_session_id=session.session_id if session else None,
         agentns_mode=session.mode if session else None,
+        policy=request.model_policy,
     )
     lease = LeaseRequest(config.gateway_control, grant)
     return relay, GatewayPlan(lease, f"http://{config.gateway_listen}")

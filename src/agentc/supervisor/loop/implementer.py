@@ -125,6 +125,7 @@ class ImplementerLaunch(LeasedLaunch):
         self, client: Agent, claim: dict[str, Any], head: str, url: str
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
+        self.policy = coordinator.task_model_policy(client, self.task)
         self._clone(head, url)
         checkout = layout.clone / "agentc-checkout"
         client.prepare_worktree(str(layout.clone), str(checkout), head)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
@@ -162,6 +163,7 @@ class LeasedLaunch:
         self.started_ms: int | None = None  # when the launch's process started
         self.stopped: str | None = None  # why the loop stopped it, if it did
         self.at_limit = False  # whether that was the role's time limit
+        self.policy = ModelPolicy()  # the task's model policy, read after the claim
 
     def _new_record(self) -> LaunchRecord:
         raise NotImplementedError
@@ -266,6 +268,7 @@ class LeasedLaunch:
             task=task,
             project=self.binding.project_id,
             canary=self._canary(),
+            model_policy=self.policy,
             coordinator=access,
         )
         session = agentsession.ensure(self.loop.config, self.role)

@@ -218,6 +218,7 @@ class ReviewLaunch(LeasedLaunch):
 
     def _launch(self, client: Agent, lease: Lease, claim: dict[str, Any], url: str) -> str:
         try:
+            self.policy = coordinator.task_model_policy(client, self.task)
             running = self._prepare_and_start(claim, url)
         except (AgentcError, OSError) as exc:
             self._sign_out()
