@@ -28,15 +28,17 @@ from starlette.routing import Route
 
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
+from agentc.files.launchlog import LaunchLogs, ensure_directory
+from agentc.gateway.admission import Admission, Refused
+from agentc.gateway.breakers import Breakers
 from agentc.gateway.config import GatewayConfig, UpstreamConfig
 from agentc.gateway.credentials import Credential, CredentialStore
 from agentc.gateway.errors import CredentialError, SentinelRefused
 from agentc.gateway.ledger import Ledger
 from agentc.gateway.limits import BodyTooLarge, LaunchSlots, read_body
 from agentc.gateway.meter import Api, Meter, estimate
-from agentc.gateway.policy import Refusal, check_body
 from agentc.gateway.prices import Tokens, price_call
-from agentc.gateway.records import Call, ledger_row, log_line, usd_text
+from agentc.gateway.records import Call, launch_event, ledger_row, log_line
 from agentc.gateway.relay import DrainLimits, Relay, RelayResponse
 from agentc.gateway.routes import route_for
 from agentc.gateway.sentinels import Grant, SentinelRegistry
@@ -110,28 +112,6 @@ def _upstream_headers(request: Request, api: Api, credential: Credential) -> lis
     return headers
 
 
-class _Refusal(Exception):
-    """A call answered by the gateway itself (logged, never forwarded).
-
-    ``kinds``: the error type in the Anthropic and in the OpenAI shape.
-    """
-
-    def __init__(
-        self,
-        status: int,
-        outcome: str,
-        kinds: tuple[str, str],
-        message: str,
-        *,
-        reason: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.outcome, self.kinds, self.message = status, outcome, kinds, message
-        self.reason = reason
-        self.headers = headers
-
-
 class Gateway:
     def __init__(
         self,
@@ -149,10 +129,15 @@ class Gateway:
         self.prices = config.price_table()
         self.caps = config.cap_limits()
         self.slots = LaunchSlots(config.launch_concurrency)
+        self.breakers = Breakers(config.breaker_limits())
+        self.admission = Admission(self.registry, self.ledger, self.caps, self.breakers)
         self.drain = DrainLimits(config.drain_timeout_s, config.drain_max_bytes)
         self._relays: set[Relay] = set()
         self._clock = clock
         self._log = JsonLines(log if log is not None else sys.stderr)
+        self.launch_logs: LaunchLogs | None = None
+        if config.launch_logs is not None:
+            self.launch_logs = LaunchLogs(ensure_directory(config.launch_logs), "gateway")
         self._client: httpx.AsyncClient | None = None
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
@@ -195,15 +180,14 @@ class Gateway:
             upstream = self._upstream(grant)
             api = upstream.api
             metered = self._check_route(api, request.method, path)
-            self._check_caps(call)
-            self._check_turns(call)
+            self.admission.before(call)
             self._take_slot(grant)
-        except _Refusal as refusal:
+        except Refused as refusal:
             return self._refuse(call, api, refusal)
         response: Response | None = None
         try:
             response = await self._forward(request, call, upstream, metered)
-        except _Refusal as refusal:
+        except Refused as refusal:
             response = self._refuse(call, api, refusal)
         finally:
             # A relayed answer releases the slot when it is settled; anything else now.
@@ -216,14 +200,14 @@ class Gateway:
             return self.registry.check(sentinel_of(request.headers))
         except SentinelRefused as exc:
             kinds = ("authentication_error", "authentication_error")
-            raise _Refusal(
+            raise Refused(
                 401, "refused_sentinel", kinds, f"agentc: {exc}", reason=exc.reason
             ) from None
 
     def _upstream(self, grant: Grant) -> UpstreamConfig:
         upstream = self.config.upstreams.get(grant.upstream)
         if upstream is None:
-            raise _Refusal(502, "no_upstream", ("api_error",) * 2, "agentc: no such upstream")
+            raise Refused(502, "no_upstream", ("api_error",) * 2, "agentc: no such upstream")
         return upstream
 
     def _check_route(self, api: Api, method: str, path: str) -> bool:
@@ -231,7 +215,7 @@ class Gateway:
         if route is None:
             message = f"agentc: the model gateway does not forward {method} {path[:_LOGGED_PATH]}"
             kinds = ("not_found_error", "invalid_request_error")
-            raise _Refusal(404, "refused_path", kinds, message, reason="not a harness call")
+            raise Refused(404, "refused_path", kinds, message, reason="not a harness call")
         return route.metered
 
     def _take_slot(self, grant: Grant) -> None:
@@ -239,7 +223,7 @@ class Gateway:
             return
         # 503, not 429: a 429 reads as the vendor's rate limit (vendors.json, the supervisor).
         limit = self.config.launch_concurrency
-        raise _Refusal(
+        raise Refused(
             503,
             "refused_concurrency",
             ("overloaded_error", "server_error"),
@@ -248,51 +232,7 @@ class Gateway:
             headers={"retry-after": "1"},
         )
 
-    def _check_caps(self, call: Call) -> None:
-        assert call.grant is not None
-        over = self.ledger.over_cap(call.grant, self.caps)
-        if over is None:
-            return
-        name, spent, limit = over
-        call.cap = name
-        call.reason = f"{name} cap reached: {usd_text(spent)} of {usd_text(limit)}"
-        self.registry.note_cap(call.grant.launch_id, name, call.reason)
-        # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do not
-        # retry it (a 400 makes Claude Code try again several times, a 403 reads as an
-        # authentication failure) and end the turn with this message.
-        message = f"agentc: the {name} cost cap is reached ({call.reason})"
-        raise _Refusal(402, "refused_cap", ("billing_error",) * 2, message)
-
-    def _check_turns(self, call: Call) -> None:
-        """The model policy's turns per attempt: once used, nothing more is forwarded (402, as a
-        cap: the harness ends its turn rather than retrying)."""
-        assert call.grant is not None
-        grant = call.grant
-        most = grant.policy.max_turns
-        if most is None or self.ledger.turns(grant.attempt) < most:
-            return
-        call.policy = "max_turns"
-        call.reason = f"the attempt has made its {most} model turns (max_turns)"
-        self.registry.note_stop(grant.launch_id, "policy", "max_turns", call.reason)
-        message = f"agentc: the model policy allows no more calls: {call.reason}"
-        raise _Refusal(402, "refused_policy", ("billing_error",) * 2, message)
-
-    def _check_body(self, call: Call, api: Api, body: bytes) -> bytes:
-        """A metered call's model and output limit against the model policy; the body to send
-        (400 invalid_request_error, the providers' answer to a bad model or max_tokens)."""
-        assert call.grant is not None
-        policy = call.grant.policy
-        if not policy.reads_body:
-            return body
-        checked = check_body(policy, api, body)
-        if isinstance(checked, Refusal):
-            call.policy = checked.rule
-            kinds = ("invalid_request_error", "invalid_request_error")
-            message = f"agentc: {checked.message}"
-            raise _Refusal(400, "refused_policy", kinds, message, reason=checked.message)
-        return checked.body
-
-    def _refuse(self, call: Call, api: Api, refusal: _Refusal) -> Response:
+    def _refuse(self, call: Call, api: Api, refusal: Refused) -> Response:
         call.status, call.outcome = refusal.status, refusal.outcome
         call.reason = call.reason or refusal.reason
         self._emit(call, None, None, ledger=refusal.outcome == "refused_cap")
@@ -308,20 +248,20 @@ class Gateway:
             credential = self.credentials.get(upstream.credential_file)
         except CredentialError as exc:
             message = "agentc: the gateway has no credential"
-            raise _Refusal(
+            raise Refused(
                 502, "credential_error", ("api_error",) * 2, message, reason=str(exc)
             ) from None
         try:
             body = await read_body(request, self.config.max_body_bytes)
         except BodyTooLarge as exc:
             kinds = ("request_too_large", "invalid_request_error")
-            raise _Refusal(413, "refused_body", kinds, f"agentc: {exc}", reason=str(exc)) from None
+            raise Refused(413, "refused_body", kinds, f"agentc: {exc}", reason=str(exc)) from None
         except ClientDisconnect:
             call.outcome, call.status = "client_closed", 499
             self._emit(call, None, None)
             return Response(status_code=499)
         if metered:
-            body = self._check_body(call, api, body)
+            body = self.admission.request(call, api, body)
             self.ledger.admit_turn(call.grant.attempt)
         headers = _upstream_headers(request, api, credential)
         # The path matched by the allowlist, unchanged (routes.py).
@@ -336,7 +276,7 @@ class Gateway:
             message = "agentc: the provider is unreachable"
             kinds = ("api_error", "api_error")
             reason = type(exc).__name__
-            raise _Refusal(502, "upstream_unreachable", kinds, message, reason=reason) from None
+            raise Refused(502, "upstream_unreachable", kinds, message, reason=reason) from None
         return self._relay(call, api, answer, body if metered else None)
 
     def _relay(
@@ -374,6 +314,8 @@ class Gateway:
             return
         tokens = meter.finish()
         model = meter.model
+        if 200 <= call.status < 300:
+            self.admission.answered(call, meter, tokens)
         if not meter.final:
             tokens, asked = estimate(api, tokens, body, self.config.estimate_output_tokens)
             model = model or asked
@@ -401,4 +343,10 @@ class Gateway:
         cost = price_call(model, tokens, self.prices) if tokens is not None else None
         if ledger and call.grant is not None:
             self.ledger.append(ledger_row(call, call.grant, tokens, model, cost, now_ms))
-        self._log.write(log_line(call, tokens, model, cost, now_ms))
+        line = log_line(call, tokens, model, cost, now_ms)
+        if self.launch_logs is not None and call.grant is not None:
+            try:
+                self.launch_logs.append(call.grant.launch_id, launch_event(line))
+            except OSError as exc:  # the call's own log line says so; the call goes on
+                line["launch_log_error"] = exc.strerror or str(exc)
+        self._log.write(line)

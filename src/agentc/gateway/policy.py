@@ -91,14 +91,22 @@ class Checked:
     body: bytes
 
 
-def check_body(policy: ModelPolicy, api: Api, body: bytes) -> Checked | Refusal:
-    """Check a metered call's body against ``policy`` (one that reads bodies)."""
+def read_members(body: bytes) -> dict[str, Any] | str:
+    """The body's top-level members (:func:`top_level`), or why they cannot be read."""
     try:
-        members = top_level(body)
+        return top_level(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         plain = type(exc) is ValueError  # ours; a decoder's names bytes, not the problem
-        why = str(exc) if plain else "the request body is not JSON"
-        return Refusal("body", f"{why} (the model policy reads its model and output limit)")
+        return str(exc) if plain else "the request body is not JSON"
+
+
+def check_body(
+    policy: ModelPolicy, api: Api, body: bytes, members: dict[str, Any] | str
+) -> Checked | Refusal:
+    """Check a metered call's body (its ``members``, or why they cannot be read) against
+    ``policy`` (one that reads bodies)."""
+    if isinstance(members, str):
+        return Refusal("body", f"{members} (the model policy reads its model and output limit)")
     model = members.get("model")
     refused = model_refusal(policy, model)
     if refused is not None:

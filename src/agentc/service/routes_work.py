@@ -48,6 +48,7 @@ from agentc.service.work import (
     digest_link,
     integration,
     launch_access,
+    launch_log,
     leases,
     model_policy,
     projects,
@@ -340,6 +341,24 @@ _record_route(
     steps.record_steps,
     steps.StepsIn,
     name="record_steps",
+    status_code=201,
+)
+
+
+@router.get(AT + "/artifacts/launch-log", tags=["workflow"])
+async def get_launch_log(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(
+        request, lambda tx, _a: launch_log.read_launch_log(tx.conn, project_id, attempt_id)
+    )
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/launch-log",
+    "workflow",
+    launch_log.record_launch_log,
+    launch_log.LaunchLogIn,
+    name="record_launch_log",
     status_code=201,
 )
 _record_route(

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from agentc.core.model_policy import ModelPolicy
+from agentc.files.launchlog import read_log
 from agentc.gateway.policy import top_level, with_limit
 from agentc.testing.gateway import ControlClient, ThreadedGateway
 
@@ -182,3 +183,26 @@ def test_top_level_members_and_the_added_limit() -> None:
         "model": "m",
     }
     assert json.loads(with_limit(b"{ }", "max_tokens", 7)) == {"max_tokens": 7}
+
+
+def test_every_call_goes_to_its_launch_event_log(tmp_path: Path, make_stack: MakeStack) -> None:
+    logs = tmp_path / "launch-logs"
+    policy = ModelPolicy(allowed_models=("claude-*",))
+    with make_stack({"after": {"text": "ok"}}, launch_logs=logs) as stack:
+        key = stack.issue("launch-a", policy=policy)
+        assert _post(stack, key, ANTHROPIC).status_code == 200
+        assert _post(stack, key, dict(ANTHROPIC, model="gpt-5")).status_code == 400
+        other = stack.issue("launch-b", attempt="a2")
+        assert _post(stack, other, ANTHROPIC).status_code == 200
+    read = read_log(logs, "launch-a")
+    assert read.problems == []
+    assert [(e["source"], e["event"], e["outcome"]) for e in read.events] == [
+        ("gateway", "model_call", "ok"),
+        ("gateway", "model_call", "refused_policy"),
+    ]
+    first, refused = read.events
+    assert first["model"] == "claude-sonnet-5" and first["usd"] is not None
+    assert first["input_tokens"] is not None and first["status"] == 200
+    assert refused["policy"] == "model" and "not allowed" in refused["reason"]
+    assert len(read_log(logs, "launch-b").events) == 1
+    assert (logs.stat().st_mode & 0o777) == 0o700

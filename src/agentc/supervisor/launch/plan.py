@@ -137,6 +137,8 @@ def _masks(config: SupervisorConfig, state_dir: Path, hidden: Path | None = None
         wanted.append(config.gateway_control.parent)
         if gateway.startswith("unix:"):  # likewise the gateway's own socket: only via the relay
             wanted.append(Path(gateway.removeprefix("unix:")).parent)
+    if config.launch_logs is not None:  # the host's record of what launches did
+        wanted.append(config.launch_logs)
     if config.mode == "personal":
         wanted += [user_home(), Path(f"/run/user/{os.getuid()}")]
     result: list[Path] = []

@@ -61,6 +61,7 @@ class ImplementerLaunch(LeasedLaunch):
 
     role = "implementer"
     push: PushHelper | None = None
+    pushes: tuple[dict[str, Any], ...] = ()  # what its push helper published or refused
     token_digest = ""  # the SHA-256 of the launch's attempt credential, once minted
 
     # -- claim and prepare -------------------------------------------------------------------
@@ -92,6 +93,9 @@ class ImplementerLaunch(LeasedLaunch):
             finally:
                 self._stop_push()
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
+            stop = self.gateway_stop()
+            if stop is not None:  # the next attempt learns why its calls were refused
+                exit_note += f"; the model gateway ended its calls ({stop})"
             text = f"the launch exited with code {code}{exit_note}."
             exited = f"the launch exited with code {code}"
             self._settle(client, lease, handoff(text), exited=exited, empty_exit=code == 0)
@@ -194,6 +198,7 @@ class ImplementerLaunch(LeasedLaunch):
     def _stop_push(self) -> None:
         if self.push is not None:
             self.push.stop()
+            self.pushes = tuple(self.push.events)
             for note in self.push.notes:
                 log(f"launch {self.launch_id}: {note}")
             self.push = None
@@ -251,6 +256,13 @@ class ImplementerLaunch(LeasedLaunch):
             client, self.mirror, self.launch_id, self.task, lease.attempt_id, kib
         )
 
+    def _submission_id(self, client: Agent, lease: Lease) -> str | None:
+        try:
+            sub = artifacts.submission_of(client, self.task, lease.attempt_id)
+        except AgentcError:
+            return None
+        return str(sub["id"]) if sub is not None else None
+
     def _settle(
         self, client: Agent, lease: Lease, text: str, *, exited: str, empty_exit: bool = False
     ) -> None:
@@ -264,12 +276,16 @@ class ImplementerLaunch(LeasedLaunch):
             self._release_failed(exc, f"attempt {lease.attempt_id}")
             return
         state = coordinator.task_attempt_state(client, lease.attempt_id)
+        self._log_end(list(self.pushes))
+        submission = None
         if state == "submitted":
             self.loop.records.count_empty_exit(None)
             log(f"task {self.task}: {self._record_patch(client, lease)}")
+            submission = self._submission_id(client, lease)
         elif state == "active" and empty_exit:
             self.loop.records.count_empty_exit(self.record.task)
         self._record_steps(client, lease.attempt_id, state, exited)
+        self._record_launch_log(client, lease.attempt_id, submission)
         if state == "active" and (self.layout.run / ".state-started").exists():
             kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
             text += f" The launch's logs are kept in {kept}."
