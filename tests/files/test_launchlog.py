@@ -130,3 +130,20 @@ def test_the_summary_names_calls_spend_hosts_denials_and_the_unusual(tmp_path: P
         "the launch hit its memory limit",
         "the reaper killed 2 leftover process(es)",
     ]
+
+
+def test_a_held_file_removed_or_replaced_is_opened_again(tmp_path: Path) -> None:
+    directory = launchlog.ensure_directory(tmp_path / "logs")
+    logs = LaunchLogs(directory, "gateway", keep_open=2)
+    for name in ("a", "b", "c", "a"):  # "a" was let go (two kept), then opened again
+        logs.append(name, {"event": "x"})
+    assert [e["seq"] for e in read_log(directory, "a").events] == [1, 2]
+    (directory / "a.jsonl").unlink()
+    logs.append("a", {"event": "after removal"})
+    (directory / "b.jsonl").rename(directory / "b.old")
+    (directory / "b.jsonl").write_text("")  # another file at the path
+    logs.append("b", {"event": "after replacement"})
+    for name, kind in (("a", "after removal"), ("b", "after replacement")):
+        read = read_log(directory, name)
+        assert read.problems == [] and [(e["seq"], e["event"]) for e in read.events] == [(1, kind)]
+    logs.close()

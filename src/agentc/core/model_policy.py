@@ -16,6 +16,7 @@ means none.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,7 @@ def pattern_problem(pattern: object) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def _matcher(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
 

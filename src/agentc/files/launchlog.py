@@ -24,8 +24,9 @@ import json
 import os
 import re
 import stat
+import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,28 +118,92 @@ def _line(seq: int, prev: str, source: str, event: dict[str, Any]) -> bytes:
 
 
 @dataclass
+class _Held:
+    """A log file a writer keeps open, and what it knows of its end after its last write."""
+
+    fd: int
+    path: str
+    inode: int
+    size: int = -1  # unknown: read the tail back
+    seq: int = 0
+    digest: str = GENESIS
+
+
+@dataclass
 class LaunchLogs:
-    """One writer (``source``: ``gateway``, ``egress``, ``supervisor``) of a log directory."""
+    """One writer (``source``: ``gateway``, ``egress``, ``supervisor``) of a log directory.
+
+    It keeps the files of its ``keep_open`` most recent launches open and remembers each one's
+    end after its own last write, so an append costs a lock, one ``fstat`` and one ``write``;
+    the tail is read back only when the file grew meanwhile (another writer), and a file no
+    longer at its path (removed, replaced) is opened again.
+    """
 
     directory: Path
     source: str
+    keep_open: int = 64
+    _held: OrderedDict[str, _Held] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def append(self, launch_id: str, event: dict[str, Any]) -> bool:
         """Append ``event`` (with its ``event`` kind) to the launch's log; False when the launch
         id is no safe file name (nothing written). OSError when the file cannot be written."""
+        with self._lock:
+            held = self._hold(launch_id)
+            if held is None:
+                return False
+            fd = held.fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                if size == held.size:
+                    seq, prev, whole = held.seq, held.digest, True
+                else:
+                    seq, prev, whole = _last_line(fd)
+                line = _line(max(seq, 0) + 1, prev, self.source, event)
+                data = line if whole else b"\n" + line
+                os.write(fd, data)  # one write: O_APPEND keeps it whole
+                held.size, held.seq, held.digest = size + len(data), max(seq, 0) + 1, _digest(line)
+            except BaseException:
+                self._drop(launch_id)
+                raise
+            finally:
+                if launch_id in self._held:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+
+    def _hold(self, launch_id: str) -> _Held | None:
+        """The launch's open file (opened, or opened again when its path names another); None
+        for a launch id that is no safe file name."""
+        held = self._held.get(launch_id)
+        if held is not None:
+            try:
+                same = os.stat(held.path, follow_symlinks=False).st_ino == held.inode
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._held.move_to_end(launch_id)
+                return held
+            self._drop(launch_id)
         path = log_path(self.directory, launch_id)
         if path is None:
-            return False
+            return None
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            seq, prev, whole = _last_line(fd)
-            line = _line(max(seq, 0) + 1, prev, self.source, event)
-            os.write(fd, line if whole else b"\n" + line)  # one write: O_APPEND keeps it whole
-        finally:
-            os.close(fd)  # also releases the lock
-        return True
+        held = self._held[launch_id] = _Held(fd, str(path), os.fstat(fd).st_ino)
+        while len(self._held) > self.keep_open:
+            self._drop(next(iter(self._held)))
+        return held
+
+    def _drop(self, launch_id: str) -> None:
+        held = self._held.pop(launch_id, None)
+        if held is not None:
+            os.close(held.fd)
+
+    def close(self) -> None:
+        with self._lock:
+            while self._held:
+                self._drop(next(iter(self._held)))
 
 
 @dataclass

@@ -1,30 +1,29 @@
 """The forwarding ASGI app: sentinel in, real credential out, usage metered, caps enforced.
 
 For each request: check the sentinel (``x-api-key`` or ``Authorization: Bearer``) against the
-registry; refuse a call the harnesses never make (:mod:`.routes`), a launch past a cap or with
-too many calls in flight, and a body over the size limit (:mod:`.limits`); swap the sentinel
-for the upstream's real credential; forward to the upstream and stream its answer back byte
-for byte while a meter reads the usage fields (:mod:`.relay`, which keeps reading for the
-final usage when the client leaves early); then append a ledger row and one JSON log line
-(:mod:`.records`). A 429's reset headers mark the vendor exhausted in vendors.json. Refusals
-use the API's own error shape, so a harness ends its turn cleanly instead of retrying.
+registry; refuse a call the harnesses never make (:mod:`.routes`), a launch past a cap, the
+model policy or a loop breaker (:mod:`.admission`), with too many calls in flight, or with a
+body over the size limit (:mod:`.limits`); swap the sentinel for the upstream's real
+credential; forward with the gateway's own HTTP/1.1 client (:mod:`.upstream`) and stream the
+answer back byte for byte while a meter reads the usage fields (:mod:`.relay`, which keeps
+reading for the final usage when the client leaves early); then append a ledger row, one JSON
+log line (:mod:`.records`) and the call's event in its launch's event log. A 429's reset
+headers mark the vendor exhausted in vendors.json. Refusals use the API's own error shape, so a
+harness ends its turn cleanly instead of retrying. The app is plain ASGI (no router or
+middleware): the allowlist is the routing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import socket
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-import httpx
-from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
@@ -33,7 +32,7 @@ from agentc.gateway.admission import Admission, Refused
 from agentc.gateway.breakers import Breakers
 from agentc.gateway.config import GatewayConfig, UpstreamConfig
 from agentc.gateway.credentials import Credential, CredentialStore
-from agentc.gateway.errors import CredentialError, SentinelRefused
+from agentc.gateway.errors import CredentialError, GatewayError, SentinelRefused
 from agentc.gateway.ledger import Ledger
 from agentc.gateway.limits import BodyTooLarge, LaunchSlots, read_body
 from agentc.gateway.meter import Api, Meter, estimate
@@ -42,12 +41,8 @@ from agentc.gateway.records import Call, launch_event, ledger_row, log_line
 from agentc.gateway.relay import DrainLimits, Relay, RelayResponse
 from agentc.gateway.routes import route_for
 from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.upstream import Answer, Headers, Upstream, UpstreamError
 from agentc.gateway.vendors import VendorState, reset_from_headers
-
-# httpcore tries `import sniffio` each time it makes a lock; when sniffio is not installed
-# every try walks sys.path (stat calls, ~0.7 ms per forwarded call). Remember the miss once.
-if importlib.util.find_spec("sniffio") is None:
-    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 # Never forwarded upstream: hop-by-hop headers, the sentinel, and the client's encodings
 # (the gateway asks for identity so the meter reads plain SSE; the client accepts identity).
@@ -112,6 +107,15 @@ def _upstream_headers(request: Request, api: Api, credential: Credential) -> lis
     return headers
 
 
+def _upstream_of(name: str, config: UpstreamConfig, gateway: GatewayConfig) -> Upstream:
+    try:
+        return Upstream(
+            config.base_url, connect_timeout_s=15.0, read_timeout_s=gateway.upstream_timeout_s
+        )
+    except ValueError as exc:
+        raise GatewayError(f"upstream {name}: base_url {exc}") from None
+
+
 class Gateway:
     def __init__(
         self,
@@ -138,24 +142,18 @@ class Gateway:
         self.launch_logs: LaunchLogs | None = None
         if config.launch_logs is not None:
             self.launch_logs = LaunchLogs(ensure_directory(config.launch_logs), "gateway")
-        self._client: httpx.AsyncClient | None = None
-        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-        self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
+        self.upstreams = {
+            name: _upstream_of(name, u, config) for name, u in config.upstreams.items()
+        }
+        self.app = self._asgi
 
-    def client(self) -> httpx.AsyncClient:
-        # Created on first use, inside the serving event loop.
-        if self._client is None:
-            # TCP_NODELAY: headers and body go out as separate writes; with Nagle the body
-            # waits for a delayed ACK (~40 ms on loopback) before the upstream sees it.
-            nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-            limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
-            self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay),
-                timeout=httpx.Timeout(self.config.upstream_timeout_s, connect=15.0),
-                follow_redirects=False,
-                trust_env=False,
-            )
-        return self._client
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI app: every request to :meth:`handle` (no router: the allowlist is the
+        routing, :mod:`.routes`), its response sent straight back."""
+        if scope["type"] != "http":
+            return  # no lifespan, no websockets
+        response = await self.handle(Request(scope, receive))
+        await response(scope, receive, send)
 
     async def aclose(self) -> None:
         """Stop every answer still being read (each is settled), then close the client."""
@@ -165,9 +163,10 @@ class Gateway:
         tasks = [r.task for r in relays if r.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for upstream in self.upstreams.values():
+            upstream.close()
+        if self.launch_logs is not None:
+            self.launch_logs.close()
 
     # ------------------------------------------------------------ the call
 
@@ -264,35 +263,29 @@ class Gateway:
             body = self.admission.request(call, api, body)
             self.ledger.admit_turn(call.grant.attempt)
         headers = _upstream_headers(request, api, credential)
-        # The path matched by the allowlist, unchanged (routes.py).
-        url = upstream.base_url.rstrip("/") + request.url.path
+        # The path matched by the allowlist, unchanged (routes.py), after the base URL's own.
+        to = self.upstreams[call.grant.upstream]
+        target = to.prefix + request.url.path
         if request.url.query:
-            url += "?" + request.url.query
-        client = self.client()
-        upstream_request = client.build_request(request.method, url, headers=headers, content=body)
+            target += "?" + request.url.query
         try:
-            answer = await client.send(upstream_request, stream=True)
-        except httpx.HTTPError as exc:
+            answer = await to.send(request.method, target, headers, body)
+        except UpstreamError as exc:
             message = "agentc: the provider is unreachable"
             kinds = ("api_error", "api_error")
-            reason = type(exc).__name__
-            raise Refused(502, "upstream_unreachable", kinds, message, reason=reason) from None
+            raise Refused(502, "upstream_unreachable", kinds, message, reason=exc.name) from None
         return self._relay(call, api, answer, body if metered else None)
 
-    def _relay(
-        self, call: Call, api: Api, answer: httpx.Response, body: bytes | None
-    ) -> RelayResponse:
+    def _relay(self, call: Call, api: Api, answer: Answer, body: bytes | None) -> RelayResponse:
         assert call.grant is not None
         call.status = answer.status_code
         if answer.status_code == 429:
             self._exhausted(call.grant, answer.headers, call)
         meter: Meter | None = None
         if body is not None and answer.status_code < 400:
-            streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+            streamed = (answer.headers.get("content-type") or "").startswith("text/event-stream")
             meter = Meter(api, streamed=streamed)
-        out_headers = [
-            (k, v) for k, v in answer.headers.multi_items() if k.lower() not in _DROP_RESPONSE
-        ]
+        out_headers = [(k, v) for k, v in answer.headers.pairs() if k.lower() not in _DROP_RESPONSE]
         grant = call.grant
 
         def settle() -> None:
@@ -323,7 +316,7 @@ class Gateway:
             call.note("no final usage: the output is charged at the request's max_tokens")
         self._emit(call, tokens, model, ledger=True)
 
-    def _exhausted(self, grant: Grant, headers: httpx.Headers, call: Call) -> None:
+    def _exhausted(self, grant: Grant, headers: Headers, call: Call) -> None:
         now_ms = int(self._clock() * 1000)
         until = reset_from_headers(headers, now_ms)
         if until is None:

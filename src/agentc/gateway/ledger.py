@@ -49,6 +49,7 @@ class Ledger:
         self._attempt: defaultdict[str, float] = defaultdict(float)
         self._turns: defaultdict[str, int] = defaultdict(int)  # admitted, by attempt
         self._day: defaultdict[str, deque[tuple[int, float]]] = defaultdict(deque)
+        self._day_usd: defaultdict[str, float] = defaultdict(float)  # the sum of each deque
         self._load()
 
     def _load(self) -> None:
@@ -80,7 +81,9 @@ class Ledger:
             self._attempt[str(row["attempt"])] += usd
         at_ms = row.get("at_ms")
         if isinstance(at_ms, int):
-            self._day[str(row.get("role"))].append((at_ms, float(usd)))
+            role = str(row.get("role"))
+            self._day[role].append((at_ms, float(usd)))
+            self._day_usd[role] += usd
 
     def append(self, row: dict[str, Any]) -> None:
         line = json_line(row).encode()
@@ -107,14 +110,17 @@ class Ledger:
     def spent(self, grant: Grant) -> tuple[float, float, float]:
         """Dollars already recorded for (the launch, its task, its role in the last 24 h)."""
         with self._lock:
-            day = self._day[grant.role_slug]
+            role = grant.role_slug
+            day = self._day[role]
             floor = self.now_ms() - DAY_MS
             while day and day[0][0] < floor:
-                day.popleft()
+                self._day_usd[role] -= day.popleft()[1]
+            if not day:
+                self._day_usd[role] = 0.0  # no rounding left over once the window is empty
             return (
                 self._launch.get(grant.launch_id, 0.0),
                 self._task.get(grant.task, 0.0) if grant.task else 0.0,
-                sum(usd for _, usd in day),
+                self._day_usd[role],
             )
 
     def over_cap(self, grant: Grant, caps: Caps) -> tuple[str, float, float] | None:

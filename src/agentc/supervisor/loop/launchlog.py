@@ -69,6 +69,8 @@ def append_end(
             logs.append(launch_id, event)
     except OSError as exc:
         return f"the launch's event log could not be written: {exc.strerror or exc}"
+    finally:
+        logs.close()
     return None
 
 
