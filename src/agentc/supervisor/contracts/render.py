@@ -117,10 +117,13 @@ def reviewer_prompt(
     criteria: Sequence[str],
     submission: Mapping[str, Any],
     instructions: Mapping[str, bytes],
+    launch_log: Mapping[str, Any] | None = None,
 ) -> str:
     """The reviewer's prompt: the contract, the review data, the base's instruction files.
 
-    In the review data every ``<`` is escaped as ``\\u003c``, so nothing in it reads as a tag.
+    ``launch_log`` is the summary of the implementer launch's event log (the review claim's
+    ``launch_log``; None when not recorded). In the review data every ``<`` is escaped as
+    ``\\u003c``, so nothing in it reads as a tag.
     """
     contract = _fill(
         "reviewer.md",
@@ -132,7 +135,11 @@ def reviewer_prompt(
         },
     )
     data = json.dumps(
-        {"acceptance_criteria": list(criteria), "submission": dict(submission)},
+        {
+            "acceptance_criteria": list(criteria),
+            "submission": dict(submission),
+            "implementer_launch": dict(launch_log) if launch_log else None,
+        },
         indent=2,
         ensure_ascii=False,
     ).replace("<", "\\u003c")
