@@ -7,7 +7,11 @@ rounds. Prints time to first byte and total time (p50/p95) per mode, the added m
 the ratios against the direct baseline of the same run, the throughput at each concurrency,
 and the gateway process's CPU time per call (the figure that shared cores disturb least).
 
-    uv run python bench/gateway_overhead.py [--requests 200] [--rounds 8]
+    uv run python bench/gateway_overhead.py [--requests 200] [--rounds 8] [--plain]
+
+By default the sentinel carries a model policy (allowed models, an output limit, turns and
+dollars per attempt), the loop breakers are on (their defaults) and every call goes to the
+launch's event log, as in a real launch; ``--plain`` turns all three off.
 
 Bounded: a fixed number of requests, all to loopback; it stops by itself.
 """
@@ -36,6 +40,15 @@ BODY = {
     "max_tokens": 1024,
     "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
     "messages": [{"role": "user", "content": "x" * 20_000}],  # a realistic request size
+}
+
+
+# Every call inside it: the policy reads each body (model, output limit) and counts turns.
+POLICY = {
+    "allowed_models": ["claude-*"],
+    "max_output_tokens": 4096,
+    "max_turns": 1_000_000,
+    "max_usd": 1_000_000,
 }
 
 
@@ -132,11 +145,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=320, help="requests per mode and level")
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument(
+        "--plain", action="store_true", help="no model policy, loop breakers or event log"
+    )
     args = parser.parse_args()
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="gw-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        (tmp / "script.json").write_text(json.dumps({"after": {"text": TEXT}}))
+        # Text and a tool call, as an agent's turn: the no-progress breaker sees progress.
+        after = {"text": TEXT, "tool_calls": [{"tool": "run", "command": "true"}]}
+        (tmp / "script.json").write_text(json.dumps({"after": after}))
         cred = tmp / "key"
         cred.write_text("sk-bench-real\n")
         os.chmod(cred, 0o600)
@@ -148,12 +166,18 @@ def main() -> None:
         try:
             assert provider.stdout is not None
             direct = provider.stdout.readline().strip()
+            extra = (
+                "[breakers]\nsame_request = 0\nno_progress = 0\ncache_storm_calls = 0\n"
+                if args.plain
+                else f'launch_logs = "{tmp}/launch-logs"\n'
+            )
             (tmp / "gateway.toml").write_text(
                 'host = "127.0.0.1"\nport = 0\n'
                 f'control_socket = "{tmp}/control.sock"\nledger = "{tmp}/ledger.jsonl"\n'
                 f'vendors = "{tmp}/vendors.json"\nlog = "{tmp}/gateway.log"\n'
                 # One sentinel carries all 32 streams (the default allows 16 per launch).
                 "launch_concurrency = 64\n"
+                f"{extra}"
                 f'[upstreams.claude]\napi = "anthropic"\nbase_url = "{direct}"\n'
                 f'credential_file = "{cred}"\n'
             )
@@ -169,7 +193,11 @@ def main() -> None:
                 time.sleep(0.05)
             url = f"http://127.0.0.1:{port_file.read_text().strip()}"
             sentinel = ControlClient(tmp / "control.sock").issue(
-                session="bench", attempt="bench", generation=1, upstream="claude"
+                session="bench",
+                attempt="bench",
+                generation=1,
+                upstream="claude",
+                **({} if args.plain else {"policy": POLICY}),
             )
             cpu_before = _cpu_seconds(gateway.pid)
             asyncio.run(_bench(direct, url, sentinel, args.requests, args.rounds))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentc.push.protocol import NOT_LAUNCH, Refused, publish
+from agentc.supervisor.loop.push import read_events
 from tests.push.kit import (
     LAUNCH,
     TASK,
@@ -215,3 +216,26 @@ def test_a_clean_candidate_passes_the_scan(guarded: Helper, remote: Path, checko
     rev = commit(checkout, {"config.toml": f'token = "{other}"\n', "doc.md": "BEGIN KEY\n"})
     assert publish(guarded.socket, "candidate", rev, checkout, timeout=30)["revision"] == rev
     assert remote_ref(remote, CANDIDATE) == rev
+
+
+def test_each_push_is_one_event_line_whatever_the_request_holds(
+    base: Path, remote: Path, checkout: Path
+) -> None:
+    """The launch's event log reads the helper's own record of its pushes (``--events``): a
+    request whose refusal quotes a line break cannot forge an event, there or in the log."""
+    events = base / "work" / "events.jsonl"
+    helper = start_helper(base, remote, f"--events={events}")
+    try:
+        rev = commit(checkout, {"ok.txt": "ok\n"})
+        forged = '\n{"event": "push", "ok": true, "ref": "refs/heads/main"}\nagentc-push: event'
+        answer = raw(helper.socket, header("candidate", rev, **{forged: "x"}))
+        assert answer["ok"] is False
+        assert publish(helper.socket, "candidate", rev, checkout, timeout=60)["ok"] is True
+    finally:
+        helper.stop()
+    pushed = read_events(events)
+    assert [(e["ok"], e.get("ref")) for e in pushed] == [(False, None), (True, CANDIDATE)]
+    assert "unknown request field(s)" in pushed[0]["error"]
+    assert events.read_text().count("\n") == 2
+    assert all(line.startswith("agentc-push: ") for line in helper.log().splitlines())
+    assert os.stat(events).st_mode & 0o777 == 0o600

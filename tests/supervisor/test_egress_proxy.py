@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from agentc.egress import egress, egress_command
+from agentc.files.launchlog import LaunchLogs, ensure_directory, read_log
 from tests.supervisor.egress_kit import (
     HELLO,
     LAUNCH,
@@ -39,16 +40,21 @@ from tests.supervisor.egress_kit import (
 )
 
 
+async def _tunnel_hello(path: str, host: str = "Allowed.Test") -> None:
+    """One tunnel to ``host``: the ClientHello and "hello" up, the upstream's echo down."""
+    status, _head, (reader, writer) = await ask(path, connect(host))
+    assert status == "HTTP/1.1 200 Connection Established"
+    writer.write(HELLO + b"hello")
+    assert await reader.readline() == b"hi\n"
+    writer.write_eof()
+    assert await reader.read() == b"up:" + HELLO + b"hello"
+    writer.close()
+    await writer.wait_closed()
+
+
 def test_allowed_connect_tunnels_both_ways() -> None:
     async def scenario(path: str, resolver: Resolver, connector: Connector, log: Any) -> None:
-        status, _, (reader, writer) = await ask(path, connect("Allowed.Test"))
-        assert status == "HTTP/1.1 200 Connection Established"
-        writer.write(HELLO + b"hello")
-        assert await reader.readline() == b"hi\n"
-        writer.write_eof()
-        assert await reader.read() == b"up:" + HELLO + b"hello"
-        writer.close()
-        await writer.wait_closed()
+        await _tunnel_hello(path)
 
     resolver, connector, log = run_proxy(scenario, with_upstream=True)
     assert resolver.calls == [("allowed.test", 443)]
@@ -497,3 +503,26 @@ def test_direct_connector_takes_only_numeric_addresses() -> None:
             await server.wait_closed()
 
     assert asyncio.run(main()) == b"ok"
+
+
+def test_each_launch_gets_its_connections_and_bytes_in_its_event_log(tmp_path: Path) -> None:
+    directory = ensure_directory(tmp_path / "launch-logs")
+
+    async def scenario(path: str, *_: Any) -> None:
+        await _tunnel_hello(path, "allowed.test")
+        assert (await refused(path, connect("evil.test")))[0] == "HTTP/1.1 403 Forbidden"
+
+    run_proxy(scenario, with_upstream=True, launch_logs=LaunchLogs(directory, "egress"))
+    read = read_log(directory, LAUNCH)
+    assert read.problems == []
+    kinds = [(e["source"], e["event"], e["host"], e.get("allowed")) for e in read.events]
+    assert kinds == [
+        ("egress", "connection", "allowed.test", True),
+        ("egress", "connection_closed", "allowed.test", None),
+        ("egress", "connection", "evil.test", False),
+    ]
+    closed = read.events[1]
+    # Up: the ClientHello and "hello"; down: "hi\n" and the echo of everything sent.
+    assert closed["bytes_up"] == len(HELLO) + 5
+    assert closed["bytes_down"] == 3 + len(b"up:" + HELLO + b"hello")
+    assert read.events[2]["reason"] == "host is not on the allowlist"

@@ -9,172 +9,37 @@ configures the harness with both, and revokes the sentinel when it ends.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from agentc.gateway.app import Gateway
-from agentc.gateway.config import GatewayConfig
 from agentc.sandbox.limits import LaunchLimits, Limits, remove_left
-from agentc.testing.gateway import ThreadedGateway
-from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
-from tests.supervisor.kit import HARNESS_BIN, Kit, make_kit, terminal
+from tests.supervisor.gateway_launch_kit import (
+    INNER,
+    KEY_HEAD,
+    KEY_TAIL,
+    MODEL,
+    REAL_KEY,
+    Env,
+    MakeEnv,
+    claude_settings,
+    git_init,
+    make_env,
+    program,
+    refused_after,
+    result_line,
+    sentinel_in,
+    stderr_of,
+)
+from tests.supervisor.kit import terminal
 
 pytestmark = pytest.mark.root
-
-# Split so that no prompt, argv or script holds the whole key: a probe that finds it found
-# the credential itself, not our description of it.
-KEY_HEAD = "sk-ant-"
-KEY_TAIL = "REALHOSTONLY" + uuid.uuid4().hex
-REAL_KEY = KEY_HEAD + KEY_TAIL
-INNER = "127.0.0.1:18788"  # the gateway's address inside every launch
-MODEL = "claude-sonnet-5"
-
-
-@dataclass
-class Env:
-    kit: Kit
-    provider: ScriptedProvider
-    gateway: ThreadedGateway
-    config: GatewayConfig
-    log: Path
-
-    def ledger(self, session: str) -> list[dict[str, Any]]:
-        if not self.config.ledger.exists():
-            return []
-        rows = [json.loads(x) for x in self.config.ledger.read_text().splitlines()]
-        return [r for r in rows if r["session"] == session]
-
-    def launch(
-        self, prompt: str, harness: str, *extra: str, timeout: float = 120
-    ) -> tuple[subprocess.CompletedProcess[str], Path, Path, str]:
-        run, clone = self.kit.new_run(prompt)
-        _git_init(clone)
-        session = str(uuid.uuid4())
-        result = self.kit.launch(
-            run, clone, f"--harness={harness}", f"--session-id={session}", *extra, timeout=timeout
-        )
-        return result, run, clone, session
-
-
-def _git_init(clone: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(clone)], check=True)
-    for key, value in (("user.name", "agentc test"), ("user.email", "agent@agentc.invalid")):
-        subprocess.run(["git", "-C", str(clone), "config", key, value], check=True)
-
-
-def _program(name: str) -> str:
-    program = HARNESS_BIN / name
-    assert program.exists(), f"{program} missing: run scripts/setup --dev"
-    return str(program)
-
-
-MakeEnv = Callable[..., Any]
-
-
-@pytest.fixture
-def make_env() -> Iterator[MakeEnv]:
-    # A short root: $RUN/net/gateway.sock must fit in a Unix socket address.
-    root = Path(tempfile.mkdtemp(prefix="agc-gw-"))
-    # The real credential lives in the user's home (masked in personal mode), not under /tmp.
-    secret_dir = Path(tempfile.mkdtemp(prefix=".agc-gw-cred-", dir=Path.home()))
-
-    @contextmanager
-    def make(script: dict[str, Any], harness_paths: dict[str, str], **caps: Any) -> Iterator[Env]:
-        credential = secret_dir / "claude.key"
-        credential.write_text(REAL_KEY + "\n")
-        os.chmod(credential, 0o600)
-        host = root / "host"
-        host.mkdir(mode=0o700)
-        with ScriptedProvider(parse_script(script)) as provider:
-            upstream = {"base_url": provider.url, "credential_file": str(credential)}
-            config = GatewayConfig.from_mapping(
-                {
-                    "control_socket": host / "control.sock",
-                    "ledger": host / "ledger.jsonl",
-                    "vendors": host / "vendors.json",
-                    "caps": caps,
-                    "upstreams": {
-                        "claude": {"api": "anthropic", **upstream},
-                        "codex": {"api": "openai", **upstream},
-                    },
-                }
-            )
-            log = host / "gateway.log"
-            with (
-                log.open("a") as log_file,
-                ThreadedGateway(Gateway(config, log=log_file), control=True) as server,
-            ):
-                deadline = time.monotonic() + 10
-                while not config.control_socket.exists():
-                    assert time.monotonic() < deadline, "no control socket"
-                    time.sleep(0.01)
-                mocks = {n: str(root / "kit/bin" / n) for n in ("claude", "codex", "pi")}
-                kit = make_kit(
-                    root / "kit",
-                    harness_paths={**mocks, **harness_paths},
-                    gateway_listen=INNER,
-                    gateway_address=server.address,
-                    gateway_control=str(config.control_socket),
-                    token_in_env=False,
-                )
-                yield Env(kit, provider, server, config, log)
-
-    try:
-        yield make
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(secret_dir, ignore_errors=True)
-
-
-def _stderr(run: Path, result: subprocess.CompletedProcess[str]) -> str:
-    log = run / "stderr.log"
-    return result.stderr + (log.read_text() if log.exists() else "")
-
-
-def _result_line(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    line: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
-    return line
-
-
-def _claude_settings(kit: Kit) -> None:
-    """The role's read-only Claude config: allow the tools the script drives (dontAsk mode)."""
-    config = kit.role_dir("implementer") / "claude-config"
-    config.mkdir(mode=0o755)
-    settings = {"permissions": {"allow": ["Bash", "Write", "Edit", "Read"]}}
-    (config / "settings.json").write_text(json.dumps(settings))
-    os.chmod(config / "settings.json", 0o644)
-
-
-def _refused_after(env: Env, sentinel: str) -> httpx.Response:
-    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
-    return httpx.post(
-        f"{env.gateway.url}/v1/messages",
-        json=body,
-        headers={"x-api-key": sentinel, "anthropic-version": "2023-06-01"},
-        timeout=10,
-    )
-
-
-def _sentinel_in(path: Path) -> str:
-    for line in path.read_text().splitlines():
-        if line.startswith("ANTHROPIC_API_KEY="):
-            return line.split("=", 1)[1]
-    raise AssertionError(f"no ANTHROPIC_API_KEY in {path}")
-
+assert make_env  # the fixture, used by name
 
 # ------------------------------------------------------------------ real harnesses
 
@@ -194,10 +59,10 @@ def test_claude_writes_and_commits_in_its_clone_metered_exactly(make_env: MakeEn
             {"text": "Committed.", "usage": usage[2]},
         ]
     }  # fmt: skip
-    with make_env({}, {"claude": _program("claude")}) as env:
-        _claude_settings(env.kit)
+    with make_env({}, {"claude": program("claude")}) as env:
+        claude_settings(env.kit)
         run, clone = env.kit.new_run("Write hello.txt and commit it.")
-        _git_init(clone)
+        git_init(clone)
         env.provider.turns = parse_script(
             json.loads(json.dumps(script).replace("{clone}", str(clone)))
         ).expanded()
@@ -205,7 +70,7 @@ def test_claude_writes_and_commits_in_its_clone_metered_exactly(make_env: MakeEn
         result = env.kit.launch(
             run, clone, "--harness=claude", f"--session-id={session}", f"--model={MODEL}"
         )
-        assert result.returncode == 0, _stderr(run, result)
+        assert result.returncode == 0, stderr_of(run, result)
         assert (clone / "hello.txt").read_text() == "hi\n"
         log = subprocess.run(
             ["git", "-C", str(clone), "log", "--format=%s", "--name-only"],
@@ -241,9 +106,9 @@ def test_codex_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
             {"text": "Wrote codex.txt."},
         ]
     }
-    with make_env(script, {"codex": _program("codex")}) as env:
+    with make_env(script, {"codex": program("codex")}) as env:
         result, run, clone, session = env.launch("Write codex.txt.", "codex", "--model=gpt-5")
-        assert result.returncode == 0, _stderr(run, result)
+        assert result.returncode == 0, stderr_of(run, result)
         assert (clone / "codex.txt").read_text() == "from-codex\n"
         assert len(env.provider.main_requests()) == 2
         assert {r.headers.get("authorization") for r in env.provider.requests} == {
@@ -265,9 +130,9 @@ def test_pi_runs_a_tool_turn_through_the_gateway(make_env: MakeEnv) -> None:
             {"text": "Wrote pi.txt."},
         ]
     }
-    with make_env(script, {"pi": _program("pi")}) as env:
+    with make_env(script, {"pi": program("pi")}) as env:
         result, run, clone, session = env.launch("Write pi.txt.", "pi", f"--model={MODEL}")
-        assert result.returncode == 0, _stderr(run, result)
+        assert result.returncode == 0, stderr_of(run, result)
         assert (clone / "pi.txt").read_text() == "from-pi\n"
         assert len(env.provider.main_requests()) == 2
         models = json.loads((run / "state/home/.pi/agent/models.json").read_text())
@@ -323,7 +188,7 @@ def test_no_real_credential_inside_and_the_sentinel_dies_with_the_launch(
         assert env.config.control_socket.exists()
         binding = ("--attempt=a7", "--generation=3", "--task=t9")
         result, run, _clone, session = env.launch(_probe(env), "claude", *binding)
-        assert result.returncode == 0, _stderr(run, result)
+        assert result.returncode == 0, stderr_of(run, result)
         home = run / "state/home"
         assert (home / "done").read_text() == "probed\n"
         # The call inside went through and reached the provider with the real key.
@@ -331,8 +196,8 @@ def test_no_real_credential_inside_and_the_sentinel_dies_with_the_launch(
         assert [r.headers.get("x-api-key") for r in env.provider.requests] == [REAL_KEY]
         (row,) = env.ledger(session)
         assert (row["attempt"], row["generation"], row["task"]) == ("a7", 3, "t9")
-        sentinel = _sentinel_in(home / "env.txt")
-        answer = _refused_after(env, sentinel)
+        sentinel = sentinel_in(home / "env.txt")
+        answer = refused_after(env, sentinel)
         assert answer.status_code == 401
         assert "revoked" in answer.json()["error"]["message"]
         assert len(env.provider.requests) == 1  # nothing forwarded after the end
@@ -351,7 +216,7 @@ test "$code" = 200 || exit 26
 def test_the_ledger_row_and_the_log_line_name_the_agent_session(make_env: MakeEnv) -> None:
     with make_env({"turns": []}, {}) as env:  # the mock harness makes one model call
         result, run, _clone, session = env.launch(AGENTNS_CALL, "claude")
-        assert result.returncode == 0, _stderr(run, result)
+        assert result.returncode == 0, stderr_of(run, result)
         seen = dict(
             line.split("=", 1)
             for line in (run / "state/home/env.txt").read_text().splitlines()
@@ -382,7 +247,7 @@ def test_a_killed_launch_loses_its_sentinel(make_env: MakeEnv) -> None:
             while not (run / "state/home/env.txt").exists():
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
                 time.sleep(0.05)
-            sentinel = _sentinel_in(run / "state/home/env.txt")
+            sentinel = sentinel_in(run / "state/home/env.txt")
             proc.send_signal(signal.SIGKILL)  # no finally runs in the launch
             proc.wait(timeout=30)
         finally:
@@ -403,7 +268,7 @@ def test_a_killed_launch_loses_its_sentinel(make_env: MakeEnv) -> None:
         assert left.groups == []
         deadline = time.monotonic() + 10
         while True:  # the gateway notices the closed control connection
-            answer = _refused_after(env, sentinel)
+            answer = refused_after(env, sentinel)
             if answer.status_code == 401 or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -425,15 +290,15 @@ def test_a_cap_reached_mid_run_ends_claude_cleanly_and_the_record_names_it(
             {"text": "never"},
         ]
     }
-    with make_env(script, {"claude": _program("claude")}, launch_usd=0.05) as env:
-        _claude_settings(env.kit)
+    with make_env(script, {"claude": program("claude")}, launch_usd=0.05) as env:
+        claude_settings(env.kit)
         result, run, clone, session = env.launch("Do two steps.", "claude", f"--model={MODEL}")
-        stderr = _stderr(run, result)
+        stderr = stderr_of(run, result)
         assert "Traceback" not in result.stderr
         end = terminal(run)
         assert end["reason"] in ("exited", "failed") and end["signal"] is None, stderr
         assert end["cap"] == "launch"
-        assert _result_line(result)["cap"] == "launch"
+        assert result_line(result)["cap"] == "launch"
         assert (clone / "one.txt").exists() and not (clone / "two.txt").exists()
         # Only the first main call reached the provider; the second was refused at the gateway.
         assert len(env.provider.main_requests()) == 1

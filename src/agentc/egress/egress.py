@@ -56,6 +56,7 @@ from agentc.egress.egress_policy import (
 )
 from agentc.egress.pipe import CHUNK, Streams, open_tcp, splice
 from agentc.files import JsonLines
+from agentc.files.launchlog import LaunchLogs
 from agentc.files.sockets import peer_credentials
 
 DEFAULT_ALLOW = (
@@ -198,6 +199,8 @@ class EgressProxy:
     hello_timeout: float = HELLO_TIMEOUT_SECONDS
     head_timeout: float = HEAD_TIMEOUT_SECONDS
     connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+    # Each launch's event log (agentc.files.launchlog): its connections and their bytes.
+    launch_logs: LaunchLogs | None = None
     # Strong references to running connections (the loop only holds tasks weakly): those
     # holding a slot, and those still to name their launch (which hold none).
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
@@ -205,21 +208,34 @@ class EgressProxy:
     _per_launch: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def _record(self, d: _Decision, allowed: bool, status: int, reason: str) -> None:
-        self.log(
-            {
-                "time": rfc3339(time.time_ns() // 1_000_000),
-                "client": d.client,
-                "launch": d.launch,
-                "method": d.method,
-                "host": d.host,
-                "port": d.port,
-                "decision": "allow" if allowed else "refuse",
-                "allowed": allowed,
-                "status": status,
-                "reason": reason,
-                "address": d.address,
-            }
-        )
+        line = {
+            "time": rfc3339(time.time_ns() // 1_000_000),
+            "client": d.client,
+            "launch": d.launch,
+            "method": d.method,
+            "host": d.host,
+            "port": d.port,
+            "decision": "allow" if allowed else "refuse",
+            "allowed": allowed,
+            "status": status,
+            "reason": reason,
+            "address": d.address,
+        }
+        keys = ("method", "host", "port", "allowed", "status", "reason", "address")
+        line["launch_log_error"] = self._launch_event(d, "connection", {k: line[k] for k in keys})
+        if line["launch_log_error"] is None:
+            del line["launch_log_error"]
+        self.log(line)
+
+    def _launch_event(self, d: _Decision, kind: str, event: dict[str, Any]) -> str | None:
+        """Append to the launch's event log; why it failed, or None."""
+        if self.launch_logs is None or d.launch is None:
+            return None
+        try:
+            self.launch_logs.append(d.launch, {"event": kind, **event})
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        return None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = self._served(writer)
@@ -263,7 +279,14 @@ class EgressProxy:
             self._record(d, True, 200, "allowed")
             upstream[1].write(hello)
             spliced = True
-            await splice(client, upstream, idle=self.idle_timeout)
+            moved, started = [len(hello), 0], time.monotonic()
+            try:
+                await splice(client, upstream, idle=self.idle_timeout, moved=moved)
+            finally:
+                closed: dict[str, Any] = {"host": d.host, "port": d.port, "address": d.address}
+                closed.update(bytes_up=moved[0], bytes_down=moved[1])
+                closed["seconds"] = round(time.monotonic() - started, 3)
+                self._launch_event(d, "connection_closed", closed)
         finally:
             if not spliced:
                 upstream[1].transport.abort()

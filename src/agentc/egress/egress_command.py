@@ -39,6 +39,7 @@ from agentc.egress.egress import (
 from agentc.egress.pipe import listen_unix
 from agentc.files import JsonLines
 from agentc.files.exits import FAILED, fail
+from agentc.files.launchlog import LaunchLogError, LaunchLogs, ensure_directory
 
 DEFAULT_SOCKET = Path("/run/agentc-egress/proxy.sock")
 
@@ -118,6 +119,13 @@ def _interrupt(_signum: int, _frame: object) -> None:
     help="Append decision lines here (mode 0600) instead of stdout.",
 )
 @click.option(
+    "--launch-logs",
+    "launch_logs",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Append each launch's connections to <dir>/<launch id>.jsonl, the launch's event log "
+    "(the gateway's launch_logs; the directory is made 0700 if missing).",
+)
+@click.option(
     "--max-per-launch",
     type=click.IntRange(min=0),
     default=DEFAULT_MAX_PER_LAUNCH,
@@ -137,6 +145,7 @@ def command(
     allow: tuple[str, ...],
     no_default_allow: bool,
     log_path: Path | None,
+    launch_logs: Path | None,
     max_per_launch: int,
     idle_timeout: float,
 ) -> None:
@@ -147,6 +156,12 @@ def command(
         accounts = served_accounts(users)
     except EgressConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    logs = None
+    if launch_logs is not None:
+        try:
+            logs = LaunchLogs(ensure_directory(launch_logs), "egress")
+        except LaunchLogError as exc:
+            fail("agentc-supervisor egress", exc, FAILED)
     try:
         sock = listen_socket(socket_path, shared=bool(users))
     except SupervisorError as exc:
@@ -165,6 +180,7 @@ def command(
         max_per_launch=max_per_launch,
         accounts=accounts,
         idle_timeout=idle_timeout,
+        launch_logs=logs,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: the socket is removed
     try:

@@ -40,13 +40,18 @@ def report_stderr(message: str) -> None:
 
 
 async def _pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: list[float]
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    seen: list[float],
+    moved: list[int],
+    side: int,
 ) -> None:
     """Copy until EOF, then half-close the far side so the peer sees our EOF; every chunk
-    moved is noted in ``seen[0]`` (the loop's clock)."""
+    moved is noted in ``seen[0]`` (the loop's clock) and counted in ``moved[side]``."""
     loop = asyncio.get_running_loop()
     while data := await reader.read(CHUNK):
         seen[0] = loop.time()
+        moved[side] += len(data)
         writer.write(data)
         await writer.drain()
     if writer.can_write_eof() and not writer.is_closing():
@@ -62,14 +67,18 @@ async def _idle_watch(seen: list[float], idle: float, writers: list[asyncio.Stre
         w.transport.abort()
 
 
-async def splice(a: Streams, b: Streams, *, idle: float | None = None) -> None:
+async def splice(
+    a: Streams, b: Streams, *, idle: float | None = None, moved: list[int] | None = None
+) -> None:
     """Pipe `a` and `b` both ways until both directions end; always closes both. With
     ``idle``, a connection on which no byte moved either way for that many seconds is
-    dropped (both sides aborted)."""
+    dropped (both sides aborted). ``moved`` (two counters) gets the bytes from `a` to `b` and
+    from `b` to `a`."""
     seen = [asyncio.get_running_loop().time()]
+    moved = moved if moved is not None else [0, 0]
     tasks = [
-        asyncio.create_task(_pipe(a[0], b[1], seen)),
-        asyncio.create_task(_pipe(b[0], a[1], seen)),
+        asyncio.create_task(_pipe(a[0], b[1], seen, moved, 0)),
+        asyncio.create_task(_pipe(b[0], a[1], seen, moved, 1)),
     ]
     watch = [] if idle is None else [asyncio.create_task(_idle_watch(seen, idle, [a[1], b[1]]))]
     try:

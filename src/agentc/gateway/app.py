@@ -1,52 +1,49 @@
 """The forwarding ASGI app: sentinel in, real credential out, usage metered, caps enforced.
 
 For each request: check the sentinel (``x-api-key`` or ``Authorization: Bearer``) against the
-registry; refuse a call the harnesses never make (:mod:`.routes`), a launch past a cap or with
-too many calls in flight, and a body over the size limit (:mod:`.limits`); swap the sentinel
-for the upstream's real credential; forward to the upstream and stream its answer back byte
-for byte while a meter reads the usage fields (:mod:`.relay`, which keeps reading for the
-final usage when the client leaves early); then append a ledger row and one JSON log line
-(:mod:`.records`). A 429's reset headers mark the vendor exhausted in vendors.json. Refusals
-use the API's own error shape, so a harness ends its turn cleanly instead of retrying.
+registry; refuse a call the harnesses never make (:mod:`.routes`), a launch past a cap, the
+model policy or a loop breaker (:mod:`.admission`), with too many calls in flight, or with a
+body over the size limit (:mod:`.limits`); swap the sentinel for the upstream's real
+credential; forward with the gateway's own HTTP/1.1 client (:mod:`.upstream`) and stream the
+answer back byte for byte while a meter reads the usage fields (:mod:`.relay`, which keeps
+reading for the final usage when the client leaves early); then append a ledger row, one JSON
+log line (:mod:`.records`) and the call's event in its launch's event log. A 429's reset
+headers mark the vendor exhausted in vendors.json. Refusals use the API's own error shape, so a
+harness ends its turn cleanly instead of retrying. The app is plain ASGI (no router or
+middleware): the allowlist is the routing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import socket
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-import httpx
-from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from agentc.core.body import BodyTooLarge
-from agentc.core.errors import AgentcError
 from agentc.core.rules import rfc3339
 from agentc.files import JsonLines
+from agentc.files.launchlog import LaunchLogs, ensure_directory
+from agentc.gateway.admission import Admission, Refused
+from agentc.gateway.breakers import Breakers
 from agentc.gateway.config import GatewayConfig, UpstreamConfig
 from agentc.gateway.credentials import Credential, CredentialStore
-from agentc.gateway.errors import CredentialError, SentinelRefused
+from agentc.gateway.errors import CredentialError, GatewayError, SentinelRefused
 from agentc.gateway.ledger import Ledger
 from agentc.gateway.limits import LaunchSlots, read_request_body
 from agentc.gateway.meter import Api, Meter, estimate
 from agentc.gateway.prices import Tokens, price_call
-from agentc.gateway.records import Call, ledger_row, log_line, usd_text
+from agentc.gateway.records import Call, launch_event, ledger_row, log_line
 from agentc.gateway.relay import DrainLimits, Relay, RelayResponse
 from agentc.gateway.routes import route_for
 from agentc.gateway.sentinels import Grant, SentinelRegistry
+from agentc.gateway.upstream import Answer, Headers, Upstream, UpstreamError
 from agentc.gateway.vendors import VendorState, reset_from_headers
-
-# httpcore tries `import sniffio` each time it makes a lock; when sniffio is not installed
-# every try walks sys.path (stat calls, ~0.7 ms per forwarded call). Remember the miss once.
-if importlib.util.find_spec("sniffio") is None:
-    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 # Never forwarded upstream: hop-by-hop headers, the sentinel, and the client's encodings
 # (the gateway asks for identity so the meter reads plain SSE; the client accepts identity).
@@ -111,26 +108,13 @@ def _upstream_headers(request: Request, api: Api, credential: Credential) -> lis
     return headers
 
 
-class _Refusal(AgentcError):
-    """A call answered by the gateway itself (logged, never forwarded).
-
-    ``kinds``: the error type in the Anthropic and in the OpenAI shape.
-    """
-
-    def __init__(
-        self,
-        status: int,
-        outcome: str,
-        kinds: tuple[str, str],
-        message: str,
-        *,
-        reason: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.outcome, self.kinds, self.message = status, outcome, kinds, message
-        self.reason = reason
-        self.headers = headers
+def _upstream_of(name: str, config: UpstreamConfig, gateway: GatewayConfig) -> Upstream:
+    try:
+        return Upstream(
+            config.base_url, connect_timeout_s=15.0, read_timeout_s=gateway.upstream_timeout_s
+        )
+    except ValueError as exc:
+        raise GatewayError(f"upstream {name}: base_url {exc}") from None
 
 
 class Gateway:
@@ -150,28 +134,27 @@ class Gateway:
         self.prices = config.price_table()
         self.caps = config.cap_limits()
         self.slots = LaunchSlots(config.launch_concurrency)
+        self.breakers = Breakers(config.breaker_limits())
+        self.admission = Admission(self.registry, self.ledger, self.caps, self.breakers)
         self.drain = DrainLimits(config.drain_timeout_s, config.drain_max_bytes)
         self._relays: set[Relay] = set()
         self._clock = clock
         self._log = JsonLines(log if log is not None else sys.stderr)
-        self._client: httpx.AsyncClient | None = None
-        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-        self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=methods)])
+        self.launch_logs: LaunchLogs | None = None
+        if config.launch_logs is not None:
+            self.launch_logs = LaunchLogs(ensure_directory(config.launch_logs), "gateway")
+        self.upstreams = {
+            name: _upstream_of(name, u, config) for name, u in config.upstreams.items()
+        }
+        self.app = self._asgi
 
-    def client(self) -> httpx.AsyncClient:
-        # Created on first use, inside the serving event loop.
-        if self._client is None:
-            # TCP_NODELAY: headers and body go out as separate writes; with Nagle the body
-            # waits for a delayed ACK (~40 ms on loopback) before the upstream sees it.
-            nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-            limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
-            self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay),
-                timeout=httpx.Timeout(self.config.upstream_timeout_s, connect=15.0),
-                follow_redirects=False,
-                trust_env=False,
-            )
-        return self._client
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI app: every request to :meth:`handle` (no router: the allowlist is the
+        routing, :mod:`.routes`), its response sent straight back."""
+        if scope["type"] != "http":
+            return  # no lifespan, no websockets
+        response = await self.handle(Request(scope, receive))
+        await response(scope, receive, send)
 
     async def aclose(self) -> None:
         """Stop every answer still being read (each is settled), then close the client."""
@@ -181,9 +164,10 @@ class Gateway:
         tasks = [r.task for r in relays if r.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for upstream in self.upstreams.values():
+            upstream.close()
+        if self.launch_logs is not None:
+            self.launch_logs.close()
 
     # ------------------------------------------------------------ the call
 
@@ -196,14 +180,14 @@ class Gateway:
             upstream = self._upstream(grant)
             api = upstream.api
             metered = self._check_route(api, request.method, path)
-            self._check_caps(call)
+            self.admission.before(call)
             self._take_slot(grant)
-        except _Refusal as refusal:
+        except Refused as refusal:
             return self._refuse(call, api, refusal)
         response: Response | None = None
         try:
             response = await self._forward(request, call, upstream, metered)
-        except _Refusal as refusal:
+        except Refused as refusal:
             response = self._refuse(call, api, refusal)
         finally:
             # A relayed answer releases the slot when it is settled; anything else now.
@@ -216,14 +200,14 @@ class Gateway:
             return self.registry.check(sentinel_of(request.headers))
         except SentinelRefused as exc:
             kinds = ("authentication_error", "authentication_error")
-            raise _Refusal(
+            raise Refused(
                 401, "refused_sentinel", kinds, f"agentc: {exc}", reason=exc.reason
             ) from None
 
     def _upstream(self, grant: Grant) -> UpstreamConfig:
         upstream = self.config.upstreams.get(grant.upstream)
         if upstream is None:
-            raise _Refusal(502, "no_upstream", ("api_error",) * 2, "agentc: no such upstream")
+            raise Refused(502, "no_upstream", ("api_error",) * 2, "agentc: no such upstream")
         return upstream
 
     def _check_route(self, api: Api, method: str, path: str) -> bool:
@@ -231,7 +215,7 @@ class Gateway:
         if route is None:
             message = f"agentc: the model gateway does not forward {method} {path[:_LOGGED_PATH]}"
             kinds = ("not_found_error", "invalid_request_error")
-            raise _Refusal(404, "refused_path", kinds, message, reason="not a harness call")
+            raise Refused(404, "refused_path", kinds, message, reason="not a harness call")
         return route.metered
 
     def _take_slot(self, grant: Grant) -> None:
@@ -239,7 +223,7 @@ class Gateway:
             return
         # 503, not 429: a 429 reads as the vendor's rate limit (vendors.json, the supervisor).
         limit = self.config.launch_concurrency
-        raise _Refusal(
+        raise Refused(
             503,
             "refused_concurrency",
             ("overloaded_error", "server_error"),
@@ -248,22 +232,7 @@ class Gateway:
             headers={"retry-after": "1"},
         )
 
-    def _check_caps(self, call: Call) -> None:
-        assert call.grant is not None
-        over = self.ledger.over_cap(call.grant, self.caps)
-        if over is None:
-            return
-        name, spent, limit = over
-        call.cap = name
-        call.reason = f"{name} cap reached: {usd_text(spent)} of {usd_text(limit)}"
-        self.registry.note_cap(call.grant.launch_id, name)
-        # 402 billing_error: the provider's own "no spending allowed" answer; harnesses do not
-        # retry it (a 400 makes Claude Code try again several times, a 403 reads as an
-        # authentication failure) and end the turn with this message.
-        message = f"agentc: the {name} cost cap is reached ({call.reason})"
-        raise _Refusal(402, "refused_cap", ("billing_error",) * 2, message)
-
-    def _refuse(self, call: Call, api: Api, refusal: _Refusal) -> Response:
+    def _refuse(self, call: Call, api: Api, refusal: Refused) -> Response:
         call.status, call.outcome = refusal.status, refusal.outcome
         call.reason = call.reason or refusal.reason
         self._emit(call, None, None, ledger=refusal.outcome == "refused_cap")
@@ -279,7 +248,7 @@ class Gateway:
             credential = self.credentials.get(upstream.credential_file)
         except CredentialError as exc:
             message = "agentc: the gateway has no credential"
-            raise _Refusal(
+            raise Refused(
                 502, "credential_error", ("api_error",) * 2, message, reason=str(exc)
             ) from None
         try:
@@ -287,41 +256,38 @@ class Gateway:
         except BodyTooLarge as exc:
             kinds = ("request_too_large", "invalid_request_error")
             why = f"{exc} (max_body_bytes)"
-            raise _Refusal(413, "refused_body", kinds, f"agentc: {why}", reason=why) from None
+            raise Refused(413, "refused_body", kinds, f"agentc: {why}", reason=why) from None
         except ClientDisconnect:
             call.outcome, call.status = "client_closed", 499
             self._emit(call, None, None)
             return Response(status_code=499)
+        if metered:
+            body = self.admission.request(call, api, body)
+            self.ledger.admit_turn(call.grant.attempt)
         headers = _upstream_headers(request, api, credential)
-        # The path matched by the allowlist, unchanged (routes.py).
-        url = upstream.base_url.rstrip("/") + request.url.path
+        # The path matched by the allowlist, unchanged (routes.py), after the base URL's own.
+        to = self.upstreams[call.grant.upstream]
+        target = to.prefix + request.url.path
         if request.url.query:
-            url += "?" + request.url.query
-        client = self.client()
-        upstream_request = client.build_request(request.method, url, headers=headers, content=body)
+            target += "?" + request.url.query
         try:
-            answer = await client.send(upstream_request, stream=True)
-        except httpx.HTTPError as exc:
+            answer = await to.send(request.method, target, headers, body)
+        except UpstreamError as exc:
             message = "agentc: the provider is unreachable"
             kinds = ("api_error", "api_error")
-            reason = type(exc).__name__
-            raise _Refusal(502, "upstream_unreachable", kinds, message, reason=reason) from None
+            raise Refused(502, "upstream_unreachable", kinds, message, reason=exc.name) from None
         return self._relay(call, api, answer, body if metered else None)
 
-    def _relay(
-        self, call: Call, api: Api, answer: httpx.Response, body: bytes | None
-    ) -> RelayResponse:
+    def _relay(self, call: Call, api: Api, answer: Answer, body: bytes | None) -> RelayResponse:
         assert call.grant is not None
         call.status = answer.status_code
         if answer.status_code == 429:
             self._exhausted(call.grant, answer.headers, call)
         meter: Meter | None = None
         if body is not None and answer.status_code < 400:
-            streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+            streamed = (answer.headers.get("content-type") or "").startswith("text/event-stream")
             meter = Meter(api, streamed=streamed)
-        out_headers = [
-            (k, v) for k, v in answer.headers.multi_items() if k.lower() not in _DROP_RESPONSE
-        ]
+        out_headers = [(k, v) for k, v in answer.headers.pairs() if k.lower() not in _DROP_RESPONSE]
         grant = call.grant
 
         def settle() -> None:
@@ -343,6 +309,8 @@ class Gateway:
             return
         tokens = meter.finish()
         model = meter.model
+        if 200 <= call.status < 300:
+            self.admission.answered(call, meter, tokens)
         if not meter.final:
             tokens, asked = estimate(api, tokens, body, self.config.estimate_output_tokens)
             model = model or asked
@@ -350,7 +318,7 @@ class Gateway:
             call.note("no final usage: the output is charged at the request's max_tokens")
         self._emit(call, tokens, model, ledger=True)
 
-    def _exhausted(self, grant: Grant, headers: httpx.Headers, call: Call) -> None:
+    def _exhausted(self, grant: Grant, headers: Headers, call: Call) -> None:
         now_ms = int(self._clock() * 1000)
         until = reset_from_headers(headers, now_ms)
         if until is None:
@@ -370,4 +338,10 @@ class Gateway:
         cost = price_call(model, tokens, self.prices) if tokens is not None else None
         if ledger and call.grant is not None:
             self.ledger.append(ledger_row(call, call.grant, tokens, model, cost, now_ms))
-        self._log.write(log_line(call, tokens, model, cost, now_ms))
+        line = log_line(call, tokens, model, cost, now_ms)
+        if self.launch_logs is not None and call.grant is not None:
+            try:
+                self.launch_logs.append(call.grant.launch_id, launch_event(line))
+            except OSError as exc:  # the call's own log line says so; the call goes on
+                line["launch_log_error"] = exc.strerror or str(exc)
+        self._log.write(line)

@@ -21,6 +21,7 @@ from agentc.files.settings import (
     string,
     table_of,
 )
+from agentc.gateway.breakers import BreakerLimits
 from agentc.gateway.ledger import Caps
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 
@@ -42,6 +43,17 @@ class CapsConfig(Settings):
     day_usd: float | None = setting(optional(_USD), default=None)
 
 
+class BreakersConfig(Settings):
+    """``[breakers]``: the loop breakers' thresholds (docs/gateway.md "Loop breakers"; 0: off)."""
+
+    same_request: int = setting(integer(minimum=0), default=5)
+    no_progress: int = setting(integer(minimum=0), default=3)
+    cache_storm_calls: int = setting(integer(minimum=0), default=4)
+    cache_storm_share: float = setting(number(minimum=0, maximum=1), default=0.2)
+    cache_established: float = setting(number(minimum=0, maximum=1), default=0.5)
+    cache_min_prompt_tokens: int = setting(integer(minimum=0), default=4096)
+
+
 class PriceConfig(Settings):
     input: float = setting(_USD)
     output: float = setting(_USD)
@@ -58,6 +70,8 @@ class GatewayConfig(Settings):
     ledger: Path = setting(path)
     vendors: Path = setting(path)
     log: Path | None = setting(optional(path), default=None)  # JSON lines; stderr when unset
+    # One event log per launch (agentc.files.launchlog); none when unset.
+    launch_logs: Path | None = setting(optional(path), default=None)
     exhausted_minutes: int = setting(integer(minimum=1), default=60)
     upstream_timeout_s: float = setting(number(above=0), default=600.0)
     # Limits one launch cannot exceed (docs/gateway.md, "Limits").
@@ -67,11 +81,23 @@ class GatewayConfig(Settings):
     drain_max_bytes: int = setting(integer(minimum=0), default=16 * MiB)
     estimate_output_tokens: int = setting(integer(minimum=1), default=128_000)
     caps: CapsConfig = setting(section(CapsConfig), default_factory=CapsConfig)
+    breakers: BreakersConfig = setting(section(BreakersConfig), default_factory=BreakersConfig)
     upstreams: dict[str, UpstreamConfig] = setting(table_of(section(UpstreamConfig)))
     prices: dict[str, PriceConfig] = setting(table_of(section(PriceConfig)), default_factory=dict)
 
     def cap_limits(self) -> Caps:
         return Caps(self.caps.launch_usd, self.caps.task_usd, self.caps.day_usd)
+
+    def breaker_limits(self) -> BreakerLimits:
+        b = self.breakers
+        return BreakerLimits(
+            b.same_request,
+            b.no_progress,
+            b.cache_storm_calls,
+            b.cache_storm_share,
+            b.cache_established,
+            b.cache_min_prompt_tokens,
+        )
 
     def price_table(self) -> dict[str, Price]:
         table = dict(DEFAULT_PRICES)

@@ -112,6 +112,8 @@ class LeaseEnd:
     revoked: int
     cap: str | None
     calls: int
+    # The first refusal that ended the launch's model access: {kind, name, reason}, or None.
+    stop: dict[str, str] | None = None
 
 
 class Lease:
@@ -153,7 +155,9 @@ class Lease:
         cap = status.get("cap") if isinstance(status, dict) else None
         sentinels = status.get("sentinels") if isinstance(status, dict) else None
         calls = sum(int(s.get("calls", 0)) for s in sentinels or [] if isinstance(s, dict))
-        return LeaseEnd(revoked, str(cap) if cap else None, calls)
+        stop = status.get("stop") if isinstance(status, dict) else None
+        stop = {str(k): str(v) for k, v in stop.items()} if isinstance(stop, dict) else None
+        return LeaseEnd(revoked, str(cap) if cap else None, calls, stop)
 
     def __enter__(self) -> Lease:
         return self

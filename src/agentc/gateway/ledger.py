@@ -6,6 +6,11 @@ cap also gets a row (zero tokens, ``refused_cap``), so the host-side record name
 are checked before forwarding against what is already recorded: per launch, per task, and per
 day (a rolling 24 hours, per role). A call is refused once the spent amount has reached the
 cap; calls already in flight may overshoot it by their own cost.
+
+The model policy (:mod:`agentc.core.model_policy`) adds two limits per attempt: its dollars
+(``max_usd``, checked here as the ``attempt`` cap) and its model turns (``max_turns``): a turn
+is counted when a metered call is admitted (:meth:`Ledger.admit_turn`), and on start the
+ledger's rows of each attempt are counted again.
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ class Ledger:
         self._lock = threading.Lock()
         self._launch: defaultdict[str, float] = defaultdict(float)  # by launch id
         self._task: defaultdict[str, float] = defaultdict(float)
+        self._attempt: defaultdict[str, float] = defaultdict(float)
+        self._turns: defaultdict[str, int] = defaultdict(int)  # admitted, by attempt
         self._day: defaultdict[str, deque[tuple[int, float]]] = defaultdict(deque)
+        self._day_usd: defaultdict[str, float] = defaultdict(float)  # the sum of each deque
         self._load()
 
     def _load(self) -> None:
@@ -59,6 +67,8 @@ class Ledger:
                     continue  # a torn last line after a crash
                 if isinstance(row, dict):
                     self._count(row)
+                    if not row.get("refused_cap") and row.get("attempt"):
+                        self._turns[str(row["attempt"])] += 1
 
     def _count(self, row: dict[str, Any]) -> None:
         usd = row.get("usd_for_caps")
@@ -67,9 +77,13 @@ class Ledger:
         self._launch[str(row.get("session"))] += usd
         if row.get("task"):
             self._task[str(row["task"])] += usd
+        if row.get("attempt"):
+            self._attempt[str(row["attempt"])] += usd
         at_ms = row.get("at_ms")
         if isinstance(at_ms, int):
-            self._day[str(row.get("role"))].append((at_ms, float(usd)))
+            role = str(row.get("role"))
+            self._day[role].append((at_ms, float(usd)))
+            self._day_usd[role] += usd
 
     def append(self, row: dict[str, Any]) -> None:
         line = json_line(row).encode()
@@ -84,17 +98,29 @@ class Ledger:
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    def admit_turn(self, attempt: str) -> None:
+        with self._lock:
+            self._turns[attempt] += 1
+
+    def turns(self, attempt: str) -> int:
+        """The attempt's model turns so far (metered calls admitted)."""
+        with self._lock:
+            return self._turns.get(attempt, 0)
+
     def spent(self, grant: Grant) -> tuple[float, float, float]:
         """Dollars already recorded for (the launch, its task, its role in the last 24 h)."""
         with self._lock:
-            day = self._day[grant.role_slug]
+            role = grant.role_slug
+            day = self._day[role]
             floor = self.now_ms() - DAY_MS
             while day and day[0][0] < floor:
-                day.popleft()
+                self._day_usd[role] -= day.popleft()[1]
+            if not day:
+                self._day_usd[role] = 0.0  # no rounding left over once the window is empty
             return (
                 self._launch.get(grant.launch_id, 0.0),
                 self._task.get(grant.task, 0.0) if grant.task else 0.0,
-                sum(usd for _, usd in day),
+                self._day_usd[role],
             )
 
     def over_cap(self, grant: Grant, caps: Caps) -> tuple[str, float, float] | None:
@@ -102,6 +128,10 @@ class Ledger:
         launch, task, day = self.spent(grant)
         launch_cap = grant.launch_usd if grant.launch_usd is not None else caps.launch_usd
         checks: list[tuple[str, float, float | None]] = [("launch", launch, launch_cap)]
+        if grant.policy.max_usd is not None:  # the model policy's dollars per attempt
+            with self._lock:
+                attempt = self._attempt.get(grant.attempt, 0.0)
+            checks.append(("attempt", attempt, grant.policy.max_usd))
         if grant.task:
             checks.append(("task", task, caps.task_usd))
         checks.append(("day", day, caps.day_usd))

@@ -20,6 +20,9 @@ from typing import Any, Literal
 from agentc.gateway.prices import Tokens
 
 Api = Literal["anthropic", "openai"]
+# A streamed answer that calls a tool: the event that opens a tool call, naming its kind.
+_TOOL_START = {"anthropic": b"content_block_start", "openai": b"output_item.added"}
+_TOOL_KINDS = (b'"tool_use"', b'"function_call"', b'"custom_tool_call"')
 MAX_JSON_BODY = 16 * 1024 * 1024
 MAX_EVENT = 4 * 1024 * 1024
 
@@ -39,6 +42,7 @@ class Meter:
         self._overflow = False
         self.seen_usage = False
         self.final = False
+        self.used_tools = False  # the answer calls a tool (the no-progress breaker reads it)
 
     def feed(self, chunk: bytes) -> None:
         if self._overflow:
@@ -61,9 +65,11 @@ class Meter:
                 event, self._buf = bytes(self._buf[:alt]), self._buf[alt + 4 :]
             else:
                 event, self._buf = bytes(self._buf[:idx]), self._buf[idx + 2 :]
-            # Cheap filter first: only events that can carry usage or the model are decoded.
+            # Cheap filters first: only events that can carry usage or the model are decoded.
             if b"usage" in event or b"message_start" in event:
                 self._event(event)
+            if not self.used_tools and _TOOL_START[self.api] in event:
+                self.used_tools = any(kind in event for kind in _TOOL_KINDS)
 
     def _event(self, event: bytes) -> None:
         data = b"\n".join(
@@ -119,6 +125,7 @@ class Meter:
     def finish(self) -> Tokens | None:
         """The call's tokens, or None when the answer carried no usage."""
         if not self.streamed and self._buf and not self._overflow:
+            self.used_tools = any(kind in self._buf for kind in _TOOL_KINDS)
             try:
                 obj = json.loads(bytes(self._buf))
             except (json.JSONDecodeError, UnicodeDecodeError):

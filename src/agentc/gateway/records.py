@@ -24,6 +24,10 @@ class Call:
     outcome: str = "ok"
     reason: str | None = None
     cap: str | None = None
+    policy: str | None = None  # the model policy's rule that refused the call
+    breaker: str | None = None  # the loop breaker that refused it
+    tools: bool = False  # the request declares tools (read when a breaker reads bodies)
+    step: str | None = None  # its last tool calls and results, hashed (breakers.fingerprint)
     estimated: bool = False  # the tokens are an estimate (the final usage never came)
 
     def note(self, reason: str) -> None:
@@ -72,9 +76,27 @@ def log_line(
         line["estimated"] = True
     if call.cap:
         line["cap"] = call.cap
+    if call.policy:
+        line["policy"] = call.policy
+    if call.breaker:
+        line["breaker"] = call.breaker
     if call.reason:
         line["reason"] = call.reason.strip()
     return line
+
+
+# What a model call's line in the launch's event log keeps of its log line (its grant's fields
+# name the launch the log is of).
+_EVENT_KEYS = (
+    "method", "path", "model", "status", "outcome", "input_tokens", "cache_write_tokens",
+    "cache_read_tokens", "output_tokens", "usd", "ms", "estimated", "cap", "policy", "breaker",
+    "reason",
+)  # fmt: skip
+
+
+def launch_event(line: dict[str, Any]) -> dict[str, Any]:
+    """The call's event for the launch's log (agentc.files.launchlog)."""
+    return {"event": "model_call", **{k: line[k] for k in _EVENT_KEYS if k in line}}
 
 
 def ledger_row(

@@ -19,7 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentc.core import roles
+from agentc.core import model_policy, roles
+from agentc.core.model_policy import ModelPolicy
 from agentc.gateway.errors import GatewayError, SentinelRefused
 
 PREFIX = "agc-sentinel-"
@@ -46,6 +47,7 @@ class Grant:
     launch_usd: float | None = None  # per-launch cap override (else the configured one)
     agentns_session_id: str | None = None  # the launch's agent session (agentns)
     agentns_mode: str | None = None
+    policy: ModelPolicy = ModelPolicy()  # the task's effective model policy (core.model_policy)
 
     def message(self) -> dict[str, Any]:
         """The grant's fields of an ``issue`` request (absent optional fields left out)."""
@@ -66,12 +68,18 @@ class Grant:
         message.update((key, value) for key, value in optional.items() if value is not None)
         if self.canary:
             message["canary"] = True
+        if not self.policy.empty:
+            message["policy"] = model_policy.to_wire(self.policy)
         return message
 
     @classmethod
     def from_message(cls, request: dict[str, Any]) -> Grant:
         """The grant an ``issue`` request asks for; KeyError, TypeError or ValueError if bad."""
         launch_usd = request.get("launch_usd")
+        try:
+            policy = model_policy.from_wire(request.get("policy"))
+        except ValueError as exc:
+            raise GatewayError(f"policy: {exc}") from None
         return cls(
             launch_id=str(request["session"]),
             attempt=str(request["attempt"]),
@@ -84,6 +92,7 @@ class Grant:
             launch_usd=float(launch_usd) if launch_usd is not None else None,
             agentns_session_id=_optional(request, "agentns_session_id"),
             agentns_mode=_optional(request, "agentns_mode"),
+            policy=policy,
         )
 
 
@@ -98,6 +107,7 @@ class _Entry:
     state: State = "live"
     reason: str = ""
     cap: str | None = None  # the cap that refused a call of this launch, if any
+    stop: dict[str, str] | None = None  # the first refusal that ended its model access
     calls: int = 0
 
 
@@ -157,11 +167,20 @@ class SentinelRegistry:
                     count += 1
         return count
 
-    def note_cap(self, launch_id: str, cap: str) -> None:
+    def note_cap(self, launch_id: str, cap: str, reason: str) -> None:
         with self._lock:
             for entry in self._by_digest.values():
                 if entry.grant.launch_id == launch_id and entry.cap is None:
                     entry.cap = cap
+        self.note_stop(launch_id, "cap", cap, reason)
+
+    def note_stop(self, launch_id: str, kind: str, name: str, reason: str) -> None:
+        """Remember the first refusal that ended the launch's model access (a cap, the model
+        policy's turns, a loop breaker): ``kind``, its ``name`` and the reason in words."""
+        with self._lock:
+            for entry in self._by_digest.values():
+                if entry.grant.launch_id == launch_id and entry.stop is None:
+                    entry.stop = {"kind": kind, "name": name, "reason": reason}
 
     def status(self, launch_id: str) -> dict[str, object]:
         """Host-side view of a launch's sentinels (never the tokens)."""
@@ -181,4 +200,5 @@ class SentinelRegistry:
                     for e in entries
                 ],
                 "cap": next((e.cap for e in entries if e.cap), None),
+                "stop": next((e.stop for e in entries if e.stop), None),
             }

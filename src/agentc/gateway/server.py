@@ -24,6 +24,7 @@ def uvicorn_config(app: Any, **kw: Any) -> uvicorn.Config:
         log_level="warning",
         access_log=False,
         lifespan="off",
+        interface="asgi3",  # a bound method: uvicorn would not tell asgi3 from asgi2
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=5,

@@ -9,6 +9,7 @@ import click
 
 from agentc.core.errors import ConfigError
 from agentc.core.rules import check_id
+from agentc.files import JsonLines
 from agentc.files.git import git_env
 from agentc.push.protocol import MAX_BUNDLE_BYTES, WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.push.publisher import Publisher, WipQuota
@@ -67,6 +68,13 @@ def main() -> None:
     show_default=True,
     help="The most MiB of new objects (uncompressed) its WIP refs may publish in all.",
 )
+@click.option(
+    "--events",
+    "events_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Append one JSON line per push here (mode 0600): the launch's event log reads them.",
+)
 @click.option("--max-bundle-bytes", type=click.IntRange(1), default=MAX_BUNDLE_BYTES, hidden=True)
 @click.option("--io-timeout", type=click.FloatRange(0.1), default=60.0, hidden=True)
 def serve(
@@ -81,6 +89,7 @@ def serve(
     known_hosts: Path | None,
     wip_max_refs: int,
     wip_max_mib: int,
+    events_path: Path | None,
     max_bundle_bytes: int,
     io_timeout: float,
 ) -> None:
@@ -102,7 +111,12 @@ def serve(
     scanner = Scanner(d.lower() for d in known_digests)
     repo = PrivateRepo(work_dir, remote, git_env(ssh_key, known_hosts))
     publisher = Publisher(repo, task, launch, scanner, WipQuota(wip_max_refs, wip_max_mib))
-    sys.exit(run(socket_path, publisher, parent_pid, Limits(max_bundle_bytes, io_timeout)))
+    try:
+        events = JsonLines.open(events_path) if events_path is not None else None
+    except OSError as exc:
+        raise click.UsageError(f"--events {events_path}: {exc.strerror}") from None
+    limits = Limits(max_bundle_bytes, io_timeout)
+    sys.exit(run(socket_path, publisher, parent_pid, limits, events))
 
 
 if __name__ == "__main__":  # python -m agentc.push.cli (how the supervisor starts it)

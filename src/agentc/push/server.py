@@ -15,7 +15,9 @@ parent-death signal, and a check every second), removing its socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import socket
 import stat
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from agentc.files import JsonLines
 from agentc.files.procs import ask_parent_death_signal
 from agentc.files.sockets import name_fits, sun_path
 from agentc.push.peer import descends_from, peer_pid, start_time
@@ -57,6 +60,24 @@ class Limits:
 
 def log(message: str) -> None:
     print(f"agentc-push: {message}", file=sys.stderr, flush=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` (it may quote the agent's input) without line breaks or control characters."""
+    return _CONTROL.sub("?", text)
+
+
+def push_event(answer: dict[str, object], seconds: float) -> dict[str, object]:
+    """One push as the launch's event log records it (docs/push.md)."""
+    event: dict[str, object] = {"event": "push", "ok": answer["ok"], "seconds": round(seconds, 3)}
+    if answer["ok"]:
+        event.update(ref=answer["ref"], revision=answer["revision"])
+    else:
+        event["error"] = str(answer["error"])[:1000]
+    return event
 
 
 def bind(path: Path) -> socket.socket:
@@ -135,8 +156,14 @@ class Helper:
     """Serves one launch's requests on ``listener`` until stopped."""
 
     def __init__(
-        self, listener: socket.socket, publisher: Publisher, root: int, limits: Limits
+        self,
+        listener: socket.socket,
+        publisher: Publisher,
+        root: int,
+        limits: Limits,
+        events: JsonLines | None = None,
     ) -> None:
+        self.events = events  # one JSON line per push (the launch's event log reads them)
         self.listener = listener
         self.publisher = publisher
         self.root = root
@@ -188,7 +215,10 @@ class Helper:
             answer = refusal(f"the helper failed: {type(exc).__name__}: {exc}")
         took = time.monotonic() - started
         outcome = f"ok {answer['ref']}" if answer["ok"] else f"refused: {answer['error']}"
-        log(f"pid {pid}: {outcome} ({took:.1f} s)")
+        log(f"pid {pid}: {_one_line(outcome)} ({took:.1f} s)")
+        if self.events is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.events.write(push_event(answer, took))
         self._answer(conn, answer)
 
     @staticmethod
@@ -203,7 +233,13 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
     raise Stop(signal.Signals(signum).name)
 
 
-def run(socket_path: Path, publisher: Publisher, parent_pid: int | None, limits: Limits) -> int:
+def run(
+    socket_path: Path,
+    publisher: Publisher,
+    parent_pid: int | None,
+    limits: Limits,
+    events: JsonLines | None = None,
+) -> int:
     """Serve until stopped; the exit status."""
     if parent_pid is not None:
         ask_parent_death_signal(signal.SIGTERM)
@@ -219,7 +255,7 @@ def run(socket_path: Path, publisher: Publisher, parent_pid: int | None, limits:
         log(f"cannot bind {socket_path}: {exc}")
         return 1
     bound = os.stat(socket_path)
-    helper = Helper(listener, publisher, root, limits)
+    helper = Helper(listener, publisher, root, limits, events)
     log(f"serving {socket_path} for launch {publisher.launch} of task {publisher.task}")
     try:
         helper.serve_forever()

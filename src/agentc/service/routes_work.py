@@ -51,7 +51,9 @@ from agentc.service.work import (
     digest_link,
     integration,
     launch_access,
+    launch_log,
     leases,
+    model_policy,
     projects,
     provenance,
     reviews,
@@ -218,6 +220,20 @@ async def update_policy(request: Request, project_id: str, body: PolicyIn) -> Re
     return await mutate(request, body, lambda op, b: projects.update_policy(op, project_id, b))
 
 
+@router.get(P + "/model-policy", tags=["projects"])
+async def get_project_model_policy(request: Request, project_id: str) -> Response:
+    return await read(request, lambda tx, _a: model_policy.project_policy(tx, project_id))
+
+
+@router.put(P + "/model-policy", tags=["projects"])
+async def set_project_model_policy(
+    request: Request, project_id: str, body: model_policy.ModelPolicyIn
+) -> Response:
+    return await mutate(
+        request, body, lambda op, b: model_policy.set_project_policy(op, project_id, b)
+    )
+
+
 @router.get(P + "/tasks", tags=["tasks"])
 async def list_tasks(
     request: Request,
@@ -246,6 +262,21 @@ _record_route("PATCH", T, "tasks", tasks.edit_task, TaskEditIn)
 _record_route("POST", T + "/cancel", "tasks", tasks.cancel_task, CancelIn)
 _record_route("POST", T + "/unblock", "tasks", tasks.unblock_task, UnblockIn)
 _record_route("POST", T + "/approve", "tasks", tasks.approve_task, ApproveIn)
+
+
+@router.get(T + "/model-policy", tags=["tasks"])
+async def get_task_model_policy(request: Request, project_id: str, task_id: str) -> Response:
+    return await read(request, lambda tx, _a: model_policy.task_policy(tx, project_id, task_id))
+
+
+_record_route(
+    "PUT",
+    T + "/model-policy",
+    "tasks",
+    model_policy.set_task_policy,
+    model_policy.ModelPolicyIn,
+    name="set_task_model_policy",
+)
 
 
 @router.get(T + "/workflow", tags=["workflow"])
@@ -326,6 +357,24 @@ _record_route(
     steps.record_steps,
     steps.StepsIn,
     name="record_steps",
+    status_code=201,
+)
+
+
+@router.get(AT + "/artifacts/launch-log", tags=["workflow"])
+async def get_launch_log(request: Request, project_id: str, attempt_id: str) -> Response:
+    return await read(
+        request, lambda tx, _a: launch_log.read_launch_log(tx.conn, project_id, attempt_id)
+    )
+
+
+_record_route(
+    "POST",
+    AT + "/artifacts/launch-log",
+    "workflow",
+    launch_log.record_launch_log,
+    launch_log.LaunchLogIn,
+    name="record_launch_log",
     status_code=201,
 )
 _record_route(

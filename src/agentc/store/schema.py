@@ -300,6 +300,18 @@ work_artifacts = Table(
     UniqueConstraint("attempt_id", "kind", name="uq_work_artifacts_attempt_kind"),
 )
 
+model_policies = Table(
+    "model_policies",
+    metadata,
+    Column("subject_id", Id, primary_key=True),  # the project's id, or the task's
+    Column("project_id", Id, ForeignKey("projects.id"), nullable=False, index=True),
+    Column("task_id", Id, ForeignKey("tasks.id")),  # null: the project's own policy
+    Column("policy_json", Text, nullable=False),  # agentc.core.model_policy.to_wire
+    Column("revision", BigInteger, nullable=False),
+    Column("updated_by", Id, nullable=False),
+    Column("updated_at", Ms, nullable=False),
+)
+
 task_contributors = Table(
     "task_contributors",
     metadata,

@@ -141,6 +141,10 @@ class SupervisorConfig(Settings):
     gateway_listen: str | None = setting(_relay_address, default="127.0.0.1:8788")
     gateway_address: str | None = setting(_gateway_address, default=None)
     gateway_control: Path = setting(absolute_path, default=Path("/run/agentc-gateway/control.sock"))
+    # The launches' event logs (agentc.files.launchlog; the gateway's and the egress proxy's
+    # ``launch_logs``): the loop adds each launch's end and pushes, and records the summary of
+    # a submitted attempt's log. Masked inside every launch. None: no event logs.
+    launch_logs: Path | None = setting(optional(absolute_path), default=None)
     # The gateway upstream each harness's sentinel is bound to.
     gateway_upstreams: dict[str, str] = setting(
         _harness_table(string),

@@ -61,10 +61,15 @@ def _base(home: Path) -> dict[str, str]:
 
 
 def claude_env(
-    home: Path, base_url: str, key: str, *, max_retries: int | None = None
+    home: Path,
+    base_url: str,
+    key: str,
+    *,
+    max_retries: int | None = None,
+    max_output_tokens: int | None = None,
 ) -> dict[str, str]:
     env = _base(home)
-    endpoint = harness_env.ModelEndpoint(base_url, key)
+    endpoint = harness_env.ModelEndpoint(base_url, key, max_output_tokens=max_output_tokens)
     env.update(claude.setup(endpoint, max_retries=max_retries).env)
     return env
 
@@ -112,9 +117,16 @@ def codex_argv(prompt: str) -> list[str]:
     ]
 
 
-def pi_env(home: Path, base_url: str, key: str, *, model: str = pi.DEFAULT_MODEL) -> dict[str, str]:
+def pi_env(
+    home: Path,
+    base_url: str,
+    key: str,
+    *,
+    model: str = pi.DEFAULT_MODEL,
+    max_output_tokens: int | None = None,
+) -> dict[str, str]:
     env = _base(home)
-    setup = pi.setup(harness_env.ModelEndpoint(base_url, key, model), home)
+    setup = pi.setup(harness_env.ModelEndpoint(base_url, key, model, max_output_tokens), home)
     harness_env.write_files(setup)
     env.update(setup.env)
     return env

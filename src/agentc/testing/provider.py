@@ -123,6 +123,21 @@ class ScriptedProvider:
         with self._lock:
             return [r for r in self.requests if r.main]
 
+    def tool_results(self) -> list[str]:
+        """The text of every tool result a harness sent back (Anthropic's ``tool_result``
+        blocks in the main requests' messages), in order; repeated with each later turn."""
+        found: list[str] = []
+        for request in self.main_requests():
+            body = request.body if isinstance(request.body, dict) else {}
+            for message in body.get("messages", []):
+                content = message.get("content") if isinstance(message, dict) else None
+                for block in content if isinstance(content, list) else []:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        inner = block.get("content")
+                        parts = inner if isinstance(inner, list) else [{"text": inner}]
+                        found += [str(p.get("text", "")) for p in parts if isinstance(p, dict)]
+        return found
+
     def reported_total(self) -> Usage:
         """Sum of the usage figures the provider reported, over every answered request."""
         with self._lock:

@@ -213,6 +213,7 @@ class Up:
         egress.parent.mkdir(mode=0o700, exist_ok=True)
         argv = [*program("agentc-supervisor"), "egress-proxy", "--socket", str(egress)]
         argv += ["--log", str(layout.root.resolve() / "logs" / "egress.jsonl")]
+        argv += ["--launch-logs", str(layout.launch_logs.resolve())]
         self.tree.start("egress", argv, layout.log("egress"), child_env())
         wait_listening(egress, self.tree, "egress proxy")
         configs.write_supervisor(

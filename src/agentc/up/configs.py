@@ -59,6 +59,7 @@ def write_supervisor(
         "gateway_listen": "",
         "coordinator_listen": origin.removeprefix("http://"),
         "masks": [root],
+        "launch_logs": layout.launch_logs.resolve(),
     }
     if egress is not None:
         top["egress_socket"] = egress[1]

@@ -60,6 +60,7 @@ def write_gateway(layout: Layout, access: ModelAccess) -> GatewaySetup:
             "ledger": setup.ledger,
             "vendors": setup.vendors,
             "log": root / "gateway.jsonl",
+            "launch_logs": layout.launch_logs.resolve(),
         },
         ("upstreams", access.upstream): {
             "api": access.api,

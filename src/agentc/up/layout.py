@@ -13,6 +13,7 @@
                           (core.sharedRepository 0600: private whoever writes it)
   egress/proxy.sock       the egress proxy's socket (only the user's relays reach it)
   gateway/                the model gateway's settings, credential and control socket
+  launch-logs/            one event log per launch (the gateway, the egress proxy, the loop)
   supervisor.toml         the supervisor loop's configuration (personal mode)
   supervisor/             the loop's state (mirror, runs, clones, records, heartbeat)
   integrator.toml         the integrator's configuration
@@ -68,6 +69,7 @@ class Layout:
     integrator_state = _Under("integrator")
     signing = _Under("signing")
     egress_socket = _Under("egress/proxy.sock")
+    launch_logs = _Under("launch-logs")
     attention_config = _Under("attention.toml")
     attention_state = _Under("attention")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,15 @@ class Stack:
 
     def log_lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.getvalue().splitlines()]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """An empty git repository for a harness to work in."""
+    path = tmp_path / "work"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
 
 
 @pytest.fixture

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
+from agentc.testing import harnesses
+
 
 @dataclass
 class RawAnswer:
@@ -115,6 +119,12 @@ def request(
         writer.join(timeout=30)
     answer.status, answer.headers, answer.body = _parse(raw) if raw else (0, {}, b"")
     return answer
+
+
+def needs(name: str) -> None:
+    """Skip unless the pinned harness binary is installed (``scripts/setup --dev``)."""
+    if not harnesses.available(name):
+        pytest.skip(f"{name} is not installed (scripts/setup --dev)")
 
 
 def wait_for(check: Callable[[], bool], seconds: float = 15.0) -> bool:

@@ -11,23 +11,11 @@ from typing import Any
 import pytest
 
 from agentc.testing import harnesses
+from tests.supervisor.gateway import kit
 
 CLAUDE_MODEL = "claude-sonnet-5"
 REAL_KEY = "sk-ant-REAL-host-only-0123456789abcdef"  # what the credential fixture holds
 MakeStack = Any
-
-
-def _needs(name: str) -> None:
-    if not harnesses.available(name):
-        pytest.skip(f"{name} is not installed (scripts/setup --dev)")
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
 
 
 def _claude(
@@ -41,7 +29,7 @@ def _claude(
 def test_exact_metering_over_a_multi_turn_claude_run(
     tmp_path: Path, work: Path, make_stack: MakeStack
 ) -> None:
-    _needs("claude")
+    kit.needs("claude")
     usage = [
         {"input_tokens": 1200, "cache_creation_input_tokens": 5000, "output_tokens": 40},
         {"input_tokens": 30, "cache_read_input_tokens": 5000, "output_tokens": 25},
@@ -90,7 +78,7 @@ def test_exact_metering_over_a_multi_turn_claude_run(
 def test_codex_is_metered_through_the_gateway(
     tmp_path: Path, work: Path, make_stack: MakeStack
 ) -> None:
-    _needs("codex")
+    kit.needs("codex")
     script = {
         "turns": [
             {
@@ -123,7 +111,7 @@ def test_codex_is_metered_through_the_gateway(
 def test_a_cap_reached_mid_run_refuses_the_next_call(
     tmp_path: Path, work: Path, make_stack: MakeStack
 ) -> None:
-    _needs("claude")
+    kit.needs("claude")
     usage = {"input_tokens": 1000, "output_tokens": 0}  # $0.002 per call at $2/M input
     script = {
         "turns": [
@@ -149,7 +137,7 @@ def test_a_cap_reached_mid_run_refuses_the_next_call(
 
 
 def test_codex_ends_cleanly_at_a_cap(tmp_path: Path, work: Path, make_stack: MakeStack) -> None:
-    _needs("codex")
+    kit.needs("codex")
     usage = {"input_tokens": 1000, "output_tokens": 0}  # $0.00125 at $1.25/M (gpt-5)
     script = {
         "turns": [{"tool_calls": [{"tool": "run", "command": "true"}], "usage": usage, "repeat": 5}]
@@ -169,7 +157,7 @@ def test_codex_ends_cleanly_at_a_cap(tmp_path: Path, work: Path, make_stack: Mak
 def test_a_429_reaches_the_harness_and_marks_the_vendor_exhausted(
     tmp_path: Path, work: Path, make_stack: MakeStack
 ) -> None:
-    _needs("claude")
+    kit.needs("claude")
     reset = int(time.time()) + 3 * 3600
     script = {"turns": [{"failure": {"kind": "rate_limit", "reset_at": reset}}]}
     with make_stack(script) as stack:
@@ -188,7 +176,7 @@ def test_a_429_reaches_the_harness_and_marks_the_vendor_exhausted(
 def test_claude_sees_the_first_event_before_the_provider_finishes(
     tmp_path: Path, work: Path, make_stack: MakeStack
 ) -> None:
-    _needs("claude")
+    kit.needs("claude")
     script = {"turns": [{"text": "streamed words", "pause": {"after_events": 3, "gate": "g"}}]}
     with make_stack(script) as stack:
         sentinel = stack.issue("sess-stream")
@@ -221,7 +209,7 @@ def test_claude_sees_the_first_event_before_the_provider_finishes(
 
 
 def test_a_revoked_sentinel_is_refused(tmp_path: Path, work: Path, make_stack: MakeStack) -> None:
-    _needs("claude")
+    kit.needs("claude")
     with make_stack({"turns": [{"text": "first"}]}) as stack:
         sentinel = stack.issue("sess-rev")
         assert _claude(tmp_path, stack.url, sentinel, work).returncode == 0

@@ -88,7 +88,7 @@ def test_a_lease_issues_a_bound_sentinel_and_revokes_it_at_close(
         "rev",
         "claude",
     )
-    registry.note_cap("s1", "launch")
+    registry.note_cap("s1", "launch", "launch cap reached: $0.5 of $0.5")
     end = lease.close("done here")
     assert end is not None and (end.revoked, end.cap, end.calls) == (1, "launch", 1)
     assert _refusal(registry, token) == "revoked: done here"

@@ -23,11 +23,13 @@ from typing import Any
 import httpx
 import pytest
 
+from agentc.files.launchlog import read_log
 from agentc.gateway.app import Gateway
 from agentc.gateway.config import GatewayConfig
 from agentc.testing.gateway import ThreadedGateway
 from agentc.testing.provider import ScriptedProvider
 from agentc.testing.script import parse_script
+from tests.client.kit import admin_get
 from tests.kit.live import LiveServer
 from tests.supervisor.kit import HARNESS_BIN
 from tests.supervisor.loop.kit import SUBMITTING_AGENT, LoopKit, make_loop_kit
@@ -65,6 +67,7 @@ def _gateway(short_tmp: Path, user: str | None = None) -> Iterator[tuple[Any, An
                     "control_socket": host / "control.sock",
                     "ledger": host / "ledger.jsonl",
                     "vendors": host / "vendors.json",
+                    "launch_logs": host / "launch-logs",
                     "upstreams": {"claude": {"api": "anthropic", **upstream}},
                 }
             )
@@ -79,7 +82,8 @@ def _gateway(short_tmp: Path, user: str | None = None) -> Iterator[tuple[Any, An
                 if user is not None:
                     os.chmod(short_tmp, 0o755)  # noqa: S103 - the account reaches its kit
                     config.ledger.touch(mode=0o600)
-                    for path in (host, config.control_socket, config.ledger):
+                    logs = host / "launch-logs"
+                    for path in (host, config.control_socket, config.ledger, logs):
                         shutil.chown(path, user, user)
                 yield gateway, config, provider
     finally:
@@ -93,6 +97,7 @@ def _gateway_settings(gateway: Any, config: Any) -> dict[str, Any]:
         "gateway_control": str(config.control_socket),
         "harness_paths": {"claude": str(HARNESS_BIN / "claude")},
         "health": {"ledger": str(config.ledger), "vendors": str(config.vendors)},
+        "launch_logs": str(config.launch_logs),
     }
 
 
@@ -155,6 +160,73 @@ def test_claude_submits_through_the_cli_and_its_cost_is_reported_once(
     assert sum(1 for e in events if e["kind"] == "telemetry.cost_rows") == 1
     beat = json.loads((loop.state / "loop/heartbeat.json").read_text())
     assert "Launched" in beat["outcome"]
+    # The launch's event log: the gateway's calls, then the loop's push and end; its summary
+    # recorded with the submission for the reviewer and the change page.
+    read = read_log(loop.state.parent.parent / "gw/launch-logs", final["launch_id"])
+    assert read.problems == []
+    kinds = [(e["source"], e["event"]) for e in read.events]
+    assert kinds[-2:] == [("supervisor", "push"), ("supervisor", "launch_ended")]
+    assert {k for k in kinds[:-2]} == {("gateway", "model_call")}
+    assert read.events[-2]["ok"] is True and read.events[-1]["exit_code"] == 0
+    attempt = f"/api/v1/projects/{loop.project}/attempts/{final['attempt']}"
+    summary = admin_get(loop.admin, f"{attempt}/artifacts/launch-log")
+    assert summary["submission_id"] == loop.submission(task["id"])["id"]
+    assert summary["model_calls"] == len(rows) and summary["unusual"] == []
+    assert summary["pushes"][0]["ok"] is True
+    assert summary["pushes"][0]["ref"].startswith("refs/agent-coordinator/candidates/")
+
+
+def test_the_tasks_model_policy_reaches_the_gateway_with_the_launch(
+    gateway_loop: tuple[LoopKit, ScriptedProvider],
+) -> None:
+    """An admin's policy for the task: Claude in the real loop asks within its output limit,
+    and its second model turn is refused by the gateway (nothing reaches the provider)."""
+    loop, provider = gateway_loop
+    provider.turns = parse_script(
+        {"turns": [{"tool_calls": [{"tool": "run", "command": "true"}], "repeat": 5}]}
+    ).expanded()
+    task = loop.task()
+    policy = {"expected_revision": 0, "max_turns": 1, "max_output_tokens": 4096}
+    path = f"/api/v1/projects/{loop.project}/tasks/{task['id']}/model-policy"
+    answer = loop.admin.put(path, json=policy, headers={"Idempotency-Key": str(uuid.uuid4())})
+    assert answer.status_code == 200, answer.text
+    result = loop.once(timeout=300)
+    assert result.returncode == 0, result.stderr
+    main = provider.main_requests()
+    assert len(main) == 1 and main[0].body["max_tokens"] == 4096
+    log = loop.state.parent.parent / "gw/gateway.log"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    refused = [x for x in lines if x["outcome"] == "refused_policy"]
+    assert refused and refused[0]["policy"] == "max_turns" and refused[0]["status"] == 402
+    assert loop.show(task["id"])["work_status"] == "ready"  # released, nothing submitted
+
+
+def test_a_loop_breaker_ends_the_attempt_and_its_record_names_it(
+    gateway_loop: tuple[LoopKit, ScriptedProvider],
+) -> None:
+    """Claude stuck on one failing command: the gateway's same-step breaker ends its calls;
+    the attempt's run records the ending with the breaker's name, and the handoff says it."""
+    loop, provider = gateway_loop
+    provider.turns = parse_script(
+        {
+            "turns": [{"tool_calls": [{"tool": "run", "command": "cat missing.txt"}], "repeat": 20}]
+        }  # fmt: skip
+    ).expanded()
+    task = loop.task()
+    result = loop.once(timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert len(provider.main_requests()) == 5  # the default same_request: the 5th is refused
+    [final] = loop.records("finished")
+    attempt = f"/api/v1/projects/{loop.project}/attempts/{final['attempt']}"
+    run = admin_get(loop.admin, f"{attempt}/artifacts/steps")
+    assert run["ending"] == "limit_hit"
+    assert "the model gateway ended its calls: breaker same_request" in run["why"]
+    handoff = loop.attempt(final["attempt"])["attempt"]["handoff"]
+    assert "loop breaker same_request" in handoff
+    summary = admin_get(loop.admin, f"{attempt}/artifacts/launch-log")
+    assert summary["refused_calls"] == {"refused_breaker": 1}
+    assert any("loop breaker" in u for u in summary["unusual"])
+    assert loop.show(task["id"])["work_status"] in ("ready", "waiting")
 
 
 def test_a_rate_limit_routes_the_next_claim_to_the_fallback_vendor(
@@ -197,20 +269,6 @@ VERDICT = {
 }
 
 
-def _tool_results(provider: ScriptedProvider) -> list[str]:
-    """The text of every tool result Claude sent back to the provider."""
-    found: list[str] = []
-    for request in provider.main_requests():
-        for message in request.body.get("messages", []):
-            content = message.get("content")
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    inner = block.get("content")
-                    parts = inner if isinstance(inner, list) else [{"text": inner}]
-                    found += [str(p.get("text", "")) for p in parts if isinstance(p, dict)]
-    return found
-
-
 def test_claude_reviews_through_candidate_shell_and_its_structured_verdict_is_posted(
     server: LiveServer, admin: httpx.Client, short_tmp: Path, account: str
 ) -> None:
@@ -232,8 +290,8 @@ def test_claude_reviews_through_candidate_shell_and_its_structured_verdict_is_po
         task = submit(loop, CANDIDATE_TEST, {"greeting.txt": "hi\n"})["task"]["id"]
         result = loop.once(timeout=300)
         assert result.returncode == 0, result.stderr
-        assert "decision: 'approve'" in result.stderr, (result.stderr, _tool_results(provider))
-        results = " ".join(_tool_results(provider))
+        assert "decision: 'approve'" in result.stderr, (result.stderr, provider.tool_results())
+        results = " ".join(provider.tool_results())
         # The command ran in the candidate sandbox: no shell prefix, no model key, no run.
         assert "prefix=[] token=[]" in results and "greeting-present" in results, results
         assert "reached-prompt" not in results

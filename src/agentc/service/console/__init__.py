@@ -5,7 +5,7 @@ mutation (`agentc.service.api.mutation`) with the same cookie, Origin, CSRF and
 Idempotency-Key rules; the CSRF token and key travel as hidden form fields.
 """
 
-from agentc.service.console import backups, change, forms, pages, reports
+from agentc.service.console import backups, change, forms, pages, policy, reports
 from agentc.service.console.render import router
 
-__all__ = ["backups", "change", "forms", "pages", "reports", "router"]
+__all__ = ["backups", "change", "forms", "pages", "policy", "reports", "router"]

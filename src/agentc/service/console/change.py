@@ -14,6 +14,7 @@ from starlette.responses import Response
 from agentc.core.model import ActivityKind, ActivityState
 from agentc.service.console import diff, interdiff
 from agentc.service.console.render import Viewer, page, router
+from agentc.service.work import launch_log
 from agentc.service.work.artifacts import patch_view
 from agentc.service.work.refusals import not_found
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
@@ -78,6 +79,7 @@ async def change_page(
             ],
             "since": since,
             "collapsed_lines": diff.COLLAPSED_LINES,
+            "launch_log": launch_log.of_attempt(tx.conn, sub["attempt_id"]),
             "comment_rows": COMMENT_ROWS,
             "highlight_chars": diff.HIGHLIGHT_CHARS,
         }

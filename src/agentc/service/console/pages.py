@@ -12,7 +12,7 @@ from agentc.core.model import ActivityKind, ActivityState, WorkStatus
 from agentc.core.rules import rfc3339
 from agentc.service.auth import visible_projects
 from agentc.service.console.render import HERE, Viewer, html, page, router
-from agentc.service.work import integration, steps, tasks
+from agentc.service.work import integration, model_policy, steps, tasks
 from agentc.service.work.accounts import browser_sessions
 from agentc.service.work.views import project_row, project_view, task_detail, task_row
 from agentc.store import artifacts, leases
@@ -132,9 +132,20 @@ async def task_page(request: Request, project_id: str, task_id: str) -> Response
             "patches": {
                 a.submission_id for a in artifacts.of_task(tx.conn, task_id) if a.kind == "patch"
             },
+            **_policy(tx, project_id, task_id),
         }
 
     return await page(request, build)
+
+
+def _policy(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
+    """The task's model policy for its page (``model_policy.html``)."""
+    shown = model_policy.task_policy(tx, project_id, task_id)
+    return {
+        "policy_level": shown["task"],
+        "policy_effective": shown["effective"],
+        "policy_sources": shown["sources"],
+    }
 
 
 def _working(tx: Tx, task: dict[str, Any]) -> dict[str, dict[str, Any]]:

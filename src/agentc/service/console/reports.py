@@ -14,11 +14,12 @@ from agentc.service.auth import visible_projects
 from agentc.service.console.charts import Chart, bars, columns
 from agentc.service.console.render import Viewer, html, page, router
 from agentc.service.ops import JsonObject
-from agentc.service.work import attention, digest_link, spend
+from agentc.service.work import attention, digest_link, model_policy, spend
 from agentc.service.work.views import project_row, project_view
 from agentc.store.tx import Tx
 
 MONEY = "${:,.2f}"
+SAVED = {"1": "The policy was saved.", "model-policy": "The model policy was saved."}
 COUNT = "{:,.0f}"
 
 
@@ -45,7 +46,10 @@ async def settings_page(request: Request, project_id: str, saved: str = "") -> R
             "lease_range": (m.LEASE_SECONDS_MIN, m.LEASE_SECONDS_MAX),
             "attempt_range": (m.MAX_ATTEMPT_SECONDS_MIN, m.MAX_ATTEMPT_SECONDS_MAX),
             "park_range": (m.PARK_AFTER_MIN, m.PARK_AFTER_MAX),
-            "message": "The policy was saved." if saved == "1" else None,
+            "message": SAVED.get(saved),
+            "policy_level": model_policy.project_policy(tx, project_id),
+            "policy_effective": None,
+            "policy_sources": None,
         }
 
     return await page(request, build)

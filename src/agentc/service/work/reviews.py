@@ -23,7 +23,7 @@ from agentc.core.rules import may_review
 from agentc.service.auth import require_agent_session
 from agentc.service.ops import JsonObject, Op, Result, new_id
 from agentc.service.schemas import ActivityClaimIn, ActivityReleaseIn, ReviewIn
-from agentc.service.work import activities
+from agentc.service.work import activities, launch_log
 from agentc.service.work.leases import end_attempt, new_attempt, owned_attempt, suggestion
 from agentc.service.work.refusals import conflict, forbidden, invalid
 from agentc.service.work.views import (
@@ -87,6 +87,8 @@ def claim_activity(op: Op, project_id: str, activity_id: str, body: ActivityClai
             "activity": activities.activity_now(op, act.id),
             "attempt": attempt_view(attempt, op.now),
             "submission": submission_view(sub),
+            # What the implementer's launch did besides its diff (None: not recorded yet).
+            "launch_log": launch_log.of_attempt(op.conn, sub.attempt_id),
             "task": task_view(op.conn, task, op.now),
             "lease_remaining_ms": remaining,
             "renew_after_seconds": lease.renew_after_seconds(remaining),

@@ -5,7 +5,7 @@ importing :mod:`agentc.store.schema`, so a later change to the live tables canno
 ``tests/store/test_migrations.py`` checks that the chain builds exactly the live schema.
 """
 
-HEAD = "0012"
+HEAD = "0013"
 """The newest revision. A database stamped with it needs no migration, which
 :func:`agentc.store.engine.migrate` sees without importing Alembic (a fifth of a command's start);
 ``tests/store/test_migrations.py`` checks that it is the chain's head."""

@@ -118,12 +118,15 @@ def reviewer_prompt(
     submission: Mapping[str, Any],
     instructions: Mapping[str, bytes],
     interdiff: Mapping[str, Any] | None = None,
+    launch_log: Mapping[str, Any] | None = None,
 ) -> str:
     """The reviewer's prompt: the contract, the review data, the base's instruction files;
     ``interdiff``: what the candidate changes against an approved one sent back
     (``supervisor.loop.interdiff``).
 
-    In the review data every ``<`` is escaped as ``\\u003c``, so nothing in it reads as a tag.
+    ``launch_log`` is the summary of the implementer launch's event log (the review claim's
+    ``launch_log``; None when not recorded). In the review data every ``<`` is escaped as
+    ``\\u003c``, so nothing in it reads as a tag.
     """
     contract = _fill(
         "reviewer.md",
@@ -134,7 +137,11 @@ def reviewer_prompt(
             "candidate": candidate or "HEAD",
         },
     )
-    review: dict[str, Any] = {"acceptance_criteria": list(criteria), "submission": dict(submission)}
+    review: dict[str, Any] = {
+        "acceptance_criteria": list(criteria),
+        "submission": dict(submission),
+        "implementer_launch": dict(launch_log) if launch_log else None,
+    }
     if interdiff:
         review["interdiff"] = dict(interdiff)
     data = json.dumps(review, indent=2, ensure_ascii=False).replace("<", "\\u003c")

@@ -46,6 +46,8 @@ def setup(endpoint: ModelEndpoint, *, max_retries: int | None = None) -> Harness
     env = {"ANTHROPIC_BASE_URL": root_url(endpoint.base_url), "ANTHROPIC_API_KEY": endpoint.key}
     if max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(max_retries)
+    if endpoint.max_output_tokens is not None:  # it asks 64,000 a call by default
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(endpoint.max_output_tokens)
     return HarnessSetup(env)
 
 

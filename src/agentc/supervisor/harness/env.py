@@ -24,6 +24,8 @@ class ModelEndpoint:
     base_url: str
     key: str = field(repr=False)
     model: str | None = None  # None: the harness's own default
+    # The most output tokens a call may ask for (the model policy's), None: the harness's own.
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True)

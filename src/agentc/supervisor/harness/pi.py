@@ -36,13 +36,16 @@ def model_of(endpoint: ModelEndpoint) -> str:
 
 
 def models_json(endpoint: ModelEndpoint) -> str:
+    model: dict[str, Any] = {"id": model_of(endpoint)}
+    if endpoint.max_output_tokens is not None:  # it asks 16,384 a call by default
+        model["maxTokens"] = endpoint.max_output_tokens
     models = {
         "providers": {
             PROVIDER: {
                 "baseUrl": root_url(endpoint.base_url),
                 "api": "anthropic-messages",
                 "apiKey": endpoint.key,
-                "models": [{"id": model_of(endpoint)}],
+                "models": [model],
             }
         }
     }

@@ -52,6 +52,9 @@ class Outcome:
     signal: str | None
     cap: str | None = None  # the gateway cost cap that refused a model call of this launch
     limit: str | None = None  # the resource limit the launch ran into (memory, processes)
+    # The first gateway refusal that ended the launch's model access ({kind, name, reason}).
+    stop: dict[str, str] | None = None
+    killed: dict[str, int] | None = None  # leftover processes the reaper killed, by name
 
     @property
     def shell_status(self) -> int:
@@ -176,7 +179,8 @@ def _model_settings(plan_: Plan, sentinel: str) -> dict[str, str]:
     assert plan_.gateway is not None
     request, layout = plan_.request, plan_.layout
     model = None if request.model == "default" else request.model
-    endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model)
+    most = request.model_policy.max_output_tokens  # the harness asks within the policy
+    endpoint = harness_env.ModelEndpoint(plan_.gateway.base_url, sentinel, model, most)
     setup = registry.model_setup(
         request.harness,
         endpoint,
@@ -354,12 +358,13 @@ def finish(running: RunningLaunch) -> Outcome:
         hit = running.limits.hit()
         running.limits.remove()
     _print_reaped(report)
-    outcome = dataclasses.replace(translate_status(returncode), limit=hit)
+    killed = dict(report.killed) or None
+    outcome = dataclasses.replace(translate_status(returncode), limit=hit, killed=killed)
     if running.lease is not None:
         # Every process of the launch is gone: nothing can use the sentinel any more.
         end = running.lease.close()
-        if end is not None and end.cap is not None:
-            outcome = dataclasses.replace(outcome, cap=end.cap)
+        if end is not None:
+            outcome = dataclasses.replace(outcome, cap=end.cap, stop=end.stop)
     _mark_terminal(plan_, outcome)
     running.finished = outcome
     return outcome
@@ -378,5 +383,7 @@ def _mark_terminal(plan_: Plan, outcome: Outcome) -> None:
     }
     if plan_.gateway is not None:
         record["cap"] = outcome.cap  # which gateway cost cap refused a model call, or null
+        record["stop"] = outcome.stop  # what ended its model access at the gateway, or null
     record["limit"] = outcome.limit  # the resource limit the launch ran into, or null
+    record["killed"] = outcome.killed  # leftover processes the reaper killed, or null
     rundir.write_new_json(plan_.layout.run / ".state-terminal.json", record)

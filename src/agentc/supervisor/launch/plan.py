@@ -137,6 +137,8 @@ def _masks(config: SupervisorConfig, state_dir: Path, hidden: Path | None = None
         wanted.append(config.gateway_control.parent)
         if gateway.startswith("unix:"):  # likewise the gateway's own socket: only via the relay
             wanted.append(Path(gateway.removeprefix("unix:")).parent)
+    if config.launch_logs is not None:  # the host's record of what launches did
+        wanted.append(config.launch_logs)
     if config.mode == "personal":
         wanted += [user_home(), Path(f"/run/user/{os.getuid()}")]
     result: list[Path] = []
@@ -317,6 +319,7 @@ def _gateway(
         launch_usd=request.launch_usd,
         agentns_session_id=session.session_id if session else None,
         agentns_mode=session.mode if session else None,
+        policy=request.model_policy,
     )
     lease = LeaseRequest(config.gateway_control, grant)
     return relay, GatewayPlan(lease, f"http://{config.gateway_listen}")

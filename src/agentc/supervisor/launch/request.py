@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import ROLES, Role
 from agentc.sandbox.bwrap import Relay
 from agentc.supervisor.harness import registry
@@ -95,6 +96,8 @@ class LaunchRequest:
     project: str | None = None  # the coordinator project (the gateway's ledger rows name it)
     canary: bool = False  # a dedicated canary project's launch: its ledger rows say so
     launch_usd: float | None = None  # a per-launch cap overriding the gateway's own
+    # The task's effective model policy, read by the loop after its claim (the gateway's grant).
+    model_policy: ModelPolicy = ModelPolicy()
     # The agent session the launch runs in (agentsession.ensure); carried on every record.
     agent_session: AgentSession | None = None
     # Set by the loop for an implementer it claimed for (None: the CLI is not set up).

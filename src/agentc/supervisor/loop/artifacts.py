@@ -9,6 +9,7 @@ refusal (never the secret).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,29 @@ def record_patch(
     return f"recorded the patch ({len(body['files'])} files)"
 
 
-def _send(client: Agent, attempt_id: str, body: dict[str, Any]) -> None:
-    path = client.project(f"/attempts/{attempt_id}/artifacts/patch")
+def send(
+    client: Agent,
+    attempt_id: str,
+    kind: str,
+    body: dict[str, Any],
+    bare: Callable[[str], dict[str, Any]],
+) -> str | None:
+    """POST the attempt's ``kind`` artifact (``record_<kind>``, ``.../artifacts/<kind>`` with
+    ``-`` for ``_``). Refused for a secret: ``bare(note)`` is sent instead and the note
+    returned; recorded before: ``"exists"``; else None. Other refusals raise."""
+    path = client.project(f"/attempts/{attempt_id}/artifacts/{kind.replace('_', '-')}")
     try:
-        client.mutate("record_patch", "POST", path, body)
+        client.mutate(f"record_{kind}", "POST", path, body)
     except CoordinatorError as exc:
         if exc.code == "artifact_exists":
-            return
+            return "exists"
         if not text_refused(exc):
             raise
-        note = secret_left_out(exc, "the patch")[:1000]
-        client.mutate("record_patch", "POST", path, {**body, "patch": None, "note": note})
+        note = secret_left_out(exc, f"the {kind.replace('_', ' ')}")[:1000]
+        client.mutate(f"record_{kind}", "POST", path, bare(note))
+        return note
+    return None
+
+
+def _send(client: Agent, attempt_id: str, body: dict[str, Any]) -> None:
+    send(client, attempt_id, "patch", body, lambda note: {**body, "patch": None, "note": note})

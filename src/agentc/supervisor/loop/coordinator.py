@@ -29,8 +29,9 @@ from agentc.client.config import CREDENTIALS_FILE, Options, credential_text, res
 from agentc.client.errors import TransportFailure
 from agentc.client.ops import Agent
 from agentc.client.state import Store
-from agentc.core import secrets
-from agentc.core.errors import CoordinatorError
+from agentc.core import model_policy, secrets
+from agentc.core.errors import CoordinatorError, SupervisorError
+from agentc.core.model_policy import ModelPolicy
 from agentc.files import read_private, write_atomic
 from agentc.files.toml import dump_toml
 
@@ -140,6 +141,16 @@ def task_attempt_state(client: Agent, attempt_id: str) -> str | None:
     attempt = detail.get("attempt") if isinstance(detail, dict) else None
     state = attempt.get("state") if isinstance(attempt, dict) else None
     return state if isinstance(state, str) else None
+
+
+def task_model_policy(client: Agent, task_id: str) -> ModelPolicy:
+    """The task's effective model policy (decision D47), handed to the gateway with the
+    launch's sentinel. A coordinator that cannot answer raises: no launch without its policy."""
+    data = client.get(client.project(f"/tasks/{task_id}/model-policy"))
+    try:
+        return model_policy.from_wire(data.get("effective") if isinstance(data, dict) else None)
+    except ValueError as exc:
+        raise SupervisorError(f"task {task_id}: the coordinator's model policy: {exc}") from None
 
 
 def resolve_pending(client: Agent) -> None:

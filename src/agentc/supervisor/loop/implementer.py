@@ -84,6 +84,7 @@ class ImplementerLaunch(LeasedLaunch):
     role = "implementer"
     failure = "Failed"
     push: PushHelper | None = None
+    pushes: tuple[dict[str, Any], ...] = ()  # what its push helper published or refused
     token_digest = ""  # the SHA-256 of the launch's attempt credential, once minted
 
     # -- claim and prepare -------------------------------------------------------------------
@@ -115,6 +116,9 @@ class ImplementerLaunch(LeasedLaunch):
             finally:
                 self._stop_push()
             code = outcome.exit_code if outcome.exit_code is not None else outcome.shell_status
+            stop = self.gateway_stop()
+            if stop is not None:  # the next attempt learns why its calls were refused
+                exit_note += f"; the model gateway ended its calls ({stop})"
             text = f"the launch exited with code {code}{exit_note}."
             exited = f"the launch exited with code {code}"
             self._settle(client, lease, handoff(text), exited=exited, empty_exit=code == 0)
@@ -171,6 +175,7 @@ class ImplementerLaunch(LeasedLaunch):
         told = feedback.read(client, self.task)
         start = self._previous(told, "starts_from_candidate")
         redo = None if start else self._previous(told, "redo_on_target")
+        self.policy = coordinator.task_model_policy(client, self.task)
         self._clone(head, url)  # (with a previous candidate fetched, its commits too)
         checkout = layout.clone / "agentc-checkout"
         base = start["base_revision"] if start else head
@@ -241,6 +246,7 @@ class ImplementerLaunch(LeasedLaunch):
     def _stop_push(self) -> None:
         if self.push is not None:
             self.push.stop()
+            self.pushes = tuple(self.push.events)
             for note in self.push.notes:
                 log(f"launch {self.launch_id}: {note}")
             self.push = None
@@ -291,6 +297,13 @@ class ImplementerLaunch(LeasedLaunch):
 
     # -- the end -----------------------------------------------------------------------------
 
+    def _submission_id(self, client: Agent, lease: Lease) -> str | None:
+        try:
+            sub = artifacts.submission_of(client, self.task, lease.attempt_id)
+        except AgentcError:
+            return None
+        return str(sub["id"]) if sub is not None else None
+
     def _settle(
         self, client: Agent, lease: Lease, text: str, *, exited: str, empty_exit: bool = False
     ) -> None:
@@ -304,8 +317,11 @@ class ImplementerLaunch(LeasedLaunch):
             self._release_failed(exc, f"attempt {lease.attempt_id}")
             return
         state = coordinator.task_attempt_state(client, lease.attempt_id)
+        self._log_end(list(self.pushes))
+        submission = None
         if state == "submitted":
             self.loop.records.count_empty_exit(None)
+            submission = self._submission_id(client, lease)
         elif state == "active" and empty_exit:
             self.loop.records.count_empty_exit(self.record.task)
         record_attempt(
@@ -319,6 +335,7 @@ class ImplementerLaunch(LeasedLaunch):
             stopped=self.stopped,
             at_limit=self.at_limit,
         )
+        self._record_launch_log(client, lease.attempt_id, submission)
         if state == "active" and (self.layout.run / ".state-started").exists():
             kept = self.loop.records.keep_tails(self.launch_id, self.layout.run)
             text += f" The launch's logs are kept in {kept}."

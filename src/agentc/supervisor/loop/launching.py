@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import coordinator, costs, hostlaunch, repo, steps
+from agentc.supervisor.loop import coordinator, costs, hostlaunch, launchlog, repo, steps
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 
@@ -91,6 +92,7 @@ def record_run(
         at_limit=at_limit,
         rate_limited=summary is not None and summary.rate_limited,
         exited=exited,
+        gateway_stop=steps.gateway_stop(launchlog.terminal_record(run)),
     )
     body = steps.body_of(
         summary,
@@ -205,6 +207,7 @@ class LeasedLaunch:
         self.record: LaunchRecord | None = None
         self.stopped: str | None = None  # why the loop stopped it, if it did
         self.at_limit = False  # whether that was the role's time limit
+        self.policy = ModelPolicy()  # the task's model policy, read after the claim
 
     def run(self) -> str:
         """Claim, launch, supervise and settle; returns the outcome for the poll."""
@@ -326,6 +329,7 @@ class LeasedLaunch:
             task=task,
             project=self.binding.project_id,
             canary=self._canary(),
+            model_policy=self.policy,
             coordinator=access,
         )
         session = agentsession.ensure(self.loop.config, self.role)
@@ -397,6 +401,26 @@ class LeasedLaunch:
             at_limit=self.at_limit,
         )
         log(f"task {self.task}: {said}")
+
+    def gateway_stop(self) -> str | None:
+        """What ended the launch's model calls at the gateway (its terminal record), if any."""
+        return steps.gateway_stop(launchlog.terminal_record(self.layout.run))  # also record_run
+
+    def _log_end(self, pushes: list[dict[str, Any]]) -> None:
+        """Append the launch's pushes and end to its event log (before the run is removed)."""
+        directory = self.loop.config.launch_logs
+        problem = launchlog.append_end(directory, self.launch_id, self.layout.run, pushes,
+                                       self.stopped)  # fmt: skip
+        if problem is not None:
+            log(f"launch {self.launch_id}: {problem}")
+
+    def _record_launch_log(self, client: Agent, attempt_id: str, submission: str | None) -> None:
+        """Record the summary of the launch's event log with the attempt (best effort)."""
+        directory = self.loop.config.launch_logs
+        if directory is None:
+            return
+        body = launchlog.summary_body(directory, self.launch_id, submission)
+        log(f"task {self.task}: {launchlog.record(client, attempt_id, body)}")
 
     def _release_failed(self, exc: AgentcError, what: str) -> str:
         """Note a release that failed in the record, kept for the next poll to settle."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import pwd
 import shutil
@@ -37,10 +38,11 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.secrets import verifier
-from agentc.files import load_toml
+from agentc.files import load_toml, read_tail
 from agentc.files.locks import held
 from agentc.files.procs import start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
@@ -178,6 +180,7 @@ class PushHelper:
     account: pwd.struct_passwd | None = None
     proc: subprocess.Popen[bytes] | None = None
     notes: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # its pushes, read at the stop
 
     @property
     def directory(self) -> Path:
@@ -194,6 +197,11 @@ class PushHelper:
     @property
     def log_path(self) -> Path:
         return self.directory / "log"
+
+    @property
+    def events_path(self) -> Path:
+        """The helper's own record of each push (in ``work/``: the helper's, not the launch's)."""
+        return self.work / "events.jsonl"
 
     @classmethod
     def prepare(
@@ -255,6 +263,7 @@ class PushHelper:
         argv += [f"--remote={remote}", f"--parent-pid={parent_pid}"]
         argv += [f"--known-digest={d}" for d in digests]
         argv += [f"--wip-max-refs={wip_quota[0]}", f"--wip-max-mib={wip_quota[1]}"]
+        argv.append(f"--events={self.events_path}")
         if ssh_key is not None:
             argv.append(f"--ssh-key={ssh_key}")
             if known_hosts is not None:
@@ -291,6 +300,7 @@ class PushHelper:
                 self.notes.append("the candidate push helper did not stop in time: killed")
                 proc.kill()
                 proc.wait()
+        self.events = read_events(self.events_path)
         failed = early or (proc is not None and proc.returncode not in (0, -15))
         if failed:
             with contextlib.suppress(OSError):
@@ -300,3 +310,21 @@ class PushHelper:
         _remove(self.directory)
         (self.base / f"{self.name}.lock").unlink(missing_ok=True)
         os.close(self.lock_fd)
+
+
+def read_events(path: Path, limit: int = 1 << 20) -> list[dict[str, Any]]:
+    """The helper's push events (the last ``limit`` bytes; a file that is not a regular one of
+    its own, or a line that is not JSON, is skipped)."""
+    try:
+        raw = read_tail(path, limit)
+    except OSError:
+        return []
+    events = []
+    for line in raw.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "push":
+            events.append(event)
+    return events

@@ -241,6 +241,7 @@ class ReviewLaunch(LeasedLaunch):
 
     def _launch(self, client: Agent, lease: Lease, claim: dict[str, Any], url: str) -> str:
         try:
+            self.policy = coordinator.task_model_policy(client, self.task)
             running = self._prepare_and_start(claim, url)
         except (AgentcError, OSError) as exc:
             self._sign_out()
@@ -299,6 +300,7 @@ class ReviewLaunch(LeasedLaunch):
             submission=sub,
             instructions=repo.instruction_files(self.mirror, base),
             interdiff=self._interdiff(sub),
+            launch_log=claim.get("launch_log"),
         )
         self._write_prompt(text)
         # A verifying review: the loop signs in to the staging coordinator now (or fails).
@@ -402,6 +404,7 @@ class ReviewLaunch(LeasedLaunch):
             return self._give_back(client, lease, why, strike=True)
         self.loop.records.clear_strike(self.submission)
         posted = f"its verdict ({verdict.decision}) was posted"
+        self._log_end([])
         self._record_steps(client, lease.attempt_id, "submitted", posted)
         self._finish("decided: " + verdict.decision)
         return f"Reviewed {{task: {self.task!r}, decision: {verdict.decision!r}}}"
@@ -410,6 +413,7 @@ class ReviewLaunch(LeasedLaunch):
         """Release the review with ``why`` (a strike unless the loop stops); then clean up.
         A release that fails keeps everything for the next poll to settle."""
         assert self.record is not None
+        self._log_end([])
         self._record_steps(client, lease.attempt_id, None, why)
         try:
             done = _release(client, self.activity, lease.generation, release_summary(why))

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentc.core.errors import AgentcError, CoordinatorError
+from agentc.core.errors import AgentcError
 from agentc.files import open_regular
 from agentc.gateway.prices import Price
 from agentc.supervisor.harness import registry
 from agentc.supervisor.harness.events import RunSummary, StreamReader
-from agentc.supervisor.loop.coordinator import secret_left_out, text_refused
+from agentc.supervisor.loop import artifacts
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
@@ -51,14 +51,18 @@ def ending_of(
     at_limit: bool,
     rate_limited: bool,
     exited: str,
+    gateway_stop: str | None = None,
 ) -> Ending:
     """The ending of a run from what the loop saw: the attempt's state after the run, why the
     loop stopped the launch (None: it ended by itself), whether that was the role's time limit,
-    whether the stream told a vendor's rate limit, and how the process ended (``exited``)."""
+    whether the stream told a vendor's rate limit, how the process ended (``exited``), and
+    what ended its model calls at the gateway (a cap, the model policy, a loop breaker)."""
     if state == "submitted":
         return Ending("submitted", f"the agent submitted its work; {exited}")
     if rate_limited:
         return Ending("limit_hit", f"the vendor's rate limit stopped the agent; {exited}")
+    if gateway_stop is not None:
+        return Ending("limit_hit", f"the model gateway ended its calls: {gateway_stop}; {exited}")
     if stopped is not None:
         return Ending(
             "limit_hit" if at_limit else "killed", f"the supervisor stopped it: {stopped}"
@@ -164,19 +168,26 @@ def body_of(
 
 def record(client: Agent, attempt_id: str, body: dict[str, Any]) -> str:
     """Send the attempt's steps; what happened, in words (never raises)."""
-    path = client.project(f"/attempts/{attempt_id}/artifacts/steps")
+
+    def bare(note: str) -> dict[str, Any]:
+        return {**body, "steps": None, "model": None, "error": None, "note": note}
+
     try:
-        try:
-            client.mutate("record_steps", "POST", path, body)
-        except CoordinatorError as exc:
-            if exc.code == "artifact_exists":
-                return "the steps were recorded before"
-            if not text_refused(exc):
-                raise
-            note = secret_left_out(exc, "the steps")[:1000]
-            bare = {**body, "steps": None, "model": None, "error": None, "note": note}
-            client.mutate("record_steps", "POST", path, bare)
-            return f"recorded the run's ending ({body['ending']}) without its steps: {note}"
+        said = artifacts.send(client, attempt_id, "steps", body, bare)
     except (AgentcError, OSError) as exc:  # never stops the settling
         return f"the steps were not recorded: {exc}"
+    if said == "exists":
+        return "the steps were recorded before"
+    if said is not None:
+        return f"recorded the run's ending ({body['ending']}) without its steps: {said}"
     return f"recorded {len(body['steps'])} steps ({body['ending']})"
+
+
+def gateway_stop(terminal: dict[str, Any]) -> str | None:
+    """What ended the launch's model calls at the gateway, in words, from its terminal record
+    (``stop``: a cap, the model policy's turns, a loop breaker), or None."""
+    stop = terminal.get("stop")
+    if not isinstance(stop, dict):
+        return None
+    reason = stop.get("reason") or stop.get("name")
+    return f"{stop.get('kind')} {stop.get('name')}: {reason}"[:1000] if reason else None
