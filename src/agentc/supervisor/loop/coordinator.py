@@ -148,17 +148,21 @@ def resolve_pending(client: Agent) -> None:
 
 
 def renew(
-    client: Agent, attempt_id: str, generation: int, step: str | None = None
+    client: Agent,
+    attempt_id: str,
+    generation: int,
+    step: str | None = None,
+    spent_usd: float | None = None,
 ) -> dict[str, Any]:
-    """Renew, telling the current ``step``; one the coordinator refuses for a secret is left
-    out (the renewal is what matters)."""
+    """Renew, telling the current ``step`` and what the launch spent so far; a step the
+    coordinator refuses for a secret is left out (the renewal is what matters)."""
     resolve_pending(client)
     try:
-        data: dict[str, Any] = client.renew(attempt_id, generation, step).data
+        data: dict[str, Any] = client.renew(attempt_id, generation, step, spent_usd).data
     except CoordinatorError as exc:
         if step is None or exc.code != SECRET_REFUSED:
             raise
-        data = client.renew(attempt_id, generation).data
+        data = client.renew(attempt_id, generation, None, spent_usd).data
     return data
 
 
