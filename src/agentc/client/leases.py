@@ -96,13 +96,20 @@ class Leases(Journal):
         return attempt
 
     def renew(
-        self, attempt_id: str | None = None, generation: int | None = None, step: str | None = None
+        self,
+        attempt_id: str | None = None,
+        generation: int | None = None,
+        step: str | None = None,
+        spent_usd: float | None = None,
     ) -> Outcome:
-        """Renew the lease; ``step``: what the agent is doing now (its supervisor's reading)."""
+        """Renew the lease; ``step``: what the agent is doing now, ``spent_usd``: what its model
+        calls cost so far (its supervisor's reading of each)."""
         aid, gen = self.held(attempt_id, generation)
         body: dict[str, object] = {"generation": gen}
         if step is not None:
             body["step"] = step[:300]
+        if spent_usd is not None:
+            body["spent_usd"] = round(spent_usd, 6)
         return self.mutate("renew", "POST", self.project(f"/attempts/{aid}/renew"), body)
 
     def checkpoint(

@@ -155,8 +155,10 @@ class GenerationIn(Body):
 class RenewIn(Body):
     generation: Counter
     # What the agent is doing now, as its supervisor read it from the launch's stream (agent
-    # text, screened like any body): shown live on the task page (docs/console.md).
+    # text, screened like any body), and what its model calls cost so far by the supervisor's
+    # meter: shown live on the task page (docs/console.md).
     step: Annotated[str, text(300)] | None = None
+    spent_usd: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = None
 
 
 class CheckpointIn(Body):

@@ -64,8 +64,9 @@ def of_task_kind(conn: Connection, task_id: str, kind: str) -> list[Artifact]:
     return fetch_all(conn, _OF_TASK_KIND, Artifact, task_id=task_id, kind=kind)
 
 
-# The current step of a running attempt (kind ``live``): one row per attempt, rewritten by
-# each renewal that carries a step, so the task page can show it without an event per step.
+# The current step of a running attempt and what it spent so far (kind ``live``): one row per
+# attempt, rewritten by each renewal that tells them, so the task page can show them without
+# an event per step.
 _SET_LIVE = (
     "UPDATE work_artifacts SET body_json = :body_json, created_at = :now "
     "WHERE attempt_id = :attempt_id AND kind = 'live'"
@@ -75,9 +76,17 @@ _LIVE_OF_TASK = (
 )
 
 
-def note_live(conn: Connection, new_id: str, attempt: Any, step: str, by: str, now: int) -> None:
-    """Keep ``step`` as what ``attempt`` (a store Attempt) is doing now (first: as ``new_id``)."""
-    body = json.dumps({"step": step}, separators=(",", ":"))
+def note_live(
+    conn: Connection, new_id: str, attempt: Any, live: dict[str, Any], by: str, now: int
+) -> None:
+    """Keep ``live`` (``step``: what ``attempt``, a store Attempt, is doing now; ``spent_usd``:
+    what it spent so far) for the task page (first: as ``new_id``); one not told (None) keeps
+    the last told."""
+    if None in live.values() and (told := of_attempt(conn, attempt.id, "live")) is not None:
+        live = {
+            k: v if v is not None else json.loads(told.body_json).get(k) for k, v in live.items()
+        }
+    body = json.dumps(live, separators=(",", ":"))
     if run(conn, _SET_LIVE, body_json=body, now=now, attempt_id=attempt.id):
         return
     row = Artifact(
@@ -88,8 +97,13 @@ def note_live(conn: Connection, new_id: str, attempt: Any, step: str, by: str, n
 
 
 def live_of_task(conn: Connection, task_id: str) -> dict[str, dict[str, Any]]:
-    """The current step told for each attempt of the task: ``{attempt: {step, at_ms}}``."""
-    return {
-        row.attempt_id: {"step": json.loads(row.body_json)["step"], "at_ms": row.created_at}
-        for row in fetch_all(conn, _LIVE_OF_TASK, Artifact, task_id=task_id)
-    }
+    """What was told for each attempt of the task: ``{attempt: {step, spent_usd, at_ms}}``."""
+    told = {}
+    for row in fetch_all(conn, _LIVE_OF_TASK, Artifact, task_id=task_id):
+        body = json.loads(row.body_json)
+        told[row.attempt_id] = {
+            "step": body.get("step"),
+            "spent_usd": body.get("spent_usd"),
+            "at_ms": row.created_at,
+        }
+    return told

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -54,31 +55,54 @@ def status_token(layout: Layout) -> str:
     return str(token)
 
 
-def launches(layout: Layout) -> list[dict[str, Any]]:
-    """The launch the supervisor loop reports in its heartbeat (none when it is idle)."""
+def launches(layout: Layout, now_ms: int | None = None) -> list[dict[str, Any]]:
+    """The launches the supervisor loop reports running in its heartbeat (none when it is
+    idle), each with how long it has run (``elapsed_seconds``) and what its model calls cost so
+    far by the gateway's ledger (``spend_usd``)."""
     try:
         beat = json.loads((layout.supervisor_state / "loop/heartbeat.json").read_text())
     except (OSError, ValueError):
         return []
-    launch = beat.get("launch") if isinstance(beat, dict) else None
-    return [launch] if isinstance(launch, dict) else []
+    running = beat.get("launches") if isinstance(beat, dict) else None
+    if not isinstance(running, list):
+        return []
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    by_launch = ledger_costs(layout)[1]
+    shown = []
+    for launch in running:
+        if not isinstance(launch, dict):
+            continue
+        started = launch.get("started_ms")
+        elapsed = max(0, now - started) // 1000 if isinstance(started, int) else None
+        spend = by_launch.get(str(launch.get("launch")), 0.0)
+        shown.append({**launch, "elapsed_seconds": elapsed, "spend_usd": round(spend, 6)})
+    return shown
 
 
-def cost_usd(layout: Layout) -> float:
-    """The model calls' cost so far, from the gateway's ledger."""
+def ledger_costs(layout: Layout) -> tuple[float, dict[str, float]]:
+    """The model calls' cost so far from the gateway's ledger: in all, and per launch."""
     total = 0.0
+    by_launch: dict[str, float] = {}
     try:
         with (layout.root / "gateway/ledger.jsonl").open() as ledger:
             for line in ledger:
                 try:
-                    usd = json.loads(line).get("usd")
+                    row = json.loads(line)
+                    usd = row.get("usd")
                 except (ValueError, AttributeError):
                     continue
                 if isinstance(usd, int | float):
                     total += float(usd)
+                    session = str(row.get("session"))
+                    by_launch[session] = by_launch.get(session, 0.0) + float(usd)
     except OSError:
         pass
-    return round(total, 6)
+    return total, by_launch
+
+
+def cost_usd(layout: Layout) -> float:
+    """The model calls' cost so far, from the gateway's ledger."""
+    return round(ledger_costs(layout)[0], 6)
 
 
 def alive(pid: int) -> bool:
@@ -112,6 +136,14 @@ def snapshot(
     }
 
 
+def _launch_line(launch: dict[str, Any]) -> str:
+    """A running launch in the table: its task (short), how long it has run, its spend."""
+    task = str(launch.get("task", ""))[:8]
+    elapsed = launch.get("elapsed_seconds")
+    ran = f"{elapsed // 60}m{elapsed % 60:02d}s" if isinstance(elapsed, int) else "?"
+    return f"{task} {ran} ${float(launch.get('spend_usd') or 0):.2f}"
+
+
 def table(status: dict[str, Any]) -> Group:
     """The terminal view of a snapshot: the console's address on a line of its own (whole on an
     80-column terminal; folded, never cut, on a narrower one), then the table."""
@@ -125,6 +157,6 @@ def table(status: dict[str, Any]) -> Group:
     for name, proc in status["processes"].items():
         view.add_row(f"[dim]{name}[/dim]", "running" if proc["running"] else "[red]stopped[/red]")
     for launch in status["launches"]:
-        view.add_row(f"launch ({launch.get('role')})", str(launch.get("task", ""))[:8])
+        view.add_row(f"launch ({launch.get('role')})", _launch_line(launch))
     view.add_row("model cost", f"${status['cost_usd']:.2f}")
     return Group(address, view)

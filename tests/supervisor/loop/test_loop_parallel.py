@@ -1,14 +1,17 @@
 """Several launches at once (issue 33) in personal mode, with real parts: each launch in a
 worker of its own, within ``[run] launches``; each claimed once and settled once; each with its
-own cgroup; a killed worker with another launch running (test_loop_parallel_stops.py: a
-drain, the kill switch, quiet hours and a killed loop, on both backends)."""
+own cgroup; a killed worker with another launch running; each running launch's spend told
+with its renewals (test_loop_parallel_stops.py: a drain, the kill switch, quiet hours and a
+killed loop, on both backends)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -108,3 +111,36 @@ def test_a_killed_worker_is_settled_while_the_other_launch_runs_on(
     handoff = loop.attempt(killed["attempt"])["attempt"]["handoff"]
     assert "ended while no supervisor watched it" in handoff
     assert loop.records() == [] and loop.leftovers() == []
+
+
+def test_each_running_launch_tells_its_own_spend_with_its_renewals(
+    server: LiveServer, admin: httpx.Client, short_tmp: Path
+) -> None:
+    """Two launches at once, each with model calls in the gateway's ledger (written here as
+    the gateway writes them): each worker meters its own launch and tells it with its renewal;
+    the console's task page shows each running attempt's own figure."""
+    loop = make_loop_kit(short_tmp, server, admin, HANGING_AGENT, policy={"lease_seconds": 30})
+    ledger = short_tmp / "ledger.jsonl"
+    loop.top["health"] = {"ledger": str(ledger)}
+    loop.write_config(launches=2, poll_seconds=1, drain_seconds=1)
+    for n in range(2):
+        loop.task(f"task {n}")
+    proc = loop.run_forever()
+    try:
+        records = loop.wait_for(lambda: loop.running(2), why=loop.log.read_text)
+        spend = {r["launch_id"]: usd for r, usd in zip(records, (0.25, 1.5), strict=True)}
+        with ledger.open("a") as out:
+            for launch, usd in spend.items():
+                out.write(json.dumps({"session": launch, "role": "impl", "usd": usd}) + "\n")
+                out.write(json.dumps({"session": launch, "role": "impl", "usd": usd}) + "\n")
+
+        def page(record: dict[str, Any]) -> str:
+            path = f"/console/projects/{loop.project}/tasks/{record['task']}"
+            return admin.get(path).text
+
+        for record in records:
+            shown = f'<span class="spent-now">${2 * spend[record["launch_id"]]:.2f}</span> spent'
+            loop.wait_for(lambda r=record, s=shown: s in page(r), why=loop.log.read_text)
+    finally:
+        err = loop.stop(proc)
+    assert proc.returncode == 0, err

@@ -1,5 +1,6 @@
 """How many launches at once: ``[run] launches``, or derived from the machine; the review
-reserve; what admission counts of the running launches (issue 33)."""
+reserve; what admission counts of the running launches; a running launch's spend, metered
+for its renewals (issue 33)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from agentc.core.errors import ConfigError
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.loop import admission, slots
+from agentc.supervisor.loop import admission, costs, slots
 
 
 def _config(tmp_path: Path, text: str) -> SupervisorConfig:
@@ -82,3 +83,19 @@ def test_admission_reserves_for_running_launches_what_they_may_still_spend(
         admission.Running("y", "command:/bin/agent"),  # no model: nothing
     ]
     assert admission.reserved(config, running, each) == 8.5
+
+
+def test_the_meter_reads_a_running_launch_s_spend_as_the_ledger_grows(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    meter = costs.Meter(ledger, "L1")
+    assert meter.spent() is None  # no ledger yet: nothing to tell
+    with ledger.open("w") as out:
+        out.write(json.dumps({"session": "L2", "usd": 5.0}) + "\n")
+        out.write(json.dumps({"session": "L1", "usd": 0.25}) + "\n")
+        out.write('{"session": "L1", "us')  # a row being written
+    assert meter.spent() == 0.25
+    with ledger.open("a") as out:
+        out.write('d": 0.5}\n' + json.dumps({"session": "L1", "usd": None}) + "\n")
+    assert meter.spent() == 0.75  # only the new bytes were read
+    ledger.write_text(json.dumps({"session": "L1", "usd": 0.125}) + "\n")  # a new, shorter one
+    assert meter.spent() == 0.125

@@ -150,7 +150,7 @@ def _policy(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
 
 def _working(tx: Tx, task: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The task's attempts running now (active, lease live): for each, how long it has run
-    and the current step its supervisor last told (with its renewal), if any."""
+    and the current step and spend its supervisor last told (with its renewal), if any."""
     told = artifacts.live_of_task(tx.conn, task["id"])
     working = {}
     for a in task["attempts"]:
@@ -161,6 +161,7 @@ def _working(tx: Tx, task: dict[str, Any]) -> dict[str, dict[str, Any]]:
         working[a["id"]] = {
             "elapsed_ms": max(0, tx.now - started),
             "step": now.get("step"),
+            "spent_usd": now.get("spent_usd"),
             "at": rfc3339(now["at_ms"]) if now else None,
         }
     return working

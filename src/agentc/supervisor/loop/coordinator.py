@@ -170,17 +170,22 @@ def text_refused(exc: CoordinatorError) -> bool:
 
 
 def renew(
-    client: Agent, attempt_id: str, generation: int, step: str | None = None
+    client: Agent,
+    attempt_id: str,
+    generation: int,
+    step: str | None = None,
+    spent_usd: float | None = None,
 ) -> dict[str, Any]:
-    """Renew, telling the current ``step``; one the coordinator refuses (a secret, text it does
-    not take) is left out: the renewal is what matters."""
+    """Renew, telling the current ``step`` and what the launch spent so far; a step the
+    coordinator refuses (a secret, text it does not take) is left out: the renewal is what
+    matters."""
     resolve_pending(client)
     try:
-        data: dict[str, Any] = client.renew(attempt_id, generation, step).data
+        data: dict[str, Any] = client.renew(attempt_id, generation, step, spent_usd).data
     except CoordinatorError as exc:
         if step is None or not text_refused(exc):
             raise
-        data = client.renew(attempt_id, generation).data
+        data = client.renew(attempt_id, generation, None, spent_usd).data
     return data
 
 

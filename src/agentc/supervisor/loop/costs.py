@@ -33,7 +33,7 @@ from typing import Any
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
-from agentc.files import JsonLines
+from agentc.files import JsonLines, open_regular
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
@@ -63,6 +63,38 @@ class Summary:
         for key, value in self.as_dict().items():
             setattr(total, key, value + getattr(other, key))
         return total
+
+
+class Meter:
+    """What one running launch's model calls cost so far, by the gateway's ledger, read as it
+    grows (each call reads only the rows written since the last; never following a link).
+    The figure rides on the launch's lease renewals to the console (docs/api.md)."""
+
+    def __init__(self, ledger: Path, launch_id: str) -> None:
+        self.ledger, self.launch_id = ledger, launch_id
+        self.offset, self.rest = 0, b""
+        self.usd: float | None = None  # None until a call of the launch was metered
+
+    def spent(self) -> float | None:
+        try:
+            with open_regular(self.ledger) as handle:
+                if os.fstat(handle.fileno()).st_size < self.offset:  # a new ledger: start over
+                    self.offset, self.rest, self.usd = 0, b"", None
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return self.usd
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            usd = row.get("usd") if isinstance(row, dict) else None
+            if row.get("session") == self.launch_id and isinstance(usd, int | float):
+                self.usd = (self.usd or 0.0) + float(usd)
+        return self.usd
 
 
 def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:

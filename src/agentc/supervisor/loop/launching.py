@@ -32,7 +32,7 @@ from agentc.core.roles import Role
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import coordinator, costs, hostlaunch, launchlog, repo, steps
+from agentc.supervisor.loop import admission, coordinator, costs, hostlaunch, launchlog, repo, steps
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
 from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
 
@@ -158,11 +158,13 @@ def renew(
     gone: Callable[[str], str],
     label: str,
     step: str | None = None,
+    spent_usd: float | None = None,
 ) -> tuple[str | None, float]:
-    """Renew ``lease``; returns why to stop (``gone(code)`` when the coordinator says the lease
-    is over for good) and when to renew next (with ``backoff`` after a failure)."""
+    """Renew ``lease``, telling its step and spend; returns why to stop (``gone(code)`` when
+    the coordinator says the lease is over for good) and when to renew next (with ``backoff``
+    after a failure)."""
     try:
-        data = coordinator.renew(client, lease.attempt_id, lease.generation, step)
+        data = coordinator.renew(client, lease.attempt_id, lease.generation, step, spent_usd)
     except CoordinatorError as exc:
         if exc.code in coordinator.FINAL_CODES:
             return gone(str(exc.code)), now
@@ -367,13 +369,21 @@ class LeasedLaunch:
         cap = min(300.0, lease.renew_after)
         backoff = Backoff(first=min(30.0, cap), cap=cap)
         tail = steps.Tail(self.layout.run, self.vendor["harness"])
+        meter = costs.Meter(admission.paths(self.loop.config)[1], self.launch_id)
         while running.proc.poll() is None:
             now = time.monotonic()
             reason = "the host supervisor stopped" if self.loop.stopping else None
             reason = reason or gate(now - started)
             if reason is None and now >= next_renew:
                 reason, next_renew = renew(
-                    client, lease, backoff, now, gone=gone, label=label, step=tail.current()
+                    client,
+                    lease,
+                    backoff,
+                    now,
+                    gone=gone,
+                    label=label,
+                    step=tail.current(),
+                    spent_usd=meter.spent(),
                 )
             if reason is not None:
                 log(f"{stop_note}: {reason}")
