@@ -23,12 +23,14 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from agentc.core.errors import AgentcError
+
 MAX_HEAD = 64 * 1024
 READ = 65536
 IDLE_KEPT = 128  # idle connections kept per provider
 
 
-class UpstreamError(Exception):
+class UpstreamError(AgentcError):
     """The provider could not be reached or broke its answer; ``name`` goes in the log."""
 
     def __init__(self, name: str, detail: str = "") -> None:

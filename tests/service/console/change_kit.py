@@ -160,7 +160,7 @@ def amended_live(
         agent_review(
             reviewer.post, pid, flow.json()["data"], sub["id"], "changes_requested", [finding]
         )
-    with Agent(server, pid, name="implementer-2") as agent:
+    with Agent(server, pid, name="implementer-2", credential_class="supervised") as agent:
         fresh = agent.client.get(f"/api/v1/projects/{pid}/tasks/{task['id']}").json()["data"]
         attempt = agent.post(
             f"/api/v1/projects/{pid}/claims",

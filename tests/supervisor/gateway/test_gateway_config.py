@@ -96,6 +96,7 @@ def test_the_example_names_every_key_and_shows_the_defaults(tmp_path: Path) -> N
     import tomllib
 
     from agentc.gateway.config import (
+        BreakersConfig,
         CapsConfig,
         GatewayConfig,
         PriceConfig,
@@ -109,12 +110,14 @@ def test_the_example_names_every_key_and_shows_the_defaults(tmp_path: Path) -> N
     written.write_text(text)
     load_config(written)  # the example is a valid file
     keys = set(re.findall(r"(?m)(?:^|# or )([a-z_]+) = ", text))
-    for cls in (GatewayConfig, CapsConfig, UpstreamConfig, PriceConfig):
-        names = set(fields(cls)) - {"caps", "upstreams", "prices"}
+    for cls in (GatewayConfig, CapsConfig, UpstreamConfig, PriceConfig, BreakersConfig):
+        names = set(fields(cls)) - {"caps", "upstreams", "prices", "breakers"}
         assert names <= keys, (cls.__name__, names - keys)
     top = tomllib.loads(text)
-    for name, item in fields(GatewayConfig).items():
-        value = default(item)
-        scalar = isinstance(top.get(name), int | float | str)
-        if scalar and value not in ("required", None):
-            assert top[name] == value, f"{name}: the example shows {top[name]!r}, not {value!r}"
+    for table, cls in ((top, GatewayConfig), (top["breakers"], BreakersConfig)):
+        for name, item in fields(cls).items():
+            value = default(item)
+            scalar = isinstance(table.get(name), int | float | str)
+            if scalar and value not in ("required", None):
+                shown = table[name]
+                assert shown == value, f"{name}: the example shows {shown!r}, not {value!r}"
