@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +31,7 @@ from agentc.files import JsonLines
 from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
-from agentc.integrator.journal import Entry, Journal
+from agentc.integrator.journal import Entry, Journal, Step
 from agentc.integrator.landing import build, seal
 from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
@@ -38,6 +39,15 @@ from agentc.integrator.scan import Finding, known_findings, scan_change
 from agentc.integrator.sweep import Sweeper
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
+
+
+class Outcome(StrEnum):
+    """How one try at a candidate went."""
+
+    LANDED = "landed"
+    WAITING = "waiting"  # for the target to move, a person, or the next poll
+    SENT_BACK = "sent_back"
+    RETRY = "retry"  # the target moved under the push: build and check again now
 
 
 class Integrator:
@@ -91,7 +101,7 @@ class Integrator:
         self.repo.ensure()
         landed = 0
         for entry in self.journal.entries():
-            if entry.step == "pushing":
+            if entry.step == Step.PUSHING:
                 landed += self._guarded(entry, functools.partial(self.resolve_push, entry))
         for candidate in self.coordinator.queue():
             landed += self._guarded(candidate, functools.partial(self.handle, candidate))
@@ -124,34 +134,33 @@ class Integrator:
             entry = self.journal.load(cand.activity_id)
             if entry is not None and entry.submission_id != cand.submission_id:
                 entry = None
-            if entry is not None and entry.step in ("pushing", "recorded"):
+            if entry is not None and entry.step in (Step.PUSHING, Step.RECORDED):
                 if self.resolve_push(entry):
                     return True
                 continue
             outcome = self.attempt(cand, entry)
-            if outcome != "retry":
-                return outcome == "landed"
+            if outcome is not Outcome.RETRY:
+                return outcome is Outcome.LANDED
         return False
 
-    def attempt(self, cand: Candidate, entry: Entry | None) -> str:
-        """landed | waiting | sent_back | retry (the target moved under the push)."""
+    def attempt(self, cand: Candidate, entry: Entry | None) -> Outcome:
         tip = self.repo.fetch_target()
         if tip is None:
             self.report(
                 "error", cand, reason=f"the remote has no branch {self.config.target_branch}"
             )
-            return "waiting"
+            return Outcome.WAITING
         if entry is not None and entry.target_before == tip:
-            if entry.step in ("rejected", "target_red"):
-                return "waiting"  # nothing changed since the verdict
+            if entry.step in (Step.REJECTED, Step.TARGET_RED):
+                return Outcome.WAITING  # nothing changed since the verdict
             result = entry.result_revision
-            if entry.step == "checked" and result and self.repo.has_commit(result):
+            if entry.step == Step.CHECKED and result and self.repo.has_commit(result):
                 return self.push(entry)  # checked on this very target: push, no second run
         entry = self.integrate(cand, tip)
-        if entry.step == "pushing":  # landed before: record it, never push again
-            return "landed" if self.resolve_push(entry) else "waiting"
-        if entry.step != "checked":
-            return "sent_back" if entry.step == "rejected" else "waiting"
+        if entry.step == Step.PUSHING:  # landed before: record it, never push again
+            return Outcome.LANDED if self.resolve_push(entry) else Outcome.WAITING
+        if entry.step != Step.CHECKED:
+            return Outcome.SENT_BACK if entry.step == Step.REJECTED else Outcome.WAITING
         return self.push(entry)
 
     def integrate(self, cand: Candidate, tip: str) -> Entry:
@@ -162,7 +171,7 @@ class Integrator:
             cand.submission_id,
             cand.candidate_revision,
             tip,
-            step="rejected",
+            step=Step.REJECTED,
         )
         refused = self.unfit(cand, tip)
         if refused is not None:
@@ -188,10 +197,10 @@ class Integrator:
         checks = self.check(checked, Path("candidates") / cand.activity_id / checked)
         records = [c.record() for c in checks]
         if not all(c.passed for c in checks):
-            entry = base.at("rejected", result_revision=checked, checks=records)
+            entry = base.at(Step.REJECTED, result_revision=checked, checks=records)
             return self.failed(entry, checks)
         result = seal(self.repo, landing, records)  # the same tree, the checks in its trailers
-        return self.journal.save(base.at("checked", result_revision=result, checks=records))
+        return self.journal.save(base.at(Step.CHECKED, result_revision=result, checks=records))
 
     def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:
         """Why the candidate cannot be landed at all (a reason code and the reason), or None:
@@ -242,7 +251,7 @@ class Integrator:
             return self.send_back(entry, reason, tail=tail, code="scan_finding")
         self.coordinator.hold(entry, reason, tail)
         self.report("held", entry, target=entry.target_before, reason=reason, tail=tail)
-        return entry.at("rejected", reason=reason)
+        return entry.at(Step.REJECTED, reason=reason)
 
     def failed(self, entry: Entry, checks: list[CheckResult]) -> Entry:
         """A check failed on the result: the target's fault if it fails there too."""
@@ -251,7 +260,9 @@ class Integrator:
             self.red = (tip, checks)
         red = self.target_red(tip)
         if red:
-            entry = entry.at("target_red", reason=f"the target {tip} itself fails {red[-1].name}")
+            entry = entry.at(
+                Step.TARGET_RED, reason=f"the target {tip} itself fails {red[-1].name}"
+            )
             self.journal.save(entry)
             self.tell_red(entry, red)
             return entry
@@ -286,11 +297,11 @@ class Integrator:
         if all(c.passed for c in checks):
             built_on = self.repo.rev(f"{revision}^1") or base.target_before
             entry = base.at(
-                "pushing", result_revision=revision, checks=records, target_before=built_on
+                Step.PUSHING, result_revision=revision, checks=records, target_before=built_on
             )
             return self.journal.save(entry)
         reason = "the landing is already on the target and fails its checks there"
-        entry = base.at("target_red", result_revision=revision, checks=records, reason=reason)
+        entry = base.at(Step.TARGET_RED, result_revision=revision, checks=records, reason=reason)
         self.journal.save(entry)
         self.tell_red(entry, checks)
         return entry
@@ -320,7 +331,7 @@ class Integrator:
         """The candidate cannot land: the coordinator sends the task back to its implementer
         (the reason and the check log's tail on record), then the journal says so."""
         self.coordinator.send_back(entry, code, reason, tail)
-        entry = self.journal.save(entry.at("rejected", reason=reason))
+        entry = self.journal.save(entry.at(Step.REJECTED, reason=reason))
         self.report(
             "sent_back",
             entry,
@@ -334,22 +345,22 @@ class Integrator:
 
     # -- push and record -----------------------------------------------------------------------
 
-    def push(self, entry: Entry) -> str:
+    def push(self, entry: Entry) -> Outcome:
         result = entry.result_revision
         assert result is not None
-        entry = self.journal.save(entry.at("pushing"))
+        entry = self.journal.save(entry.at(Step.PUSHING))
         refused = None
         if result != entry.target_before:  # an empty change lands nothing: no push
             refused = self.repo.push_if_unmoved(entry.target_before, result)
         if self.resolve_push(entry):
-            return "landed"
+            return Outcome.LANDED
         if self.repo.remote_tip() == entry.target_before:
             # Not a move: the remote refused (its hooks, its permissions). The checked result
             # is pushed again at the next poll; the checks do not run again.
             self.report("error", entry, reason=f"the remote refused the push: {refused}")
-            return "waiting"
+            return Outcome.WAITING
         self.report("target_moved", entry, target=entry.target_before, reason=refused)
-        return "retry"
+        return Outcome.RETRY
 
     def resolve_push(self, entry: Entry) -> bool:
         """After a push that may have happened, the remote decides: a target containing the
@@ -362,12 +373,12 @@ class Integrator:
             or not self.repo.has_commit(result)
             or not self.repo.is_ancestor(result, tip)
         ):
-            self.journal.save(entry.at("checked"))
+            self.journal.save(entry.at(Step.CHECKED))
             return False
         # Idempotent: the same key replays, and a landing already recorded with this revision
         # is success (coordinator.record_landing).
         self.coordinator.record_landing(entry, result)
-        entry = self.journal.save(entry.at("recorded"))
+        entry = self.journal.save(entry.at(Step.RECORDED))
         self.report(
             "landed",
             entry,

@@ -17,13 +17,24 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import AgentcError
 from agentc.files import write_atomic
 
-STEPS = ("checked", "pushing", "recorded", "rejected", "target_red")
+
+class Step(StrEnum):
+    """The step an integration activity reached (the module's docstring says what each means)."""
+
+    CHECKED = "checked"
+    PUSHING = "pushing"
+    RECORDED = "recorded"
+    REJECTED = "rejected"
+    TARGET_RED = "target_red"
+
+
 _ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
@@ -38,15 +49,14 @@ class Entry:
     submission_id: str
     candidate_revision: str
     target_before: str
-    step: str
+    step: Step
     result_revision: str | None = None
     reason: str | None = None
     checks: list[dict[str, Any]] = field(default_factory=list)
     reviewed_diff: str | None = None  # the Agentc-Reviewed-Diff of the change it lands
 
-    def at(self, step: str, **changes: Any) -> Entry:
-        assert step in STEPS, step
-        return replace(self, step=step, **changes)
+    def at(self, step: Step, **changes: Any) -> Entry:
+        return replace(self, step=Step(step), **changes)
 
 
 class Journal:
@@ -73,9 +83,10 @@ class Journal:
             return None
         except (OSError, ValueError, TypeError) as exc:
             raise JournalError(f"{path}: not a journal entry ({exc})") from None
-        if entry.step not in STEPS:
-            raise JournalError(f"{path}: unknown step {entry.step!r}")
-        return entry
+        try:
+            return replace(entry, step=Step(entry.step))
+        except ValueError:
+            raise JournalError(f"{path}: unknown step {entry.step!r}") from None
 
     def entries(self) -> list[Entry]:
         found = []
