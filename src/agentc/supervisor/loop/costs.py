@@ -34,6 +34,7 @@ from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines
+from agentc.gateway.ledger import add_call, new_usage
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
@@ -42,7 +43,6 @@ from agentc.supervisor.loop.signin import token_opt_in
 from agentc.supervisor.loop.steps import summary_of
 
 BATCH = 500
-_NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
 
 @dataclass
@@ -81,7 +81,8 @@ def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
 
 
 def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[dict[str, Any]]:
-    """One row per ended launch: its calls summed (dollars null if any call was unpriced)."""
+    """One row per ended launch: its calls summed as the gateway's live meter sums them
+    (:func:`agentc.gateway.ledger.add_call`: dollars null if any call was unpriced)."""
     by_launch: dict[str, dict[str, Any]] = {}
     for call in _ledger_rows(ledger):
         launch = call["session"]
@@ -98,25 +99,17 @@ def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[d
                 "role": call.get("role"),
                 "upstream": call.get("upstream"),
                 "models": [],
-                "calls": 0,
-                **dict.fromkeys(_NUMBERS, 0),
-                "usd": 0.0,
+                **new_usage(),
                 "occurred_at_ms": call.get("at_ms"),
             },
         )
-        row["calls"] += 1
+        add_call(row, call)
         if call.get("source") == "harness_events":  # costed from the harness's own stream
             for key in ("source", "usd_estimated", "usd_unpriced_reason"):
                 if call.get(key) is not None:
                     row[key] = call[key]
         if call.get("canary") is True:  # a dedicated canary project's launch
             row["canary"] = True
-        for name in _NUMBERS:
-            value = call.get(name)
-            row[name] += value if isinstance(value, int) and value > 0 else 0
-        usd = call.get("usd")
-        if row["usd"] is not None:
-            row["usd"] = round(row["usd"] + usd, 6) if isinstance(usd, int | float) else None
         model = call.get("model")
         if isinstance(model, str) and model not in row["models"]:
             row["models"].append(model)
