@@ -9,6 +9,8 @@ launch). Protocol: one JSON object per line in, one per line out.
         -> {"ok": true, "sentinel": ...}
     {"op": "revoke", "session": ..., "reason": ...}  -> {"ok": true, "revoked": 1}
     {"op": "status", "session": ...}                 -> {"ok": true, "status": {...}}
+        (the sentinels, the cap or other refusal that ended the launch's calls, and ``usage``:
+        what its calls took so far, the live meter; the answer's shape is in docs/gateway.md)
 
 Errors: ``{"ok": false, "error": "..."}``.
 
@@ -26,6 +28,7 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,12 @@ MAX_LINE = 64 * 1024
 HELD_CLOSED = "the launch's control connection closed"
 
 
-def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
+Usage = Callable[[str], dict[str, Any]]
+
+
+def dispatch(
+    registry: SentinelRegistry, request: Any, usage: Usage | None = None
+) -> dict[str, Any]:
     if not isinstance(request, dict):
         return {"ok": False, "error": "a request is a JSON object"}
     op = request.get("op")
@@ -48,7 +56,10 @@ def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
             reason = str(request.get("reason") or "the launch ended")
             return {"ok": True, "revoked": registry.revoke(str(request["session"]), reason)}
         if op == "status":
-            return {"ok": True, "status": registry.status(str(request["session"]))}
+            status = registry.status(str(request["session"]))
+            if usage is not None:  # what the launch's calls took so far (the live meter)
+                status["usage"] = usage(str(request["session"]))
+            return {"ok": True, "status": status}
     except KeyError as exc:
         return {"ok": False, "error": f"missing field {exc.args[0]!r}"}
     except (TypeError, ValueError):
@@ -58,7 +69,9 @@ def dispatch(registry: SentinelRegistry, request: Any) -> dict[str, Any]:
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 
-async def serve_control(registry: SentinelRegistry, path: Path) -> asyncio.Server:
+async def serve_control(
+    registry: SentinelRegistry, path: Path, usage: Usage | None = None
+) -> asyncio.Server:
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         held: set[str] = set()  # launch ids
         try:
@@ -68,7 +81,7 @@ async def serve_control(registry: SentinelRegistry, path: Path) -> asyncio.Serve
                 except json.JSONDecodeError:
                     answer: dict[str, Any] = {"ok": False, "error": "not JSON"}
                 else:
-                    answer = dispatch(registry, request)
+                    answer = dispatch(registry, request, usage)
                     if answer.get("ok") and request.get("op") == "issue" and request.get("hold"):
                         held.add(str(request["session"]))
                 writer.write(json.dumps(answer).encode() + b"\n")

@@ -11,6 +11,12 @@ The model policy (:mod:`agentc.core.model_policy`) adds two limits per attempt: 
 (``max_usd``, checked here as the ``attempt`` cap) and its model turns (``max_turns``): a turn
 is counted when a metered call is admitted (:meth:`Ledger.admit_turn`), and on start the
 ledger's rows of each attempt are counted again.
+
+The live meter (:meth:`Ledger.usage`, the control socket's ``status``): what each launch's rows
+add up to so far, summed as each row is appended (and again from the file on start) by
+:func:`add_call`, the one rule that sums a launch's rows, which the supervisor's cost row of an
+ended launch (``agentc.supervisor.loop.costs``) uses too: the meter of an ended launch is its
+cost row's numbers.
 """
 
 from __future__ import annotations
@@ -30,6 +36,25 @@ from agentc.gateway.errors import GatewayError
 from agentc.gateway.sentinels import Grant
 
 DAY_MS = 24 * 3600 * 1000
+TOKEN_KEYS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
+
+
+def new_usage() -> dict[str, Any]:
+    """A launch's sums before its first row: no calls, no tokens, no dollars."""
+    return {"calls": 0, **dict.fromkeys(TOKEN_KEYS, 0), "usd": 0.0}
+
+
+def add_call(totals: dict[str, Any], row: dict[str, Any]) -> None:
+    """Add one ledger row to a launch's sums (``new_usage``): a call (a call refused by a cap
+    too: its row has no tokens and no dollars), its tokens by kind, its dollars; the dollars
+    are null once a row had no price (``usd`` null: an unknown model)."""
+    totals["calls"] += 1
+    for key in TOKEN_KEYS:
+        value = row.get(key)
+        totals[key] += value if isinstance(value, int) and value > 0 else 0
+    usd = row.get("usd")
+    if totals["usd"] is not None:
+        totals["usd"] = round(totals["usd"] + usd, 6) if isinstance(usd, int | float) else None
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,7 @@ class Ledger:
         self._turns: defaultdict[str, int] = defaultdict(int)  # admitted, by attempt
         self._day: defaultdict[str, deque[tuple[int, float]]] = defaultdict(deque)
         self._day_usd: defaultdict[str, float] = defaultdict(float)  # the sum of each deque
+        self._usage: dict[str, dict[str, Any]] = {}  # by launch id: the live meter (add_call)
         self._load()
 
     def _load(self) -> None:
@@ -71,6 +97,7 @@ class Ledger:
                         self._turns[str(row["attempt"])] += 1
 
     def _count(self, row: dict[str, Any]) -> None:
+        add_call(self._usage.setdefault(str(row.get("session")), new_usage()), row)
         usd = row.get("usd_for_caps")
         if not isinstance(usd, (int, float)) or usd <= 0:
             return
@@ -97,6 +124,11 @@ class Ledger:
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def usage(self, launch_id: str) -> dict[str, Any]:
+        """What the launch's calls took so far (:func:`add_call`; all zero before its first)."""
+        with self._lock:
+            return dict(self._usage.get(launch_id) or new_usage())
 
     def admit_turn(self, attempt: str) -> None:
         with self._lock:

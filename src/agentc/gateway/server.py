@@ -49,7 +49,9 @@ def tcp_socket(host: str, port: int) -> socket.socket:
 async def serve_with_control(
     gateway: Gateway, server: uvicorn.Server, sockets: list[socket.socket] | None
 ) -> None:
-    control = await serve_control(gateway.registry, gateway.config.control_socket)
+    control = await serve_control(
+        gateway.registry, gateway.config.control_socket, gateway.ledger.usage
+    )
     try:
         await server.serve(sockets=sockets)
     finally:

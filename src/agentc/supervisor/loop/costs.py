@@ -34,6 +34,7 @@ from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines, open_regular
+from agentc.gateway.ledger import add_call, new_usage
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
@@ -42,7 +43,6 @@ from agentc.supervisor.loop.signin import token_opt_in
 from agentc.supervisor.loop.steps import summary_of
 
 BATCH = 500
-_NUMBERS = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens")
 
 
 @dataclass
@@ -67,19 +67,22 @@ class Summary:
 
 class Meter:
     """What one running launch's model calls cost so far, by the gateway's ledger, read as it
-    grows (each call reads only the rows written since the last; never following a link).
-    The figure rides on the launch's lease renewals to the console (docs/api.md)."""
+    grows (each call reads only the rows written since the last; never following a link),
+    summed by the gateway's own rule (:func:`agentc.gateway.ledger.add_call`: the figure its
+    live meter and the launch's cost row show). The figure rides on the launch's lease renewals
+    to the console (docs/api.md)."""
 
     def __init__(self, ledger: Path, launch_id: str) -> None:
         self.ledger, self.launch_id = ledger, launch_id
         self.offset, self.rest = 0, b""
-        self.usd: float | None = None  # None until a call of the launch was metered
+        self.usage = new_usage()
 
     def spent(self) -> float | None:
+        """Dollars so far; None before the launch's first call, or once a call had no price."""
         try:
             with open_regular(self.ledger) as handle:
                 if os.fstat(handle.fileno()).st_size < self.offset:  # a new ledger: start over
-                    self.offset, self.rest, self.usd = 0, b"", None
+                    self.offset, self.rest, self.usage = 0, b"", new_usage()
                 handle.seek(self.offset)
                 data = handle.read()
         except OSError:
@@ -91,10 +94,14 @@ class Meter:
                 row = json.loads(line)
             except ValueError:
                 continue
-            usd = row.get("usd") if isinstance(row, dict) else None
-            if row.get("session") == self.launch_id and isinstance(usd, int | float):
-                self.usd = (self.usd or 0.0) + float(usd)
+            if isinstance(row, dict) and row.get("session") == self.launch_id:
+                add_call(self.usage, row)
         return self.usd
+
+    @property
+    def usd(self) -> float | None:
+        usd = self.usage["usd"]
+        return float(usd) if self.usage["calls"] and usd is not None else None
 
 
 def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
@@ -113,7 +120,8 @@ def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
 
 
 def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[dict[str, Any]]:
-    """One row per ended launch: its calls summed (dollars null if any call was unpriced)."""
+    """One row per ended launch: its calls summed as the gateway's live meter sums them
+    (:func:`agentc.gateway.ledger.add_call`: dollars null if any call was unpriced)."""
     by_launch: dict[str, dict[str, Any]] = {}
     for call in _ledger_rows(ledger):
         launch = call["session"]
@@ -130,25 +138,17 @@ def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[d
                 "role": call.get("role"),
                 "upstream": call.get("upstream"),
                 "models": [],
-                "calls": 0,
-                **dict.fromkeys(_NUMBERS, 0),
-                "usd": 0.0,
+                **new_usage(),
                 "occurred_at_ms": call.get("at_ms"),
             },
         )
-        row["calls"] += 1
+        add_call(row, call)
         if call.get("source") == "harness_events":  # costed from the harness's own stream
             for key in ("source", "usd_estimated", "usd_unpriced_reason"):
                 if call.get(key) is not None:
                     row[key] = call[key]
         if call.get("canary") is True:  # a dedicated canary project's launch
             row["canary"] = True
-        for name in _NUMBERS:
-            value = call.get(name)
-            row[name] += value if isinstance(value, int) and value > 0 else 0
-        usd = call.get("usd")
-        if row["usd"] is not None:
-            row["usd"] = round(row["usd"] + usd, 6) if isinstance(usd, int | float) else None
         model = call.get("model")
         if isinstance(model, str) and model not in row["models"]:
             row["models"].append(model)
