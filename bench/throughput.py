@@ -45,7 +45,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.supervisor.kit import HARNESS_BIN, create_user, delete_user  # noqa: E402
-from tests.up.kit import Runner, admin_client, free_port, processes_of, stop  # noqa: E402
+from tests.up.kit import (  # noqa: E402
+    Runner,
+    admin_client,
+    free_port,
+    processes_of,
+    stop,
+    wait_for,
+)
 
 from agentc.testing import wire  # noqa: E402
 from agentc.testing.provider import RecordedRequest, ScriptedProvider  # noqa: E402
@@ -135,16 +142,6 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def _wait(check: Any, timeout: float, why: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise SystemExit(f"throughput: timed out: {why}")
-
-
 def one_run(harness: str, agents: int, tasks: int, provider_url: str | None) -> Result:
     """One ``agentc up`` as a throwaway account, ``tasks`` filed at once, watched to the end;
     the account and everything it runs are gone afterwards, however the run ended."""
@@ -205,7 +202,7 @@ def _measure(harness: str, agents: int, tasks: int, state: Path, proc: Any) -> R
         record = json.loads(record_path.read_text()) if record_path.exists() else None
         return record if record and record.get("children") else None
 
-    record = _wait(ready, 300, "agentc up to start")
+    record = wait_for(ready, 300, "agentc up to start")
     project = record["project_id"]
     filed: dict[str, float] = {}
     landed: dict[str, float] = {}
