@@ -164,6 +164,9 @@ class Loop:
             self.report_costs()
             self.launches.reap_strays()
             if once or self.stopping:
+                # Again: a stop that came after the drain above (while this poll was recorded)
+                # leaves no launch behind (its worker would die with the loop, not drain).
+                self.launches.drain()
                 return 0
             # The next poll: after poll_seconds, or at once when a launch that ran frees a slot.
             self.launches.freed = False
