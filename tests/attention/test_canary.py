@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentc.core.rules import canonical_json, sha256_hex
 from tests.attention.kit import (
     ATTENTION,
     Receiver,
@@ -176,3 +177,21 @@ def test_results_not_accepted_are_resent_and_counted_once(canary: Setup, ntfy: R
 def test_an_unknown_harness_is_refused(canary: Setup, ntfy: Receiver) -> None:
     out = attention(_config(canary, ntfy), "canary", "--harness", "pi")
     assert out.returncode == 2 and "--harness pi: not in [canary] harnesses" in out.stderr
+
+
+def test_the_reported_list_keeps_only_rows_still_read_and_survives_damage(
+    canary: Setup, ntfy: Receiver
+) -> None:
+    config = _config(canary, ntfy, timeout_minutes=0.01)
+    state = canary.root / "state"
+    results, reported = state / "canary-results.jsonl", state / "canary-reported.json"
+    assert attention(config, "canary", "--harness", "example").returncode == 1
+    results.write_text("")  # the first row is past the part of the results a run reads
+    assert attention(config, "canary", "--harness", "example").returncode == 1
+    [second] = _results(canary)
+    assert json.loads(reported.read_text()) == [sha256_hex(canonical_json(second))]
+    reported.write_text("[damaged")  # resent, not a crash: the coordinator keeps a row once
+    assert attention(config, "canary", "--harness", "example").returncode == 1
+    assert len(json.loads(reported.read_text())) == 2
+    page = _canary_page(canary)
+    assert '<th scope="row">host-a · example</th><td>0</td><td>3</td>' in page

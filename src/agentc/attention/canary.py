@@ -190,7 +190,10 @@ def _reported(c: Canary) -> set[str]:
         if exc.missing:
             return set()
         raise
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except ValueError:  # damaged: everything is sent again (the coordinator keeps a row once)
+        return set()
     return {str(x) for x in data} if isinstance(data, list) else set()
 
 
@@ -204,13 +207,17 @@ def report(c: Canary) -> str | None:
         raw = read_tail(c.results, LEDGER_TAIL)
     except FileNotFoundError:
         return None
+    kept: set[str] = set()  # the digests of the rows still in the tail: all the file keeps
     for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and sha256_hex(canonical_json(row)) not in done:
-            rows.append(row)
+        if isinstance(row, dict):
+            digest = sha256_hex(canonical_json(row))
+            kept.add(digest)
+            if digest not in done:
+                rows.append(row)
     if not rows:
         return None
     try:
@@ -225,7 +232,7 @@ def report(c: Canary) -> str | None:
         return f"canary results not reported (kept for the next run): {exc}"
     refused = {int(r["index"]) for r in answer.get("rejected", [])}
     done |= {sha256_hex(canonical_json(r)) for i, r in enumerate(rows) if i not in refused}
-    write_atomic(c.reported, json.dumps(sorted(done)).encode() + b"\n", mode=0o600)
+    write_atomic(c.reported, json.dumps(sorted(done & kept)).encode() + b"\n", mode=0o600)
     if refused:
         return f"the coordinator refused {len(refused)} canary result(s): {answer['rejected']}"
     return None

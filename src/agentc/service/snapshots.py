@@ -15,6 +15,7 @@ contents, then every table's data streamed and counted, the migration stamp read
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -22,7 +23,8 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -217,37 +219,49 @@ def _verify_postgres(path: Path) -> tuple[str, dict[str, int]]:
     run_tool([pg_tool("pg_restore"), "--list", str(path)])
     rows = dict.fromkeys(TABLES, 0)
     stamps: list[str] = []
-    for table, line in _copied(path):
-        if table not in rows:
-            raise SnapshotError(f"{path.name} holds a table {table} that is not ours")
-        rows[table] += 1
-        if table == STAMP:
-            stamps.append(line)
+    with contextlib.closing(_copied(path)) as copied:  # closed (pg_restore ended) on a raise
+        for table, line in copied:
+            if table not in rows:
+                raise SnapshotError(f"{path.name} holds a table {table} that is not ours")
+            rows[table] += 1
+            if table == STAMP:
+                stamps.append(line)
     if len(stamps) != 1:
         raise SnapshotError(f"{path.name} has {len(stamps)} migration stamps, not one")
     return stamps[0], rows
 
 
-def _copied(path: Path) -> Iterator[tuple[str, str]]:
-    """Each data row of the dump with its table, streamed from `pg_restore --data-only`."""
-    proc = subprocess.Popen(
-        [pg_tool("pg_restore"), "--data-only", "--file=-", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    table: str | None = None
-    for raw in proc.stdout:
-        line = raw.rstrip("\n")
-        if table is None:
-            match = _COPY.match(line)
-            table = match.group(1) if match else None
-        elif line == "\\.":
-            table = None
-        else:
-            yield table, line
-    err = proc.stderr.read()
-    if proc.wait() != 0:
+def _copied(path: Path) -> Generator[tuple[str, str]]:
+    """Each data row of the dump with its table, streamed from `pg_restore --data-only`; a
+    reader that stops early (a refused table) leaves no pg_restore behind."""
+    with tempfile.TemporaryFile("w+") as errors:  # a file: pg_restore never blocks on it
+        proc = subprocess.Popen(
+            [pg_tool("pg_restore"), "--data-only", "--file=-", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        assert proc.stdout is not None
+        read = False
+        try:
+            table: str | None = None
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                if table is None:
+                    match = _COPY.match(line)
+                    table = match.group(1) if match else None
+                elif line == "\\.":
+                    table = None
+                else:
+                    yield table, line
+            read = True
+        finally:
+            if not read:  # the reader stopped early (or failed): pg_restore is not waited out
+                proc.kill()
+            status = proc.wait()
+            proc.stdout.close()
+        errors.seek(0)
+        err = errors.read()
+    if status != 0:
         tail = (err.strip().splitlines() or ["(no message)"])[-1]
         raise SnapshotError(f"{path.name} cannot be read whole by pg_restore: {tail}")
