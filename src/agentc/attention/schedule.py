@@ -46,9 +46,11 @@ class Scheduler:
         try:
             raw = read_private(self.state_file, max_bytes=65536)
             data = json.loads(raw)
-        except (UnsafeFile, ValueError):
+            if not isinstance(data, dict):
+                return {}
+            return {k: float(v) for k, v in data.items() if k in JOBS}
+        except (UnsafeFile, ValueError, TypeError):  # damaged: every job is due again
             return {}
-        return {k: float(v) for k, v in data.items() if k in JOBS} if isinstance(data, dict) else {}
 
     def _save(self, marks: dict[str, float]) -> None:
         self.config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

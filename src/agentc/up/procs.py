@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentc.core.errors import AgentcError
+from agentc.files import UnsafeFile, read_tail
 from agentc.files.procs import ask_parent_death_signal, start_detached
 
 QUICK_SECONDS = 30.0  # a child that exits sooner than this after its start died "at once"
@@ -50,8 +51,8 @@ class Child:
 
     def tail(self, size: int = 1500) -> str:
         try:
-            data = self.log.read_bytes()[-size:]
-        except OSError:
+            data = read_tail(self.log, size)
+        except (OSError, UnsafeFile):
             return ""
         return data.decode("utf-8", "replace").strip()
 
