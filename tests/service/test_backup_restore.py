@@ -9,13 +9,14 @@ import json
 import os
 import stat
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agentc.service.backup import Entry, keep
+from agentc.service.backup import ORPHAN_SECONDS, Entry, keep, orphans, prune
 from agentc.store.engine import Database, open_engine
 from tests.client.kit import admin_project, issue_token, workspace
 from tests.kit import pg
@@ -332,3 +333,31 @@ def test_an_off_server_copy_is_locked_verified_there_and_ends_the_warning(
     assert status.returncode == 0, status.stdout
     found = json.loads(status.stdout)
     assert found["host_loss_protection"] is True and found["problems"] == []
+
+
+def test_prune_removes_what_a_killed_backup_left_and_nothing_else(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir(mode=0o700)
+    old = time.time() - ORPHAN_SECONDS - 60
+    names = {
+        "20261201T000000Z-aaaaaa.partial": True,  # killed while dumping
+        "20261201T000000Z-bbbbbb.sqlite3": True,  # crashed before its manifest entry
+        "20261201T000000Z-cccccc.pgdump": False,  # its entry is beside it (malformed: kept)
+        "20261201T000000Z-cccccc.json": False,
+        "notes.partial": False,  # not a name backup gives
+        "offsite.json": False,
+    }
+    for name in names:
+        (repo / name).write_text("{}")
+        os.utime(repo / name, (old, old))
+    fresh = repo / "20261201T000000Z-dddddd.partial"  # a backup still writing
+    fresh.write_text("")
+    (repo / "20261201T000000Z-eeeeee.partial").mkdir()  # not a regular file
+    os.utime(repo / "20261201T000000Z-eeeeee.partial", (old, old))
+    expected = sorted(n for n, gone in names.items() if gone)
+    assert [p.name for p in orphans(repo, time.time())] == expected
+    assert sorted(prune(repo, 24, 30, 8)) == expected
+    assert sorted(p.name for p in repo.iterdir()) == sorted(
+        [n for n, gone in names.items() if not gone]
+        + [fresh.name, "20261201T000000Z-eeeeee.partial"]
+    )

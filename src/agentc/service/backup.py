@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import stat
 import time
@@ -225,7 +226,32 @@ def prune(repository: Path, hourly: int, daily: int, weekly: int) -> list[str]:
             (repository / f"{entry.id}.json").unlink(missing_ok=True)  # the entry first
             entry.path(repository).unlink(missing_ok=True)
             removed.append(entry.id)
+    for orphan in orphans(repository, time.time()):
+        orphan.unlink(missing_ok=True)
+        removed.append(orphan.name)
     return removed
+
+
+ORPHAN_SECONDS = 3600.0  # a backup in progress writes its file; one untouched this long is dead
+_SNAPSHOT_FILE = re.compile(r"^(\d{8}T\d{6}Z-[0-9a-f]{6})(\.partial|\.sqlite3|\.pgdump)$")
+
+
+def orphans(repository: Path, now_s: float) -> list[Path]:
+    """Snapshot files a killed or crashed ``backup`` left: named as ``backup`` names them, with
+    no manifest entry beside them and untouched for ``ORPHAN_SECONDS`` (so a backup still
+    writing is never one). Any other file of the repository is never touched."""
+    found = []
+    for path in repository.iterdir():
+        match = _SNAPSHOT_FILE.match(path.name)
+        if match is None or (repository / f"{match.group(1)}.json").exists():
+            continue
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and now_s - info.st_mtime > ORPHAN_SECONDS:
+            found.append(path)
+    return sorted(found)
 
 
 def status(repository: Path, at_ms: int, max_age_ms: int) -> dict[str, Any]:
