@@ -55,7 +55,10 @@ def test_the_canary_on_demand_and_the_scheduled_checks(user: str) -> None:
     for private in ("attention.toml", "credentials/attention.token"):
         assert os.stat(state / private).st_mode & 0o777 == 0o600, private
 
-    # The scheduler: checks every 2 s after a restart; all is well, so nothing pages.
+    # The scheduler: checks every 2 s after a restart; all is well, so nothing pages. The
+    # attention credential's file is gone, as if an up died after issuing it: a new one is
+    # issued beside the lost one.
+    (state / "credentials/attention.token").unlink()
     record = json.loads((state / "up.json").read_text())
     record["schedule"] = {"check_seconds": 2}
     (state / "up.json").write_text(json.dumps(record))
