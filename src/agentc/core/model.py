@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal, get_args
 
 
 class ReviewMode(StrEnum):
@@ -145,6 +146,8 @@ FINDING_PATH_MAX = 4096  # a finding's file (its line numbers are 1..COUNTER_MAX
 PAGE_LIMIT_MAX = 200
 EXIT_CODE_MIN, EXIT_CODE_MAX = -255, 255
 STEP_EXIT_MIN, STEP_EXIT_MAX = -(1 << 31), 1 << 32  # a step's exit status, as harnesses report
+RunEnding = Literal["submitted", "released", "killed", "limit_hit"]  # how a recorded run ended
+RUN_ENDINGS: tuple[RunEnding, ...] = get_args(RunEnding)
 TOKENS_MAX = 10**12  # per cost row and token kind
 USD_MAX = 10**6  # per cost row
 CALLS_MAX = 10**9  # model calls per cost row

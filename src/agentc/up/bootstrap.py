@@ -225,8 +225,8 @@ def after_server(
 
 def ensure_attention(console: str, layout: Layout, origin: str, record: dict[str, Any]) -> None:
     """The attention agent's credential (issued when its file is missing: a state directory
-    made before it had one, or an up that died before writing it), and its designation as the project's digest sender (the server's host command,
-    once: ``record["attention"]``)."""
+    made before it had one, or an up that died before writing it), and its designation as the
+    project's digest sender (the server's host command, once: ``record["attention"]``)."""
     project_id = str(record["project_id"])
     path = layout.credential("attention")
     if not path.exists():

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from agentc.core.errors import CoordinatorError
-from agentc.core.model import WorkStatus
+from agentc.core.model import RunEnding, WorkStatus
 from agentc.service.api import presented, project_of, runtime_of
 from agentc.service.auth import Actor, authenticate, csrf_token, verifier
 from agentc.service.ops import new_id
@@ -42,12 +42,13 @@ _env.globals["who_reviews"] = {
     "either": "an agent or a person, whoever takes it first",
 }
 
-_env.globals["endings"] = {
+ENDING_WORDS: dict[RunEnding, str] = {
     "submitted": "submitted",
     "released": "released",
     "killed": "stopped by the supervisor",
     "limit_hit": "hit a limit",
 }
+_env.globals["endings"] = ENDING_WORDS
 
 
 def duration(ms: object) -> str:

@@ -26,7 +26,6 @@ from agentc.store import artifacts
 from agentc.store.artifacts import Artifact
 
 STEPS_MAX = 500  # the harness parsers keep the first 500 (supervisor.harness.stream.MAX_STEPS)
-ENDINGS = ("submitted", "released", "killed", "limit_hit")
 Count = Annotated[int, Field(ge=0, le=1 << 62)]
 
 
@@ -46,7 +45,7 @@ class StepsIn(Body):
     model: Annotated[str, text(200)] | None = None
     steps: Annotated[list[StepIn], Field(max_length=STEPS_MAX)] | None = None  # None: withheld
     steps_dropped: Count = 0  # steps the stream told past the bound (counted, not kept)
-    ending: Literal["submitted", "released", "killed", "limit_hit"]
+    ending: m.RunEnding
     why: Annotated[str, text(2000)] = ""  # the supervisor's words for the ending
     error: Annotated[str, text(2000)] | None = None  # the harness's own error, if it said one
     started_at_ms: Count | None = None  # None: the launch never started

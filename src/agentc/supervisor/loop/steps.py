@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentc.core.errors import AgentcError
+from agentc.core.model import RunEnding
 from agentc.files import open_regular
 from agentc.gateway.prices import Price
 from agentc.supervisor.harness import registry
@@ -40,7 +41,7 @@ class Ending:
     """How an attempt's run ended (``submitted``, ``released``, ``killed``, ``limit_hit``) and
     why, in the supervisor's words."""
 
-    kind: str
+    kind: RunEnding
     why: str
 
 
