@@ -77,7 +77,7 @@ class Listener:
             except OSError:
                 return
             with conn:
-                conn.settimeout(5)
+                conn.settimeout(20)
                 try:
                     self.first.append(conn.recv(1024))
                     conn.sendall(self.answer)
@@ -151,9 +151,12 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
 
 
 def _tcp(addr: str, port: int, expect: str) -> str:
+    """Connect, send a line, and succeed if the answer (read for up to 20 s: a loaded machine)
+    holds ``expect``; a wrong or missing answer is told on stderr (the row's failure shows it)."""
     return (
         f"bash -c 'exec 3<>/dev/tcp/{addr}/{port} && echo hi >&3 && "
-        f'timeout 5 head -c 64 <&3 | grep -q "{expect}"\''
+        f'got=$(timeout 20 head -c 64 <&3); echo "$got" | grep -q "{expect}" || '
+        f'{{ echo "read: [$got]" >&2; exit 1; }}\''
     )
 
 
