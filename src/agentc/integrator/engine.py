@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from agentc.client.errors import TransportFailure
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import CANDIDATE_REF_PREFIX
 from agentc.core.rules import check_candidate_ref, check_revision_sha, rfc3339
 from agentc.files import JsonLines
+from agentc.integrator import batch
 from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
@@ -37,6 +38,8 @@ from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
 from agentc.integrator.scan import Finding, known_findings, scan_change
 from agentc.integrator.sweep import Sweeper
+
+T = TypeVar("T")
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
 
@@ -103,8 +106,11 @@ class Integrator:
         for entry in self.journal.entries():
             if entry.step == Step.PUSHING:
                 landed += self._guarded(entry, functools.partial(self.resolve_push, entry))
-        for candidate in self.coordinator.queue():
-            landed += self._guarded(candidate, functools.partial(self.handle, candidate))
+        queue = self.coordinator.queue()
+        if self.config.landing_batch > 1:
+            landed += batch.land_queue(self, queue)
+        else:
+            landed += sum(self.land_one(candidate) for candidate in queue)
         self.sweep_refs()
         return landed
 
@@ -120,13 +126,20 @@ class Integrator:
         except (CoordinatorError, TransportFailure, GitFailure) as exc:
             self.write("error", task_id=None, reason=f"sweeping refs: {exc}")
 
+    def land_one(self, candidate: Candidate) -> int:
+        """Today's one-at-a-time path for one candidate; 1 when it landed."""
+        return self._guarded(candidate, functools.partial(self.handle, candidate))
+
     def _guarded(self, item: Entry | Candidate, step: Callable[[], bool]) -> int:
+        return 1 if self.guarded(item, step) else 0
+
+    def guarded(self, item: Entry | Candidate, step: Callable[[], T]) -> T | None:
         """One candidate's failure (the coordinator refuses, git fails) never stops the poll."""
         try:
-            return 1 if step() else 0
+            return step()
         except (CoordinatorError, TransportFailure, GitFailure) as exc:
             self.report("error", item, reason=str(exc))
-            return 0
+            return None
 
     def handle(self, cand: Candidate) -> bool:
         """Try to land one candidate; True when it landed (now, or before a crash)."""
