@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.client.kit import git
-from tests.integrator.kit import PASS, Setup, make_setup
+from tests.integrator.kit import PASS, Setup, make_setup, raw_diff
 from tests.kit.live import LiveServer
 
 NO_BROKEN = {
@@ -76,6 +76,35 @@ def test_a_green_batch_lands_each_change_in_order_after_one_check(
 
     again = s.integrator("run", "--once")  # nothing left: nothing changes
     assert again.returncode == 0 and s.tip() == chain[-1] and len(s.landings()) == 3
+
+
+def test_a_batch_under_the_merge_policy_is_one_commit_per_change(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(PASS, landing_batch=3, merge_policy="merge")
+    before = s.tip()
+    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    _run(s)
+    chain = _chain(s, before)
+    assert len(chain) == 3
+    # The first is on its own base: the reviewed change itself (as without batching).
+    s.lands_exactly(chain[0], before, subs[0]["submission"])
+    # Each next is a merge commit on the one before it, its second parent the reviewed change
+    # as one commit on its base.
+    for parent, commit, sub in zip(chain[:-1], chain[1:], subs[1:], strict=True):
+        base, candidate = (
+            sub["submission"]["base_revision"],
+            sub["submission"]["candidate_revision"],
+        )
+        first, reviewed = git(s.origin, "rev-list", "--parents", "-n1", commit).split()[1:]
+        assert first == parent
+        assert git(s.origin, "rev-parse", f"{reviewed}^") == base
+        assert raw_diff(s.origin, parent, commit) == raw_diff(s.origin, base, candidate)
+        assert raw_diff(s.origin, base, reviewed) == raw_diff(s.origin, base, candidate)
+        assert s.trailers(commit)["Agentc-Submission"] == sub["submission"]["id"]
+        assert s.landing(sub["task"]["id"])["landed_revision"] == commit
+    assert [r["event"] for r in s.reports()] == ["batch_green", "landed", "landed", "landed"]
 
 
 def test_a_red_batch_sends_back_the_culprit_alone_and_lands_the_others(
