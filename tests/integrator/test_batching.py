@@ -10,22 +10,21 @@ from typing import Any
 import httpx
 
 from tests.client.kit import git
-from tests.integrator.kit import PASS, Setup, make_setup, raw_diff
+from tests.integrator.kit import NO_BROKEN, PASS, Setup, make_setup, raw_diff
+from tests.integrator.kit import run_once as _run
 from tests.kit.live import LiveServer
 
-NO_BROKEN = {
-    "unit": [
-        "/bin/sh",
-        "-c",
-        "echo inspecting the tree; test ! -e broken || { echo the tree is broken; exit 3; }",
-    ]
-}
 
-
-def _run(s: Setup) -> None:
-    out = s.integrator("run", "--once")
-    assert out.returncode == 0, out.stderr
-    assert "Traceback" not in out.stderr
+def _batched(
+    server: LiveServer, admin: httpx.Client, root: Path, n: int, **config: Any
+) -> tuple[Setup, str, list[dict[str, Any]]]:
+    """A project whose integrator batches, ``n`` approved changes (each its own file) in its
+    queue; the target before them."""
+    s = make_setup(root, server.url, admin)
+    checks = config.pop("checks", PASS)
+    s.write_config(checks, **config)
+    before = s.tip()
+    return s, before, [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(n)]
 
 
 def _check_runs(s: Setup) -> list[str]:
@@ -58,10 +57,7 @@ def _lands_in_order(s: Setup, before: str, subs: list[dict[str, Any]]) -> list[s
 def test_a_green_batch_lands_each_change_in_order_after_one_check(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ):
-    s = make_setup(tmp_path, server.url, admin)
-    s.write_config(PASS, landing_batch=3)
-    before = s.tip()
-    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    s, before, subs = _batched(server, admin, tmp_path, 3, landing_batch=3)
     _run(s)
 
     chain = _lands_in_order(s, before, subs)
@@ -81,10 +77,7 @@ def test_a_green_batch_lands_each_change_in_order_after_one_check(
 def test_a_batch_under_the_merge_policy_is_one_commit_per_change(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ):
-    s = make_setup(tmp_path, server.url, admin)
-    s.write_config(PASS, landing_batch=3, merge_policy="merge")
-    before = s.tip()
-    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    s, before, subs = _batched(server, admin, tmp_path, 3, landing_batch=3, merge_policy="merge")
     _run(s)
     chain = _chain(s, before)
     assert len(chain) == 3
@@ -139,9 +132,7 @@ def test_a_red_batch_sends_back_the_culprit_alone_and_lands_the_others(
 def test_a_red_target_under_a_batch_is_nobodys_fault(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ):
-    s = make_setup(tmp_path, server.url, admin)
-    s.write_config(NO_BROKEN, landing_batch=2)
-    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(2)]
+    s, _, subs = _batched(server, admin, tmp_path, 2, landing_batch=2, checks=NO_BROKEN)
     red = s.push_to_target({"broken": "x\n"}, "break the target")
     _run(s)
     assert s.tip() == red
@@ -159,10 +150,7 @@ def test_a_red_target_under_a_batch_is_nobodys_fault(
 def test_batching_off_checks_each_change_on_its_own(
     server: LiveServer, admin: httpx.Client, tmp_path: Path
 ):
-    s = make_setup(tmp_path, server.url, admin)
-    s.write_config(PASS, landing_batch=1)
-    before = s.tip()
-    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(2)]
+    s, before, subs = _batched(server, admin, tmp_path, 2, landing_batch=1)
     _run(s)
     _lands_in_order(s, before, subs)
     runs = _check_runs(s)

@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -131,41 +132,56 @@ def test_kill_between_push_and_record(
     assert _journal(s, activity["id"])["step"] == "recorded"
 
 
-def test_kill_after_a_batch_push_records_each_change_once(
-    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
-):
-    s = make_setup(tmp_path, server.url, admin)
+Killed = tuple[Setup, str, list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _kill_a_batch_in(hook_name: str, root: Path, server: LiveServer, admin: httpx.Client,
+                     start: Start) -> Killed:  # fmt: skip
+    """A batch of two killed while the remote's ``hook_name`` hook runs: the setup, the target
+    before, the members' submissions and their journal entries (both at ``pushing``, each
+    naming its own link: the first on the old target, the second on the first)."""
+    s = make_setup(root, server.url, admin)
     s.write_config(PASS, landing_batch=2)
     subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(2)]
-    marker = tmp_path / "post-receive-started"
-    hook = _hook(s, "post-receive", marker)
+    marker = root / f"{hook_name}-started"
+    hook = _hook(s, hook_name, marker)
     before = s.tip()
     proc = start(s)
     _wait_for(marker.exists, proc)
-    pushed = s.tip()
     _kill(proc)
+    hook.unlink()
     acts = [s.landing(sub["task"]["id"]) for sub in subs]
     assert [a["state"] for a in acts] == ["queued", "queued"] and s.landings() == []
     journals = [_journal(s, a["id"]) for a in acts]
     assert [j["step"] for j in journals] == ["pushing", "pushing"]
-    # Each entry names its own link: the first on the old target, the second on the first.
     assert journals[0]["target_before"] == before
     assert journals[1]["target_before"] == journals[0]["result_revision"]
-    assert journals[1]["result_revision"] == pushed
-    hook.unlink()
+    return s, before, subs, journals
 
-    _recover(s)
-    assert s.tip() == pushed  # nothing pushed twice
-    assert git(s.origin, "rev-list", "--count", f"{before}..{pushed}") == "2"
+
+def _each_landed_once(s: Setup, subs: list[dict[str, Any]], journals: list[dict[str, Any]]) -> None:
+    """Each member landed as its journal entry sealed it, on its own link, recorded once."""
     for sub, journal in zip(subs, journals, strict=True):
         landing = s.landing(sub["task"]["id"])
         assert landing["landed_revision"] == journal["result_revision"]
         assert s.task(sub["task"]["id"])["work_status"] == "done"
-        s.lands_exactly(
-            str(journal["result_revision"]), str(journal["target_before"]), sub["submission"]
-        )
-    assert len(s.landings()) == 2
-    assert [_journal(s, a["id"])["step"] for a in acts] == ["recorded", "recorded"]
+        landed, on = str(journal["result_revision"]), str(journal["target_before"])
+        s.lands_exactly(landed, on, sub["submission"])
+        assert _journal(s, landing["id"])["step"] == "recorded"
+    assert len(s.landings()) == len(subs)
+
+
+def test_kill_after_a_batch_push_records_each_change_once(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s, before, subs, journals = _kill_a_batch_in("post-receive", tmp_path, server, admin, start)
+    pushed = s.tip()
+    assert pushed == journals[1]["result_revision"]  # the ref moved before post-receive ran
+
+    _recover(s)
+    assert s.tip() == pushed  # nothing pushed twice
+    assert git(s.origin, "rev-list", "--count", f"{before}..{pushed}") == "2"
+    _each_landed_once(s, subs, journals)
     _recover(s)  # a second recovery changes nothing
     assert s.tip() == pushed and len(s.landings()) == 2
 
@@ -173,32 +189,15 @@ def test_kill_after_a_batch_push_records_each_change_once(
 def test_kill_before_a_batch_push_lands_each_link_without_new_checks(
     server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
 ):
-    s = make_setup(tmp_path, server.url, admin)
-    s.write_config(PASS, landing_batch=2)
-    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(2)]
-    marker = tmp_path / "pre-receive-started"
-    hook = _hook(s, "pre-receive", marker)
-    before = s.tip()
-    proc = start(s)
-    _wait_for(marker.exists, proc)
-    _kill(proc)
-    assert s.tip() == before and s.landings() == []  # the push never happened
-    acts = [s.landing(sub["task"]["id"]) for sub in subs]
-    journals = [_journal(s, a["id"]) for a in acts]
-    assert [j["step"] for j in journals] == ["pushing", "pushing"]
-    hook.unlink()
+    s, before, subs, journals = _kill_a_batch_in("pre-receive", tmp_path, server, admin, start)
+    assert s.tip() == before  # the push never happened
     [log] = (s.work_dir / "logs").rglob("unit.log")
     checked_at = log.stat().st_mtime_ns
 
     _recover(s)
     # The checked links land as they were sealed, each recorded once, no check run again.
     assert s.tip() == journals[1]["result_revision"]
-    for sub, journal in zip(subs, journals, strict=True):
-        assert s.landing(sub["task"]["id"])["landed_revision"] == journal["result_revision"]
-        s.lands_exactly(
-            str(journal["result_revision"]), str(journal["target_before"]), sub["submission"]
-        )
-    assert len(s.landings()) == 2
+    _each_landed_once(s, subs, journals)
     assert [p.stat().st_mtime_ns for p in (s.work_dir / "logs").rglob("unit.log")] == [checked_at]
 
 

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 
 from agentc.integrator.coordinator import Candidate
 from agentc.integrator.journal import Entry, Step
-from agentc.integrator.landing import Landing, build, seal
-from agentc.integrator.message import Served
+from agentc.integrator.landing import Landing, seal
 
 if TYPE_CHECKING:
     from agentc.integrator.engine import Integrator
@@ -67,23 +66,13 @@ def join(integ: Integrator, cand: Candidate, tip: str, top: str) -> Member | Non
         return None
     if not cand.held and integ.scan(cand):
         return None
-    scanned = "held for a person, then approved" if cand.held else "passed"
-    served = Served.from_api(integ.coordinator.provenance(cand.activity_id))
     try:
-        landing = build(integ.repo, integ.config.merge_policy, cand, top, served, scanned)
+        landing = integ.build_on(cand, top)
     except ValueError:
         return None
     if landing.revision is None or landing.commits is None:  # refused, or empty
         return None
-    base = Entry(
-        cand.activity_id,
-        cand.task_id,
-        cand.submission_id,
-        cand.candidate_revision,
-        tip,
-        step=Step.CHECKED,
-        reviewed_diff=landing.reviewed_diff,
-    )
+    base = integ.first_entry(cand, tip).at(Step.CHECKED, reviewed_diff=landing.reviewed_diff)
     return Member(cand, base, landing)
 
 

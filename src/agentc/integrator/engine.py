@@ -33,7 +33,7 @@ from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
 from agentc.integrator.journal import Entry, Journal, Step
-from agentc.integrator.landing import build, seal
+from agentc.integrator.landing import Landing, build, seal
 from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
 from agentc.integrator.scan import Finding, known_findings, scan_change
@@ -178,14 +178,7 @@ class Integrator:
 
     def integrate(self, cand: Candidate, tip: str) -> Entry:
         """Build the landing on ``tip`` and check it; the journal entry says how it went."""
-        base = Entry(
-            cand.activity_id,
-            cand.task_id,
-            cand.submission_id,
-            cand.candidate_revision,
-            tip,
-            step=Step.REJECTED,
-        )
+        base = self.first_entry(cand, tip)
         refused = self.unfit(cand, tip)
         if refused is not None:
             return self.send_back(base, refused[1], code=refused[0])
@@ -197,10 +190,8 @@ class Integrator:
             findings = self.scan(cand)
             if findings:
                 return self.found(base, findings)
-        scanned = "held for a person, then approved" if cand.held else "passed"
-        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
         try:
-            landing = build(self.repo, self.config.merge_policy, cand, tip, served, scanned)
+            landing = self.build_on(cand, tip)
         except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
             return self.send_back(base, f"cannot build the landing: {exc}")
         base = replace(base, reviewed_diff=landing.reviewed_diff)
@@ -214,6 +205,19 @@ class Integrator:
             return self.failed(entry, checks)
         result = seal(self.repo, landing, records)  # the same tree, the checks in its trailers
         return self.journal.save(base.at(Step.CHECKED, result_revision=result, checks=records))
+
+    @staticmethod
+    def first_entry(cand: Candidate, tip: str) -> Entry:
+        """The journal entry of a try at ``cand`` on ``tip`` before anything is decided."""
+        ids = (cand.activity_id, cand.task_id, cand.submission_id, cand.candidate_revision)
+        return Entry(*ids, tip, step=Step.REJECTED)
+
+    def build_on(self, cand: Candidate, onto: str) -> Landing:
+        """``cand``'s landing on ``onto`` (:func:`agentc.integrator.landing.build`), naming its
+        provenance and the scan's verdict; ValueError when a value cannot go into a message."""
+        scanned = "held for a person, then approved" if cand.held else "passed"
+        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
+        return build(self.repo, self.config.merge_policy, cand, onto, served, scanned)
 
     def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:
         """Why the candidate cannot be landed at all (a reason code and the reason), or None:
