@@ -25,16 +25,42 @@ red target is found (and told) by the same rule as today, nobody's fault.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
-from agentc.integrator.coordinator import Candidate
-from agentc.integrator.journal import Entry, Step
+from agentc.integrator.checks import CheckResult
+from agentc.integrator.config import IntegratorConfig
+from agentc.integrator.coordinator import Candidate, Coordinator
+from agentc.integrator.journal import Entry, Journal, Step
 from agentc.integrator.landing import Landing, seal
+from agentc.integrator.repo import Repo
+from agentc.integrator.scan import Finding
 
-if TYPE_CHECKING:
-    from agentc.integrator.engine import Integrator
+T = TypeVar("T")
+
+
+class Integrator(Protocol):
+    """What a batch uses of :class:`agentc.integrator.engine.Integrator` (which calls this
+    module: a protocol, not an import, keeps the modules free of a cycle)."""
+
+    config: IntegratorConfig
+    coordinator: Coordinator
+    repo: Repo
+    journal: Journal
+
+    def first_entry(self, cand: Candidate, tip: str) -> Entry: ...
+    def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None: ...
+    def scan(self, cand: Candidate) -> list[Finding]: ...
+    def build_on(self, cand: Candidate, onto: str) -> Landing: ...
+    def check(self, revision: str, name: Path) -> list[CheckResult]: ...
+    def resolve_push(self, entry: Entry) -> bool: ...
+    def land_one(self, candidate: Candidate) -> int: ...
+    def guarded(self, item: Entry | Candidate, step: Callable[[], T]) -> T | None: ...
+    def write(self, event: str, **fields: Any) -> None: ...
+    def report(self, event: str, entry: Entry | Candidate, **fields: Any) -> None: ...
+
 
 IN_FLIGHT = (Step.PUSHING, Step.RECORDED)
 
