@@ -233,14 +233,12 @@ def test_kill_between_checks_and_push(
     assert [r["event"] for r in s.reports()] == ["landed"]
 
 
-def test_the_target_moves_during_the_checks(
-    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
-):
-    s = make_setup(tmp_path, server.url, admin)
-    gate = "touch started; while [ ! -e go ]; do sleep 0.05; done; echo released"
-    s.write_config({"gated": ["/bin/sh", "-c", gate]})
-    sub = s.approved({"mine.txt": "mine\n"})
-    proc = start(s)
+GATE = {"gated": ["/bin/sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done"]}
+
+
+def _move_during_the_checks(s: Setup, proc: subprocess.Popen[str]) -> str:
+    """Once the first gated check started, another writer moves the target; then every gated
+    check is let go until the integrator ends. The moved target."""
     runs = s.work_dir / "runs"
 
     def started() -> list[Path]:
@@ -263,6 +261,16 @@ def test_the_target_moves_during_the_checks(
         time.sleep(0.05)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
+    return moved
+
+
+def test_the_target_moves_during_the_checks(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(GATE)
+    sub = s.approved({"mine.txt": "mine\n"})
+    moved = _move_during_the_checks(s, start(s))
 
     tip = s.tip()
     assert git(s.origin, "rev-parse", f"{tip}^") == moved  # rebased onto the moved target
@@ -275,6 +283,28 @@ def test_the_target_moves_during_the_checks(
     assert len(s.landings()) == 1
     events = [r["event"] for r in s.reports()]
     assert events == ["target_moved", "landed"]
+
+
+def test_the_target_moves_during_a_batch_check_and_queue_order_is_kept(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(GATE, landing_batch=2)
+    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    moved = _move_during_the_checks(s, start(s))
+
+    # The batch's push failed; its members went on one at a time before the next chunk: the
+    # target holds the move, then each change in queue order, each recorded once.
+    chain = git(s.origin, "rev-list", "--reverse", "--first-parent", f"{moved}..main").split()
+    parent = moved
+    for commit, sub in zip(chain, subs, strict=True):
+        s.lands_exactly(commit, parent, sub["submission"])
+        assert s.landing(sub["task"]["id"])["landed_revision"] == commit
+        parent = commit
+    assert len(chain) == 3 and len(s.landings()) == 3
+    events = [r["event"] for r in s.reports()]
+    assert events[:3] == ["batch_green", "target_moved", "target_moved"]
+    assert events[3:] == ["landed"] * 3
 
 
 def test_the_remote_alone_recovers_a_landing_by_its_trailer(

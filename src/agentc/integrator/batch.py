@@ -135,7 +135,11 @@ def land_batch(integ: Integrator, chunk: list[Candidate]) -> tuple[int, list[Can
     except ValueError as exc:  # by construction never; never trusted either
         integ.write("error", task_id=None, reason=f"sealing the batch: {exc}")
         return 0, chunk
-    return push_batch(integ, entries, tip), rest
+    landed = push_batch(integ, entries, tip)
+    # None landed (the target moved, the remote refused): the members go on in queue order on
+    # today's path, before anything behind them: rebuilt on the moved target, or the first
+    # pushed again alone over the target it was checked on.
+    return landed, rest if landed else chunk
 
 
 def sealed_chain(
@@ -161,8 +165,7 @@ def sealed_chain(
 def push_batch(integ: Integrator, entries: list[Entry], tip: str) -> int:
     """Journal every member at ``pushing``, push the last over ``tip`` (one compare-and-swap),
     then let the remote decide for each: all landed (each recorded once) or none (each
-    ``checked``, tried again at the next poll: in a new batch once the target moved, or the
-    first pushed alone over this very target, the others following on their own links)."""
+    ``checked`` on its own link)."""
     entries = [integ.journal.save(e.at(Step.PUSHING)) for e in entries]
     last = entries[-1].result_revision
     assert last is not None
