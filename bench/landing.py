@@ -18,7 +18,8 @@ queue) and the integrator's start: the setup's own minutes are not queue time. T
 core count and load average (before and after) are printed with the figures.
 
     uv run python bench/landing.py [--changes 50] [--check-seconds 5] [--move-every 10]
-    (--move-every 0: the still run only)
+        [--batch 1]
+    (--move-every 0: the still run only; --batch N: the integrator's `landing_batch`)
 
 Not a test: it asserts nothing; docs/benchmarks.md keeps the latest figures.
 """
@@ -96,13 +97,17 @@ def _drain(s: Setup, tasks: list[str], proc: subprocess.Popen[bytes], deadline: 
         time.sleep(1)
 
 
-def one_run(root: Path, changes: int, check_seconds: float, move_every: float) -> dict[str, Any]:
+def one_run(
+    root: Path, changes: int, check_seconds: float, move_every: float, batch: int = 1
+) -> dict[str, Any]:
     (root / "coordinator").mkdir(parents=True)
     with live_server(str(root / "coordinator" / "db.sqlite3"), root / "coordinator") as live:
         admin = live.admin_client()
         try:
             s = make_setup(root / "project", live.url, admin)
-            s.write_config({"unit": ["/bin/sh", "-c", f"sleep {check_seconds}"]})
+            s.write_config(
+                {"unit": ["/bin/sh", "-c", f"sleep {check_seconds}"]}, landing_batch=batch
+            )
             tasks = _approve_all(s, changes)
             queued = admin_get(admin, f"/api/v1/projects/{s.project_id}/integration/queue")
             approved = {i["task_id"]: _s(i["approved_at"]) for i in queued["items"]}
@@ -142,6 +147,7 @@ def one_run(root: Path, changes: int, check_seconds: float, move_every: float) -
                 "changes": changes,
                 "check_seconds": check_seconds,
                 "move_every": move_every,
+                "batch": batch,
                 "drain_s": drained,
                 "landed": len(latencies),
                 "per_minute": len(latencies) / drained * 60,
@@ -168,6 +174,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=50)
     parser.add_argument("--check-seconds", type=float, default=5.0)
     parser.add_argument("--move-every", type=float, default=10.0)
+    parser.add_argument("--batch", type=int, default=1, help="landing_batch (1: off)")
     args = parser.parse_args()
     runs = [("target still", 0.0)]
     if args.move_every > 0:
@@ -175,12 +182,14 @@ def main() -> None:
     load_before, rows = load_average(), []
     with tempfile.TemporaryDirectory(prefix="agentc-bench-landing-") as tmp:
         for n, (label, every) in enumerate(runs):
-            row = one_run(Path(tmp) / f"run-{n}", args.changes, args.check_seconds, every)
+            where = Path(tmp) / f"run-{n}"
+            row = one_run(where, args.changes, args.check_seconds, every, args.batch)
             rows.append((label, row))
             print(label, row, flush=True)
     print()
     print(
         f"landing queue: {args.changes} changes, {args.check_seconds:g} s check, "
+        f"batch {args.batch}, "
         f"{os.cpu_count()} cores, load average {load_before} before, {load_average()} after"
     )
     print(

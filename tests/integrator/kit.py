@@ -28,6 +28,13 @@ from tests.client.kit import (
 
 INTEGRATOR = str(Path(sys.executable).with_name("agentc-integrator"))
 PASS = {"unit": ["/bin/sh", "-c", "echo checking; test -f README"]}
+NO_BROKEN = {  # fails (exit 3) on a tree holding a file named `broken`
+    "unit": [
+        "/bin/sh",
+        "-c",
+        "echo inspecting the tree; test ! -e broken || { echo the tree is broken; exit 3; }",
+    ]
+}
 Shape = Callable[[Path, str], None]
 """Makes a candidate's history in a work tree at its base (see the shapes below)."""
 
@@ -376,3 +383,10 @@ def raw_diff(repo: Path, old: str, new: str) -> bytes:
         check=True,
     )
     return done.stdout
+
+
+def run_once(s: Setup) -> None:
+    """One poll of the real integrator (`run --once`), which must end cleanly."""
+    out = s.integrator("run", "--once")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr

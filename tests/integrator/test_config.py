@@ -60,6 +60,8 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("argv", "[checks.empty]\nargv = []"), "checks.empty.argv: must be a non-empty list"),
         (("limits", "[limits]\nmemory_mib = -1"), "limits.memory_mib: must be >= 0"),
         (("poll", "poll_seconds = 0"), "poll_seconds: must be >= 1"),
+        (("batch", "landing_batch = 17"), "landing_batch: must be <= 16"),
+        (("batch0", "landing_batch = 0"), "landing_batch: must be >= 1"),
         (("ssh", 'ssh_key = "id_rsa"'), "ssh_key: must be an absolute path"),
         (("sweep", "ref_sweep_minutes = 0"), "ref_sweep_minutes: must be >= 1"),
         (("keep", "candidate_retention_days = -1"), "candidate_retention_days: must be >= 0"),

@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -131,6 +132,75 @@ def test_kill_between_push_and_record(
     assert _journal(s, activity["id"])["step"] == "recorded"
 
 
+Killed = tuple[Setup, str, list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _kill_a_batch_in(hook_name: str, root: Path, server: LiveServer, admin: httpx.Client,
+                     start: Start) -> Killed:  # fmt: skip
+    """A batch of two killed while the remote's ``hook_name`` hook runs: the setup, the target
+    before, the members' submissions and their journal entries (both at ``pushing``, each
+    naming its own link: the first on the old target, the second on the first)."""
+    s = make_setup(root, server.url, admin)
+    s.write_config(PASS, landing_batch=2)
+    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(2)]
+    marker = root / f"{hook_name}-started"
+    hook = _hook(s, hook_name, marker)
+    before = s.tip()
+    proc = start(s)
+    _wait_for(marker.exists, proc)
+    _kill(proc)
+    hook.unlink()
+    acts = [s.landing(sub["task"]["id"]) for sub in subs]
+    assert [a["state"] for a in acts] == ["queued", "queued"] and s.landings() == []
+    journals = [_journal(s, a["id"]) for a in acts]
+    assert [j["step"] for j in journals] == ["pushing", "pushing"]
+    assert journals[0]["target_before"] == before
+    assert journals[1]["target_before"] == journals[0]["result_revision"]
+    return s, before, subs, journals
+
+
+def _each_landed_once(s: Setup, subs: list[dict[str, Any]], journals: list[dict[str, Any]]) -> None:
+    """Each member landed as its journal entry sealed it, on its own link, recorded once."""
+    for sub, journal in zip(subs, journals, strict=True):
+        landing = s.landing(sub["task"]["id"])
+        assert landing["landed_revision"] == journal["result_revision"]
+        assert s.task(sub["task"]["id"])["work_status"] == "done"
+        landed, on = str(journal["result_revision"]), str(journal["target_before"])
+        s.lands_exactly(landed, on, sub["submission"])
+        assert _journal(s, landing["id"])["step"] == "recorded"
+    assert len(s.landings()) == len(subs)
+
+
+def test_kill_after_a_batch_push_records_each_change_once(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s, before, subs, journals = _kill_a_batch_in("post-receive", tmp_path, server, admin, start)
+    pushed = s.tip()
+    assert pushed == journals[1]["result_revision"]  # the ref moved before post-receive ran
+
+    _recover(s)
+    assert s.tip() == pushed  # nothing pushed twice
+    assert git(s.origin, "rev-list", "--count", f"{before}..{pushed}") == "2"
+    _each_landed_once(s, subs, journals)
+    _recover(s)  # a second recovery changes nothing
+    assert s.tip() == pushed and len(s.landings()) == 2
+
+
+def test_kill_before_a_batch_push_lands_each_link_without_new_checks(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s, before, subs, journals = _kill_a_batch_in("pre-receive", tmp_path, server, admin, start)
+    assert s.tip() == before  # the push never happened
+    [log] = (s.work_dir / "logs").rglob("unit.log")
+    checked_at = log.stat().st_mtime_ns
+
+    _recover(s)
+    # The checked links land as they were sealed, each recorded once, no check run again.
+    assert s.tip() == journals[1]["result_revision"]
+    _each_landed_once(s, subs, journals)
+    assert [p.stat().st_mtime_ns for p in (s.work_dir / "logs").rglob("unit.log")] == [checked_at]
+
+
 def test_kill_between_checks_and_push(
     server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
 ):
@@ -163,14 +233,12 @@ def test_kill_between_checks_and_push(
     assert [r["event"] for r in s.reports()] == ["landed"]
 
 
-def test_the_target_moves_during_the_checks(
-    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
-):
-    s = make_setup(tmp_path, server.url, admin)
-    gate = "touch started; while [ ! -e go ]; do sleep 0.05; done; echo released"
-    s.write_config({"gated": ["/bin/sh", "-c", gate]})
-    sub = s.approved({"mine.txt": "mine\n"})
-    proc = start(s)
+GATE = {"gated": ["/bin/sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done"]}
+
+
+def _move_during_the_checks(s: Setup, proc: subprocess.Popen[str]) -> str:
+    """Once the first gated check started, another writer moves the target; then every gated
+    check is let go until the integrator ends. The moved target."""
     runs = s.work_dir / "runs"
 
     def started() -> list[Path]:
@@ -193,6 +261,16 @@ def test_the_target_moves_during_the_checks(
         time.sleep(0.05)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
+    return moved
+
+
+def test_the_target_moves_during_the_checks(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(GATE)
+    sub = s.approved({"mine.txt": "mine\n"})
+    moved = _move_during_the_checks(s, start(s))
 
     tip = s.tip()
     assert git(s.origin, "rev-parse", f"{tip}^") == moved  # rebased onto the moved target
@@ -205,6 +283,28 @@ def test_the_target_moves_during_the_checks(
     assert len(s.landings()) == 1
     events = [r["event"] for r in s.reports()]
     assert events == ["target_moved", "landed"]
+
+
+def test_the_target_moves_during_a_batch_check_and_queue_order_is_kept(
+    server: LiveServer, admin: httpx.Client, tmp_path: Path, start: Start
+):
+    s = make_setup(tmp_path, server.url, admin)
+    s.write_config(GATE, landing_batch=2)
+    subs = [s.approved({f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    moved = _move_during_the_checks(s, start(s))
+
+    # The batch's push failed; its members went on one at a time before the next chunk: the
+    # target holds the move, then each change in queue order, each recorded once.
+    chain = git(s.origin, "rev-list", "--reverse", "--first-parent", f"{moved}..main").split()
+    parent = moved
+    for commit, sub in zip(chain, subs, strict=True):
+        s.lands_exactly(commit, parent, sub["submission"])
+        assert s.landing(sub["task"]["id"])["landed_revision"] == commit
+        parent = commit
+    assert len(chain) == 3 and len(s.landings()) == 3
+    events = [r["event"] for r in s.reports()]
+    assert events[:3] == ["batch_green", "target_moved", "target_moved"]
+    assert events[3:] == ["landed"] * 3
 
 
 def test_the_remote_alone_recovers_a_landing_by_its_trailer(

@@ -9,22 +9,9 @@ import httpx
 
 from tests.client.kit import git
 from tests.core.kit import FORMATS
-from tests.integrator.kit import PASS, Setup, make_setup
+from tests.integrator.kit import NO_BROKEN, PASS, Setup, make_setup
+from tests.integrator.kit import run_once as _run
 from tests.kit.live import LiveServer
-
-NO_BROKEN = {
-    "unit": [
-        "/bin/sh",
-        "-c",
-        "echo inspecting the tree; test ! -e broken || { echo the tree is broken; exit 3; }",
-    ]
-}
-
-
-def _run(s: Setup) -> None:
-    out = s.integrator("run", "--once")
-    assert out.returncode == 0, out.stderr
-    assert "Traceback" not in out.stderr
 
 
 def _files(s: Setup, revision: str) -> set[str]:

@@ -98,6 +98,8 @@ class IntegratorConfig(Settings):
     ssh_key: Path | None = setting(optional(absolute_path), default=None)
     target_branch: str = setting(_branch, default="main")
     merge_policy: Policy = setting(one_of(POLICIES), default="rebase")
+    # How many queued changes are checked together on one combined revision (1: one at a time).
+    landing_batch: int = setting(integer(minimum=1, maximum=16), default=1)
     # The integrator's private state: its repository, check trees, journal and reports.
     work_dir: Path = setting(absolute_path)
     poll_seconds: float = setting(number(minimum=1, maximum=3600), default=30.0)

@@ -21,22 +21,25 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from agentc.client.errors import TransportFailure
 from agentc.core.errors import CoordinatorError
 from agentc.core.model import CANDIDATE_REF_PREFIX
 from agentc.core.rules import check_candidate_ref, check_revision_sha, rfc3339
 from agentc.files import JsonLines
+from agentc.integrator import batch
 from agentc.integrator.checks import CheckResult, CheckRunner
 from agentc.integrator.config import IntegratorConfig
 from agentc.integrator.coordinator import Candidate, Coordinator
 from agentc.integrator.journal import Entry, Journal, Step
-from agentc.integrator.landing import build, seal
+from agentc.integrator.landing import Landing, build, seal
 from agentc.integrator.message import Served
 from agentc.integrator.repo import GitFailure, Repo
 from agentc.integrator.scan import Finding, known_findings, scan_change
 from agentc.integrator.sweep import Sweeper
+
+T = TypeVar("T")
 
 MAX_TRIES = 5  # integrations of one candidate per poll when the target keeps moving
 
@@ -103,8 +106,11 @@ class Integrator:
         for entry in self.journal.entries():
             if entry.step == Step.PUSHING:
                 landed += self._guarded(entry, functools.partial(self.resolve_push, entry))
-        for candidate in self.coordinator.queue():
-            landed += self._guarded(candidate, functools.partial(self.handle, candidate))
+        queue = self.coordinator.queue()
+        if self.config.landing_batch > 1:
+            landed += batch.land_queue(self, queue)
+        else:
+            landed += sum(self.land_one(candidate) for candidate in queue)
         self.sweep_refs()
         return landed
 
@@ -120,13 +126,20 @@ class Integrator:
         except (CoordinatorError, TransportFailure, GitFailure) as exc:
             self.write("error", task_id=None, reason=f"sweeping refs: {exc}")
 
+    def land_one(self, candidate: Candidate) -> int:
+        """Today's one-at-a-time path for one candidate; 1 when it landed."""
+        return self._guarded(candidate, functools.partial(self.handle, candidate))
+
     def _guarded(self, item: Entry | Candidate, step: Callable[[], bool]) -> int:
+        return 1 if self.guarded(item, step) else 0
+
+    def guarded(self, item: Entry | Candidate, step: Callable[[], T]) -> T | None:
         """One candidate's failure (the coordinator refuses, git fails) never stops the poll."""
         try:
-            return 1 if step() else 0
+            return step()
         except (CoordinatorError, TransportFailure, GitFailure) as exc:
             self.report("error", item, reason=str(exc))
-            return 0
+            return None
 
     def handle(self, cand: Candidate) -> bool:
         """Try to land one candidate; True when it landed (now, or before a crash)."""
@@ -165,14 +178,7 @@ class Integrator:
 
     def integrate(self, cand: Candidate, tip: str) -> Entry:
         """Build the landing on ``tip`` and check it; the journal entry says how it went."""
-        base = Entry(
-            cand.activity_id,
-            cand.task_id,
-            cand.submission_id,
-            cand.candidate_revision,
-            tip,
-            step=Step.REJECTED,
-        )
+        base = self.first_entry(cand, tip)
         refused = self.unfit(cand, tip)
         if refused is not None:
             return self.send_back(base, refused[1], code=refused[0])
@@ -184,10 +190,8 @@ class Integrator:
             findings = self.scan(cand)
             if findings:
                 return self.found(base, findings)
-        scanned = "held for a person, then approved" if cand.held else "passed"
-        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
         try:
-            landing = build(self.repo, self.config.merge_policy, cand, tip, served, scanned)
+            landing = self.build_on(cand, tip)
         except ValueError as exc:  # an id that cannot go into a message, a diff git garbled
             return self.send_back(base, f"cannot build the landing: {exc}")
         base = replace(base, reviewed_diff=landing.reviewed_diff)
@@ -201,6 +205,19 @@ class Integrator:
             return self.failed(entry, checks)
         result = seal(self.repo, landing, records)  # the same tree, the checks in its trailers
         return self.journal.save(base.at(Step.CHECKED, result_revision=result, checks=records))
+
+    @staticmethod
+    def first_entry(cand: Candidate, tip: str) -> Entry:
+        """The journal entry of a try at ``cand`` on ``tip`` before anything is decided."""
+        ids = (cand.activity_id, cand.task_id, cand.submission_id, cand.candidate_revision)
+        return Entry(*ids, tip, step=Step.REJECTED)
+
+    def build_on(self, cand: Candidate, onto: str) -> Landing:
+        """``cand``'s landing on ``onto`` (:func:`agentc.integrator.landing.build`), naming its
+        provenance and the scan's verdict; ValueError when a value cannot go into a message."""
+        scanned = "held for a person, then approved" if cand.held else "passed"
+        served = Served.from_api(self.coordinator.provenance(cand.activity_id))
+        return build(self.repo, self.config.merge_policy, cand, onto, served, scanned)
 
     def unfit(self, cand: Candidate, tip: str) -> tuple[str, str] | None:
         """Why the candidate cannot be landed at all (a reason code and the reason), or None:
