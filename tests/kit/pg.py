@@ -114,6 +114,39 @@ def start() -> PgServer:
     return server
 
 
+def halt(server: PgServer) -> None:
+    """Stop the server abruptly (every connection is cut), keeping its data for :func:`resume`."""
+    data = str(server.root / "data")
+    subprocess.run(
+        [*_as_postgres(), _bin("pg_ctl"), "-D", data, "-m", "immediate", "stop"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def resume(server: PgServer) -> None:
+    """Start a halted server again on its port, and wait until it takes connections."""
+    import psycopg
+
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {server.port} -k {server.root / 'sock'} "
+        "-c max_connections=300 -c shared_buffers=128MB"
+    )
+    data, log = str(server.root / "data"), str(server.root / "log")
+    subprocess.run(
+        [*_as_postgres(), _bin("pg_ctl"), "-D", data, "-l", log, "-w", "-o", options, "start"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with psycopg.connect(server.url(), connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def stop(server: PgServer) -> None:
     subprocess.run(
         [

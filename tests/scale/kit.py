@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,23 +103,5 @@ class Host:
 
 def restart_pg(server: pg.PgServer) -> None:
     """Stop PostgreSQL abruptly (every connection is cut) and start it again on its port."""
-    prefix = pg._as_postgres()
-    data = str(server.root / "data")
-    sh(*prefix, pg._bin("pg_ctl"), "-D", data, "-m", "immediate", "stop")
-    options = (
-        f"-c listen_addresses=127.0.0.1 -p {server.port} -k {server.root / 'sock'} "
-        "-c max_connections=300 -c shared_buffers=128MB"
-    )
-    log = str(server.root / "log")
-    sh(*prefix, pg._bin("pg_ctl"), "-D", data, "-l", log, "-w", "-o", options, "start")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            import psycopg
-
-            with psycopg.connect(server.url(), connect_timeout=2):
-                return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    pg.halt(server)
+    pg.resume(server)

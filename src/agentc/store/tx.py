@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from agentc.core.errors import CoordinatorError
 from agentc.store.clock import HighWater
@@ -121,16 +121,21 @@ class Executor:
         return self.submit_write(fn).result()
 
     def read(self, fn: Callable[[Tx], T]) -> T:
-        with (
-            self.engine.connect().execution_options(sqlite_begin="DEFERRED") as conn,
-            conn.begin(),
-        ):
-            try:
-                result = fn(Tx(conn, self.clock))
-                commit(conn)
-                return result
-            finally:
-                end(conn)
+        """Run a read; a database that cannot be reached (restarting, its connection cut) is
+        503 ``temporarily_unavailable``, as for writes, never a 500."""
+        try:
+            with (
+                self.engine.connect().execution_options(sqlite_begin="DEFERRED") as conn,
+                conn.begin(),
+            ):
+                try:
+                    result = fn(Tx(conn, self.clock))
+                    commit(conn)
+                    return result
+                finally:
+                    end(conn)
+        except DBAPIError as exc:
+            raise _unavailable(exc) from exc
 
     def _pg_write(self, fn: Callable[[Tx], T]) -> T:
         for attempt in range(8):
@@ -166,7 +171,9 @@ def _write_tx(conn: Connection, time: HighWater) -> Tx:
 
 
 def _unavailable(exc: DBAPIError) -> Exception:
-    if isinstance(exc, OperationalError):
+    """A database error of the connection (the server restarting or gone, a lock timeout, a cut
+    connection) as 503, retryable; any other stays what it is (a bug: 500)."""
+    if isinstance(exc, OperationalError | InterfaceError) or exc.connection_invalidated:
         return CoordinatorError(
             "temporarily_unavailable",
             "the database is busy; retry with the same Idempotency-Key",
