@@ -101,15 +101,19 @@ class Leases(Journal):
         generation: int | None = None,
         step: str | None = None,
         spent_usd: float | None = None,
+        spent_tokens: int | None = None,
     ) -> Outcome:
-        """Renew the lease; ``step``: what the agent is doing now, ``spent_usd``: what its model
-        calls cost so far (its supervisor's reading of each)."""
+        """Renew the lease; ``step``: what the agent is doing now, ``spent_usd`` and
+        ``spent_tokens``: what its model calls cost and took so far (its supervisor's
+        reading of each)."""
         aid, gen = self.held(attempt_id, generation)
         body: dict[str, object] = {"generation": gen}
         if step is not None:
             body["step"] = step[:300]
         if spent_usd is not None:
             body["spent_usd"] = round(spent_usd, 6)
+        if spent_tokens is not None:
+            body["spent_tokens"] = spent_tokens
         return self.mutate("renew", "POST", self.project(f"/attempts/{aid}/renew"), body)
 
     def checkpoint(

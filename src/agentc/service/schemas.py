@@ -159,6 +159,7 @@ class RenewIn(Body):
     # meter: shown live on the task page (docs/console.md).
     step: Annotated[str, text(300)] | None = None
     spent_usd: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = None
+    spent_tokens: Annotated[int, Field(ge=0, le=4 * 10**12)] | None = None
 
 
 class CheckpointIn(Body):

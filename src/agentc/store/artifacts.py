@@ -79,9 +79,9 @@ _LIVE_OF_TASK = (
 def note_live(
     conn: Connection, new_id: str, attempt: Any, live: dict[str, Any], by: str, now: int
 ) -> None:
-    """Keep ``live`` (``step``: what ``attempt``, a store Attempt, is doing now; ``spent_usd``:
-    what it spent so far) for the task page (first: as ``new_id``); one not told (None) keeps
-    the last told."""
+    """Keep ``live`` (``step``: what ``attempt``, a store Attempt, is doing now; ``spent_usd``
+    and ``spent_tokens``: what its model calls cost and took so far) for the task page (first:
+    as ``new_id``); one not told (None) keeps the last told."""
     if None in live.values() and (told := of_attempt(conn, attempt.id, "live")) is not None:
         live = {
             k: v if v is not None else json.loads(told.body_json).get(k) for k, v in live.items()
@@ -104,6 +104,7 @@ def live_of_task(conn: Connection, task_id: str) -> dict[str, dict[str, Any]]:
         told[row.attempt_id] = {
             "step": body.get("step"),
             "spent_usd": body.get("spent_usd"),
+            "spent_tokens": body.get("spent_tokens"),
             "at_ms": row.created_at,
         }
     return told

@@ -131,15 +131,22 @@ def test_each_running_launch_tells_its_own_spend_with_its_renewals(
         spend = {r["launch_id"]: usd for r, usd in zip(records, (0.25, 1.5), strict=True)}
         with ledger.open("a") as out:
             for launch, usd in spend.items():
-                out.write(json.dumps({"session": launch, "role": "impl", "usd": usd}) + "\n")
-                out.write(json.dumps({"session": launch, "role": "impl", "usd": usd}) + "\n")
+                row = {"session": launch, "role": "impl", "usd": usd, "input_tokens": 1000}
+                row["output_tokens"] = int(usd * 100)
+                out.write(json.dumps(row) + "\n")
+                out.write(json.dumps(row) + "\n")
 
         def page(record: dict[str, Any]) -> str:
             path = f"/console/projects/{loop.project}/tasks/{record['task']}"
             return admin.get(path).text
 
         for record in records:
-            shown = f'<span class="spent-now">${2 * spend[record["launch_id"]]:.2f}</span> spent'
+            usd = spend[record["launch_id"]]
+            tokens = f"{2 * (1000 + int(usd * 100)):,}"
+            shown = (
+                f'<span class="tokens-now">{tokens}</span> tokens, '
+                f'<span class="spent-now">${2 * usd:.2f}</span> spent'
+            )
             loop.wait_for(lambda r=record, s=shown: s in page(r), why=loop.log.read_text)
     finally:
         err = loop.stop(proc)

@@ -150,19 +150,20 @@ def _policy(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
 
 def _working(tx: Tx, task: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The task's attempts running now (active, lease live): for each, how long it has run
-    and the current step and spend its supervisor last told (with its renewal), if any."""
-    told = artifacts.live_of_task(tx.conn, task["id"])
+    and the current step and spend its supervisor last told (with its renewal, the view's
+    ``live``), if any."""
     working = {}
     for a in task["attempts"]:
         if a["state"] != "active" or not a.get("lease_remaining_ms"):
             continue
         started = int(datetime.fromisoformat(a["created_at"]).timestamp() * 1000)
-        now = told.get(a["id"], {})
+        now = a.get("live") or {}
         working[a["id"]] = {
             "elapsed_ms": max(0, tx.now - started),
             "step": now.get("step"),
             "spent_usd": now.get("spent_usd"),
-            "at": rfc3339(now["at_ms"]) if now else None,
+            "spent_tokens": now.get("spent_tokens"),
+            "at": now.get("at"),
         }
     return working
 

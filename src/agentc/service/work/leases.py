@@ -387,8 +387,8 @@ def renew(op: Op, project_id: str, attempt_id: str, body: RenewIn) -> Result:
         op.now, row.expires_at, policy.lease_seconds, row.created_at, policy.max_attempt_seconds
     )
     leases.renew_attempt(op.conn, attempt_id, result.expires_at, op.now)
-    if body.step is not None or body.spent_usd is not None:  # for the task page, not an event
-        live = {"step": body.step, "spent_usd": body.spent_usd}
+    live = {"step": body.step, "spent_usd": body.spent_usd, "spent_tokens": body.spent_tokens}
+    if any(v is not None for v in live.values()):  # for the task page, not an event
         artifacts.note_live(op.conn, new_id(), row, live, op.actor.principal_id, op.now)
     op.event("attempt.renewed", project_id, attempt_id, generation=row.generation)
     att = row._replace(expires_at=result.expires_at, last_heartbeat_at=op.now)

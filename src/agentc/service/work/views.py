@@ -20,7 +20,7 @@ from agentc.core.status import (
 )
 from agentc.service.ops import JsonObject
 from agentc.service.work.refusals import not_found, project_not_found
-from agentc.store import leases, tasks, workflow
+from agentc.store import artifacts, leases, tasks, workflow
 from agentc.store.leases import Attempt
 from agentc.store.projects import Project
 from agentc.store.sql import fetch_row
@@ -218,8 +218,18 @@ def workflow_view(conn: Connection, task: Task, now: int) -> JsonObject:
 
 def task_detail(conn: Connection, task: Task, now: int) -> JsonObject:
     recent = leases.attempts_of_task(conn, task.id, 50)
+    told = artifacts.live_of_task(conn, task.id)
     return {
         **task_view(conn, task, now),
-        "attempts": [attempt_view(a, now) for a in recent],
+        "attempts": [_with_live(attempt_view(a, now), told.get(a.id)) for a in recent],
         "workflow": workflow_view(conn, task, now),
     }
+
+
+def _with_live(view: JsonObject, told: JsonObject | None) -> JsonObject:
+    """An active attempt's view with what its supervisor last told with a renewal (``live``:
+    step, spent_usd, spent_tokens, at); null when nothing was told or it is no longer active."""
+    live = None
+    if told is not None and view["state"] == "active":
+        live = {**{k: v for k, v in told.items() if k != "at_ms"}, "at": rfc3339(told["at_ms"])}
+    return {**view, "live": live}

@@ -175,17 +175,20 @@ def renew(
     generation: int,
     step: str | None = None,
     spent_usd: float | None = None,
+    spent_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Renew, telling the current ``step`` and what the launch spent so far; a step the
     coordinator refuses (a secret, text it does not take) is left out: the renewal is what
     matters."""
     resolve_pending(client)
     try:
-        data: dict[str, Any] = client.renew(attempt_id, generation, step, spent_usd).data
+        data: dict[str, Any] = client.renew(
+            attempt_id, generation, step, spent_usd, spent_tokens
+        ).data
     except CoordinatorError as exc:
         if step is None or not text_refused(exc):
             raise
-        data = client.renew(attempt_id, generation, None, spent_usd).data
+        data = client.renew(attempt_id, generation, None, spent_usd, spent_tokens).data
     return data
 
 

@@ -34,7 +34,7 @@ from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
 from agentc.files import JsonLines, open_regular
-from agentc.gateway.ledger import add_call, new_usage
+from agentc.gateway.ledger import TOKEN_KEYS, add_call, new_usage
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
@@ -97,6 +97,13 @@ class Meter:
             if isinstance(row, dict) and row.get("session") == self.launch_id:
                 add_call(self.usage, row)
         return self.usd
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens of every kind so far (as of the last :meth:`spent`); None before a call."""
+        if not self.usage["calls"]:
+            return None
+        return sum(int(self.usage[key]) for key in TOKEN_KEYS)
 
     @property
     def usd(self) -> float | None:

@@ -159,12 +159,15 @@ def renew(
     label: str,
     step: str | None = None,
     spent_usd: float | None = None,
+    spent_tokens: int | None = None,
 ) -> tuple[str | None, float]:
     """Renew ``lease``, telling its step and spend; returns why to stop (``gone(code)`` when
     the coordinator says the lease is over for good) and when to renew next (with ``backoff``
     after a failure)."""
     try:
-        data = coordinator.renew(client, lease.attempt_id, lease.generation, step, spent_usd)
+        data = coordinator.renew(
+            client, lease.attempt_id, lease.generation, step, spent_usd, spent_tokens
+        )
     except CoordinatorError as exc:
         if exc.code in coordinator.FINAL_CODES:
             return gone(str(exc.code)), now
@@ -384,6 +387,7 @@ class LeasedLaunch:
                     label=label,
                     step=tail.current(),
                     spent_usd=meter.spent(),
+                    spent_tokens=meter.tokens,
                 )
             if reason is not None:
                 log(f"{stop_note}: {reason}")
