@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentc.testing import harnesses
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 CLAUDE_MODEL = "claude-sonnet-5"
 REAL_KEY = "sk-ant-REAL-host-only-0123456789abcdef"  # what the credential fixture holds

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentc.core.model_policy import ModelPolicy
 from agentc.testing import harnesses
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 MakeStack = Any
 

@@ -13,7 +13,7 @@ import httpx
 from agentc.gateway.breakers import fingerprint
 from agentc.supervisor.loop.steps import ending_of, gateway_stop
 from agentc.testing import harnesses
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 MakeStack = Any
 TOOLS = [{"name": "Bash", "input_schema": {}}]

@@ -27,7 +27,7 @@ from agentc.egress.addresses import endpoint
 from agentc.egress.egress_policy import launch_line
 from agentc.egress.host_relay import HostRelay
 from agentc.egress.pipe import Streams
-from tests.supervisor.egress_kit import HELLO, LAUNCH, ask, connect, open_as, run_proxy
+from tests.egress.kit import HELLO, LAUNCH, ask, connect, open_as, run_proxy
 
 # Another account's program: opens N connections to the proxy at once, sends nothing, and
 # counts those the proxy closed (it waits up to a minute for each).

@@ -3,7 +3,7 @@
 The resolver is a table (no real name is ever resolved), the address policy treats only
 127.0.0.1 as public on top of the real policy, and the connector refuses anything but
 127.0.0.1, recording every attempt: refused cases assert it was never called, so even a
-broken check could not connect anywhere off this machine (``egress_kit``). Clients name their
+broken check could not connect anywhere off this machine (``tests.egress.kit``). Clients name their
 launch first, as the relay's host half does (``agentc-launch <id>``); the hostile local
 programs that do not, or that are another account, are in ``test_egress_hostile.py``.
 """
@@ -27,7 +27,7 @@ from click.testing import CliRunner
 
 from agentc.egress import egress, egress_command
 from agentc.files.launchlog import LaunchLogs, ensure_directory, read_log
-from tests.supervisor.egress_kit import (
+from tests.egress.kit import (
     HELLO,
     LAUNCH,
     Connector,

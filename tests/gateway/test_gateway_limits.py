@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from agentc.gateway.config import GatewayConfig
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 MakeStack = Any
 MiB = 1024 * 1024

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 MakeStack = Any
 REAL_KEY = "sk-ant-REAL-host-only-0123456789abcdef"

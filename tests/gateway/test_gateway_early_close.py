@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.supervisor.gateway import kit
+from tests.gateway import kit
 
 MakeStack = Any
 TOOLS = [{"name": "Bash", "input_schema": {}}]
