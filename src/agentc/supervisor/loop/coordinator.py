@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.client.config import CREDENTIALS_FILE, Options, credential_text, resolve
-from agentc.client.errors import TransportFailure
+from agentc.client.errors import MutationPending, TransportFailure
 from agentc.client.ops import Agent
 from agentc.client.state import Store
 from agentc.core import model_policy, secrets
@@ -231,6 +231,15 @@ def release(client: Agent, attempt_id: str, generation: int, handoff: str) -> st
             return f"not released: the attempt is {state or 'gone'} ({exc.code})"
         raise
     return "released"
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` says nothing about the request itself: the coordinator could not be
+    reached or gave no answer, a journaled request is still pending, or it said to retry
+    (503). Such a failure is tried again however often; only a refusal may be given up on."""
+    if isinstance(exc, TransportFailure | MutationPending):
+        return True
+    return isinstance(exc, CoordinatorError) and exc.retryable
 
 
 def describe_error(exc: BaseException) -> str:

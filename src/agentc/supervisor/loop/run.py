@@ -435,8 +435,11 @@ class Loop:
 
     def release_failed(self, record: LaunchRecord, exc: AgentcError) -> str:
         """Note in the record that letting go of its attempt failed (the record is kept for the
-        next poll to settle); returns the outcome noted."""
-        record.release_failures += 1
+        next poll to settle); returns the outcome noted. Only a refusal counts toward giving up
+        (``MAX_RELEASE_TRIES``): a coordinator out of reach (a host cut off from it) is tried
+        again at every poll until it answers."""
+        if not coordinator.transient(exc):
+            record.release_failures += 1
         record.outcome = f"release failed: {coordinator.describe_error(exc)}"
         self.records.write(record)
         return record.outcome
