@@ -135,6 +135,8 @@ class Executor:
                 finally:
                     end(conn)
         except DBAPIError as exc:
+            if self.engine.dialect.name == "sqlite" and not exc.connection_invalidated:
+                raise  # on SQLite an OperationalError is also a bad statement: a bug, 500
             raise _unavailable(exc) from exc
 
     def _pg_write(self, fn: Callable[[Tx], T]) -> T:

@@ -95,7 +95,11 @@ def test_the_meter_reads_a_running_launch_s_spend_as_the_ledger_grows(tmp_path: 
         out.write('{"session": "L1", "us')  # a row being written
     assert meter.spent() == 0.25
     with ledger.open("a") as out:
-        out.write('d": 0.5}\n' + json.dumps({"session": "L1", "usd": None}) + "\n")
+        out.write('d": 0.5}\n')
     assert meter.spent() == 0.75  # only the new bytes were read
+    assert meter.tokens == 0  # two calls, no tokens in these rows
+    with ledger.open("a") as out:
+        out.write(json.dumps({"session": "L1", "usd": None}) + "\n")
+    assert meter.spent() is None  # an unpriced call: no figure reads as the whole (D47)
     ledger.write_text(json.dumps({"session": "L1", "usd": 0.125}) + "\n")  # a new, shorter one
     assert meter.spent() == 0.125
