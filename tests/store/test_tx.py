@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -105,3 +106,47 @@ def test_a_caller_gone_before_its_batch_has_nothing_run(sqlite_executor: Executo
     blocker.result(10)
     assert not _exists(sqlite_executor, 1)
     assert _exists(sqlite_executor, 2)
+
+
+def test_one_name_serializes_its_transactions(executor: Executor) -> None:
+    """The second of two transactions asking for one name runs only once the first has
+    committed (and sees its write); another name does not wait for either."""
+    first_holds, release = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def first(tx: Tx) -> None:
+        tx.serialize("receipt POST /x k")
+        insert(tx.conn, _principal(1))
+        first_holds.set()
+        assert release.wait(30)
+
+    def second(tx: Tx) -> None:
+        tx.serialize("receipt POST /x k")
+        seen["first's row"] = fetch_row(tx.conn, Principal, "p1") is not None
+
+    def other(tx: Tx) -> None:
+        tx.serialize("receipt POST /x another")
+        seen["other ran while the first held its name"] = not release.is_set()
+
+    if executor.is_sqlite:
+        # One writer: the transactions run one after the other whatever their names.
+        release.set()
+    one = executor.submit_write(first)
+    assert first_holds.wait(30)
+    if not executor.is_sqlite:
+        executor.write(other)
+    two = executor.submit_write(second)
+    if not executor.is_sqlite:
+        # The second waits on the first's name (PostgreSQL shows its lock as not granted).
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        deadline = time.monotonic() + 30
+        while executor.read(lambda tx: tx.conn.exec_driver_sql(waiting).scalar()) != 1:
+            assert time.monotonic() < deadline, "the second transaction never waited"
+            time.sleep(0.01)
+        assert not two.done() and "first's row" not in seen
+        release.set()
+    one.result(30)
+    two.result(30)
+    assert seen["first's row"] is True
+    if not executor.is_sqlite:
+        assert seen["other ran while the first held its name"] is True

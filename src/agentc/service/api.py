@@ -215,6 +215,10 @@ def mutation(
     closing = operation.endswith("/close")
 
     def work(tx: Tx) -> tuple[int, bytes, bool]:
+        # Requests with one key run one after the other: a second waits for the first's
+        # receipt and replays it, instead of running too and racing it to the receipt (where
+        # the quickest answer, perhaps a worse one, would win: two queue claims at once).
+        tx.serialize(f"receipt {operation} {key}")
         actor, prior = authenticate_mutation(
             tx.conn,
             creds,
@@ -238,8 +242,9 @@ def mutation(
         if result.secret_fields:
             data = {k: v for k, v in result.data.items() if k not in result.secret_fields}
             stored = _dumps(envelope({**data, "secret_unavailable": True}, request_id, tx.now))
-        # No savepoint: a racing request with the same key fails on the receipt's primary
-        # key, the whole transaction rolls back, and `mutate` retries it, finding the receipt.
+        # No savepoint: should a request with the same key still race this one (it cannot,
+        # see above), it fails on the receipt's primary key, the whole transaction rolls back,
+        # and `mutate` retries it, finding the receipt.
         # Deferred: on PostgreSQL it goes to the server with the COMMIT (one round trip).
         insert(
             tx.conn,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import queue
 import threading
@@ -53,6 +54,17 @@ class Tx:
         self._clock = clock
         self.now = clock() if now is None else now
         self.is_postgres = conn.dialect.name == "postgresql"
+
+    def serialize(self, name: str) -> None:
+        """Hold ``name`` until this transaction ends: a second transaction asking for the same
+        name waits for the first to commit or roll back (PostgreSQL: a transaction-level
+        advisory lock on the name's 64-bit hash; then time is re-read). SQLite's one writer
+        already runs mutations one at a time."""
+        if not self.is_postgres:
+            return
+        digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+        run(self.conn, "SELECT pg_advisory_xact_lock(:k)", k=int.from_bytes(digest, signed=True))
+        self.now = max(self.now, self._clock())
 
     def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
         """Read one row of row's table by its key for update (see `lock_one`)."""
