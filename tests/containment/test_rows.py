@@ -53,9 +53,14 @@ def _own_address() -> str | None:
 
 class Listener:
     """A TCP server on the host (or a Unix socket at ``unix``) answering every connection
-    with a fixed line; it keeps what each connection sent first."""
+    with a fixed line once it has read a whole line of the caller's (the probes send
+    ``hi``); it keeps what each connection sent before its answer. A launch's relay names the
+    launch first, on a line of its own: the egress proxy's stand-in reads ``skip`` lines more
+    before answering, as the proxy reads the request after that line (answering the launch
+    line alone would close the connection while the probe's line is still on its way)."""
 
-    def __init__(self, host: str, answer: bytes, unix: Path | None = None) -> None:
+    def __init__(self, host: str, answer: bytes, unix: Path | None = None, skip: int = 0) -> None:
+        self.lines = 1 + skip
         self.sock = socket.socket(socket.AF_UNIX if unix else socket.AF_INET)
         if unix is None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -79,7 +84,10 @@ class Listener:
             with conn:
                 conn.settimeout(20)
                 try:
-                    self.first.append(conn.recv(1024))
+                    got = b""
+                    while got.count(b"\n") < self.lines and (more := conn.recv(1024)):
+                        got += more
+                    self.first.append(got)
                     conn.sendall(self.answer)
                 except OSError:
                     pass
@@ -108,7 +116,7 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
     root = tmp_path_factory.mktemp("rows")
     # The egress proxy's stand-in, on its Unix socket in a directory no other mask hides.
     proxy_dir = Path(tempfile.mkdtemp(prefix="agentc-row-egress-", dir="/run"))
-    proxy = Listener("", b"HTTP/1.1 403 Forbidden\r\n\r\n", unix=proxy_dir / "proxy.sock")
+    proxy = Listener("", b"HTTP/1.1 403 Forbidden\r\n\r\n", unix=proxy_dir / "proxy.sock", skip=1)
     kit = make_kit(
         root / "kit", egress_listen="127.0.0.1:3128", egress_socket=str(proxy_dir / "proxy.sock")
     )

@@ -288,40 +288,39 @@ def test_admission_idempotency_and_fencing_hold_across_two_workers(
 
     # Idempotency: one claim sent 8 times at once with one key, on 8 connections: one claim,
     # seven replays of the very same answer.
-    agent = client(tokens[0])
-    session = agent.post(
-        "/api/v1/sessions", json={"harness": "rules"}, headers={"Idempotency-Key": "s"}
-    ).json()["data"]
-    headers = {
-        "Authorization": f"Bearer {tokens[0]}",
-        "X-Coordinator-Session": session["session_id"],
-        "X-Coordinator-Session-Proof": session["proof"],
-        "Idempotency-Key": "one-claim",
-    }
+    with client(tokens[0]) as agent:
+        session = agent.post(
+            "/api/v1/sessions", json={"harness": "rules"}, headers={"Idempotency-Key": "s"}
+        ).json()["data"]
+        headers = {
+            "Authorization": f"Bearer {tokens[0]}",
+            "X-Coordinator-Session": session["session_id"],
+            "X-Coordinator-Session-Proof": session["proof"],
+            "Idempotency-Key": "one-claim",
+        }
 
-    def claim(_i: int) -> httpx.Response:
-        with httpx.Client(base_url=live.url, timeout=60) as c:
-            return c.post(f"/api/v1/projects/{pid}/claims", json={}, headers=headers)
+        def claim(_i: int) -> httpx.Response:
+            with httpx.Client(base_url=live.url, timeout=60) as c:
+                return c.post(f"/api/v1/projects/{pid}/claims", json={}, headers=headers)
 
-    claims = at_once(8, claim)
-    assert [r.status_code for r in claims] == [201] * 8, [r.text for r in claims]
-    assert len({r.json()["data"]["claim"]["attempt"]["id"] for r in claims}) == 1
-    assert sum(r.headers.get("idempotency-replayed") == "true" for r in claims) == 7
-    attempt = claims[0].json()["data"]["claim"]["attempt"]
-    task_id = claims[0].json()["data"]["claim"]["task"]["id"]
-    agent.headers.update({k: v for k, v in headers.items() if k != "Idempotency-Key"})
-    task = agent.get(f"/api/v1/projects/{pid}/tasks/{task_id}").json()["data"]
-    assert len(task["attempts"]) == 1
+        claims = at_once(8, claim)
+        assert [r.status_code for r in claims] == [201] * 8, [r.text for r in claims]
+        assert len({r.json()["data"]["claim"]["attempt"]["id"] for r in claims}) == 1
+        assert sum(r.headers.get("idempotency-replayed") == "true" for r in claims) == 7
+        attempt = claims[0].json()["data"]["claim"]["attempt"]
+        task_id = claims[0].json()["data"]["claim"]["task"]["id"]
+        agent.headers.update({k: v for k, v in headers.items() if k != "Idempotency-Key"})
+        task = agent.get(f"/api/v1/projects/{pid}/tasks/{task_id}").json()["data"]
+        assert len(task["attempts"]) == 1
 
-    # Fencing: a write with another generation is refused, whichever worker answers.
-    for n in range(4):
-        resp = agent.post(
-            f"/api/v1/projects/{pid}/attempts/{attempt['id']}/renew",
-            json={"generation": attempt["generation"] + 1},
-            headers={"Idempotency-Key": f"stale{n}"},
-        )
-        assert resp.status_code == 409 and resp.json()["error"]["code"] == "lease_expired"
-    agent.close()
+        # Fencing: a write with another generation is refused, whichever worker answers.
+        for n in range(4):
+            resp = agent.post(
+                f"/api/v1/projects/{pid}/attempts/{attempt['id']}/renew",
+                json={"generation": attempt["generation"] + 1},
+                headers={"Idempotency-Key": f"stale{n}"},
+            )
+            assert resp.status_code == 409 and resp.json()["error"]["code"] == "lease_expired"
 
 
 @pytest.mark.parametrize(
