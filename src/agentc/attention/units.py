@@ -21,6 +21,7 @@ from pathlib import Path
 
 from agentc.core.errors import ConfigError
 from agentc.files import write_atomic
+from agentc.files.procs import SYSTEM_PATH
 
 HARNESS = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _INTERVAL = re.compile(r"^([1-9][0-9]*)(min|h)$")
@@ -141,7 +142,7 @@ def cron_calendar(value: str, what: str) -> str:
     raise ConfigError(f"{what} {value!r}: cron takes hourly, daily, weekly or '*-*-* HH:MM'")
 
 
-CRON_HEADER = ["SHELL=/bin/sh", "PATH=/usr/local/bin:/usr/bin:/bin"]
+CRON_HEADER = ["SHELL=/bin/sh", f"PATH={SYSTEM_PATH}"]
 
 
 def cron_jobs(plan: Plan, log_dir: Path = Path("/var/log")) -> list[str]:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+from agentc.files.procs import SYSTEM_PATH
+
 Out = TypeVar("Out", str, bytes)
 
 
@@ -26,7 +27,7 @@ def git_env(ssh_key: Path | None = None, known_hosts: Path | None = None) -> dic
     asks, and checks the remote's host key strictly against ``known_hosts`` (default: the
     account's ``~/.ssh/known_hosts``)."""
     env = {
-        "PATH": os.environ.get("PATH", DEFAULT_PATH),
+        "PATH": os.environ.get("PATH", SYSTEM_PATH),
         "HOME": os.environ.get("HOME", "/nonexistent"),
         "LANG": "C.UTF-8",
         "LC_ALL": "C",

@@ -13,6 +13,15 @@ from collections.abc import Callable
 from typing import IO
 
 PR_SET_PDEATHSIG = 1
+# The PATH a program run as another account, or by root, is given: the system's directories
+# only, never the caller's (which another user may have put a directory of theirs on).
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def system_env(**more: str) -> dict[str, str]:
+    """A minimal environment for a system tool: :data:`SYSTEM_PATH`, a UTF-8 C locale and
+    ``more``."""
+    return {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", **more}
 
 
 def start_detached(

@@ -26,12 +26,12 @@ from typing import Protocol
 
 from agentc.core.errors import ConfigError
 from agentc.files.locks import held
-from agentc.files.procs import run_check, start_detached
+from agentc.files.procs import run_check, start_detached, system_env
 from agentc.host import services
 from agentc.host.record import gid_of, uid_of
 from agentc.host.settings import HostSettings
 
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+ENV = system_env()
 START_SECONDS = 15.0
 STOP_SECONDS = 300.0
 

@@ -14,6 +14,7 @@ from typing import Literal
 from agentc.client.config import normalize_origin
 from agentc.client.errors import SetupRequired
 from agentc.core.errors import ConfigError
+from agentc.files.procs import SYSTEM_PATH
 from agentc.files.settings import (
     Settings,
     absolute_path,
@@ -35,7 +36,6 @@ from agentc.sandbox.limits import Limits
 DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
 Policy = Literal["fast-forward", "rebase", "merge"]
 POLICIES: tuple[Policy, ...] = ("fast-forward", "rebase", "merge")
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _BRANCH = re.compile(r"^[A-Za-z0-9._/-]{1,255}$")
 _CHECK_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -122,7 +122,7 @@ class IntegratorConfig(Settings):
     # The required checks (at least one: the empty default is refused) and their sandbox.
     checks: dict[str, CheckConfig] = setting(_checks, default_factory=dict)
     bubblewrap: Path = setting(absolute_path, default=Path("/usr/bin/bwrap"))
-    check_path: str = setting(_non_empty, default=DEFAULT_PATH)
+    check_path: str = setting(_non_empty, default=SYSTEM_PATH)
     masks: list[Path] = setting(absolute_paths, default_factory=list)
     expose: list[Path] = setting(absolute_paths, default_factory=list)
     log_tail_bytes: int = setting(integer(minimum=256, maximum=65536), default=4096)

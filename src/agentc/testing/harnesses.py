@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentc.files.procs import run_check
+from agentc.files.procs import SYSTEM_PATH, run_check
 from agentc.supervisor.harness import claude, codex, pi, registry
 from agentc.supervisor.harness import env as harness_env
 
@@ -27,7 +27,7 @@ BIN_DIR = Path(
 )
 
 _BASE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "PATH": SYSTEM_PATH,
     "LANG": "C.UTF-8",
     "TERM": "dumb",
     "NO_COLOR": "1",

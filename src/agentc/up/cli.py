@@ -26,6 +26,7 @@ from agentc.core.addresses import local_console_origin, new_local_console_origin
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.quiet import parse_window
 from agentc.files import exits
+from agentc.files.procs import SYSTEM_PATH
 from agentc.files.sockets import sun_path
 from agentc.up import bootstrap, configs, status
 from agentc.up.bootstrap import Options, program
@@ -84,7 +85,7 @@ def port_free(port: int) -> bool:
 
 def child_env() -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    path = os.environ.get("PATH", SYSTEM_PATH)
     env = {
         "PATH": f"{bin_dir}:{path}",
         "LANG": "C.UTF-8",

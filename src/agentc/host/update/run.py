@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, ConfigError
-from agentc.files.procs import run_check
+from agentc.files.procs import run_check, system_env
 from agentc.host.servicectl import Manager
 from agentc.host.settings import HostSettings
 from agentc.host.update import harness, install, release, state
@@ -35,7 +35,7 @@ from agentc.supervisor.config import SupervisorConfig
 
 EXIT_OK, EXIT_ROLLED_BACK, EXIT_NOT_ATTEMPTED = 0, 1, 2
 STEP_SECONDS = {"preflight": 1800.0, "check": 1800.0, "canary": 4 * 3600.0, "setup": 600.0}
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+ENV = system_env()
 
 
 class StepFailed(AgentcError):

@@ -32,6 +32,7 @@ from pathlib import Path
 from agentc.core.errors import SupervisorError
 from agentc.core.roles import role_slug
 from agentc.files import write_atomic
+from agentc.files.procs import system_env
 from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import agentsession, preflight
@@ -117,7 +118,7 @@ def run_as_role(
     if request.harness_args is not None:
         argv += ["--", *request.harness_args]
     home = config.resolved_state_dir() / role_slug(request.role)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home / "home")}
+    env = system_env(HOME=str(home / "home"))
     env.update(session.env())
     limits = LaunchLimits(config.limits, f"agentc-{request.launch_id}")
     try:

@@ -44,7 +44,7 @@ from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.secrets import verifier
 from agentc.files import load_toml, read_tail
 from agentc.files.locks import held
-from agentc.files.procs import start_detached
+from agentc.files.procs import SYSTEM_PATH, start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import root as launch_root
@@ -269,7 +269,7 @@ class PushHelper:
             if known_hosts is not None:
                 argv.append(f"--known-hosts={known_hosts}")
         env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "PATH": os.environ.get("PATH", SYSTEM_PATH),
             "LANG": "C.UTF-8",
             "HOME": str(self.work),
         }

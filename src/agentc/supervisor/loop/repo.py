@@ -25,13 +25,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
-from agentc.files.git import DEFAULT_PATH, Out, git_env, run_git
+from agentc.files.git import Out, git_env, run_git
+from agentc.files.procs import SYSTEM_PATH
 from agentc.supervisor.contracts import INSTRUCTION_FILES
 
 GIT_TIMEOUT = 300
 NO_PUSH = "agentc-no-push://publish-through-agent-coordinator"
 MAX_BLOB = 1 << 20
-SAFE_ENV = {**git_env(), "PATH": DEFAULT_PATH}  # the loop runs as root: a fixed PATH
+SAFE_ENV = {**git_env(), "PATH": SYSTEM_PATH}  # the loop runs as root: a fixed PATH
 
 
 def git(*args: str, cwd: Path | None = None) -> str:

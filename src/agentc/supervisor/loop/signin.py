@@ -31,7 +31,7 @@ from pathlib import Path
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import rfc3339
-from agentc.files.procs import run_check
+from agentc.files.procs import SYSTEM_PATH, run_check
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.harness import registry
@@ -99,7 +99,7 @@ def claude_signed_out(
                 launch_root.become(account)
 
         env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "PATH": SYSTEM_PATH,
             "LANG": "C.UTF-8",
             "HOME": home,
             "CLAUDE_CONFIG_DIR": f"{home}/.claude",
