@@ -40,12 +40,14 @@ _VOLATILE_LINES = re.compile(r"(?m)^(?:Chunk ID: [0-9a-f]+|Wall time: [0-9.]+ se
 
 @dataclass(frozen=True)
 class BreakerLimits:
-    same_request: int = 0
-    no_progress: int = 0
-    cache_storm_calls: int = 0
+    """The thresholds (0: that breaker is off); the defaults are ``[breakers]``'s."""
+
+    same_request: int = 5
+    no_progress: int = 3
+    cache_storm_calls: int = 4
     cache_storm_share: float = 0.2
     cache_established: float = 0.5
-    cache_min_prompt_tokens: int = 2048
+    cache_min_prompt_tokens: int = 4096
 
     @property
     def reads_body(self) -> bool:

@@ -43,15 +43,21 @@ class CapsConfig(Settings):
     day_usd: float | None = setting(optional(_USD), default=None)
 
 
+_BREAKERS = BreakerLimits()  # the one home of the breakers' defaults
+_SHARE = number(minimum=0, maximum=1)
+
+
 class BreakersConfig(Settings):
     """``[breakers]``: the loop breakers' thresholds (docs/gateway.md "Loop breakers"; 0: off)."""
 
-    same_request: int = setting(integer(minimum=0), default=5)
-    no_progress: int = setting(integer(minimum=0), default=3)
-    cache_storm_calls: int = setting(integer(minimum=0), default=4)
-    cache_storm_share: float = setting(number(minimum=0, maximum=1), default=0.2)
-    cache_established: float = setting(number(minimum=0, maximum=1), default=0.5)
-    cache_min_prompt_tokens: int = setting(integer(minimum=0), default=4096)
+    same_request: int = setting(integer(minimum=0), default=_BREAKERS.same_request)
+    no_progress: int = setting(integer(minimum=0), default=_BREAKERS.no_progress)
+    cache_storm_calls: int = setting(integer(minimum=0), default=_BREAKERS.cache_storm_calls)
+    cache_storm_share: float = setting(_SHARE, default=_BREAKERS.cache_storm_share)
+    cache_established: float = setting(_SHARE, default=_BREAKERS.cache_established)
+    cache_min_prompt_tokens: int = setting(
+        integer(minimum=0), default=_BREAKERS.cache_min_prompt_tokens
+    )
 
 
 class PriceConfig(Settings):
