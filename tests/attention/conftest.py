@@ -13,15 +13,24 @@ from tests.attention.kit import Receiver, Setup, receiver, set_up
 from tests.kit.live import LiveServer, live_server
 
 
-@pytest.fixture
-def server(sqlite_database: str, tmp_path: Path) -> Iterator[LiveServer]:
-    with live_server(sqlite_database, tmp_path) as found:
+@pytest.fixture(scope="package")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One coordinator for the package's tests: each sets up a project of its own."""
+    root = tmp_path_factory.mktemp("coordinator")
+    with live_server(str(root / "coordinator.sqlite3"), root) as found:
         yield found
 
 
 @pytest.fixture
 def setup(server: LiveServer, tmp_path: Path) -> Setup:
     return set_up(server, tmp_path)
+
+
+@pytest.fixture
+def lone_setup(sqlite_database: str, tmp_path: Path) -> Iterator[Setup]:
+    """A set-up on a coordinator of the test's own, for a test that stops it."""
+    with live_server(sqlite_database, tmp_path) as found:
+        yield set_up(found, tmp_path)
 
 
 @pytest.fixture

@@ -85,8 +85,9 @@ def test_an_unreachable_destination_exits_7(setup: Setup, tmp_path: Path) -> Non
 
 
 def test_the_coordinator_stopped_pages_and_leaves_its_checks_alone(
-    setup: Setup, ntfy: Receiver, hook: Receiver, tmp_path: Path
+    lone_setup: Setup, ntfy: Receiver, hook: Receiver, tmp_path: Path
 ) -> None:
+    setup = lone_setup
     beat = setup.beat(tmp_path / "heartbeat.json")
     config = _config(setup, ntfy, hook, beat, neglect_days=3)
     assert attention(config, "check").returncode == 0

@@ -19,15 +19,16 @@ from agentc.attention import watch
 from agentc.attention.config import AttentionConfig
 from agentc.core.rules import rfc3339
 from tests.attention.kit import Setup, claimed, new_task, set_review_mode, submit_code
-from tests.kit.live import LiveServer, start_server
+from tests.kit.live import start_server
 
 STEP_MS = 10 * 60_000
 STEPS = 96  # 16 hours
 
 
 def test_each_fault_is_paged_once_and_noted_recovered_once(
-    setup: Setup, server: LiveServer, sqlite_database: str, tmp_path: Path
+    lone_setup: Setup, sqlite_database: str, tmp_path: Path
 ) -> None:
+    setup, server = lone_setup, lone_setup.server  # a coordinator of its own: it is restarted
     set_review_mode(server, setup.project_id, "none")
     task = new_task(server, setup.project_id, "waits behind the target")
     with claimed(server, setup.project_id, task) as (agent, attempt):
