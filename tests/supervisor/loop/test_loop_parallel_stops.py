@@ -1,7 +1,7 @@
 """Stopping a loop with several launches running (issue 33), on SQLite and PostgreSQL: a
 drain stops and releases each once; the kill switch and quiet hours (SQLite only) hold new
-claims while the running launches finish; after ``kill -9`` of the loop with three live launches, every launch
-died with it and the next loop settles each exactly once."""
+claims while the running launches finish; after ``kill -9`` of the loop with three live
+launches, every launch died with it and the next loop settles each exactly once."""
 
 from __future__ import annotations
 
