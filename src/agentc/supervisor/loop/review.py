@@ -29,6 +29,7 @@ signed out when it ends (:mod:`.verification`); a failed sign-in releases the re
 from __future__ import annotations
 
 import dataclasses
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,7 +78,9 @@ class Reviewing(Loop, Protocol):
     reviewer: coordinator.Binding | None
     started: set[str]  # the work this poll started (a task, a review activity): never twice
 
-    def review_client(self, binding: coordinator.Binding | None = None) -> Any: ...
+    def review_client(
+        self, binding: coordinator.Binding | None = None
+    ) -> AbstractContextManager[Agent]: ...
 
     def reviewer_of(self, project: str) -> coordinator.Binding: ...
 

@@ -24,9 +24,11 @@ import functools
 import signal
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from agentc.client.ops import Agent
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.roles import Role, role_slug
 from agentc.files import UnsafeFile
@@ -206,7 +208,7 @@ class Loop:
             self.costs_retry_at = 0
         return summary
 
-    def _cost_client(self, reviewing: bool, project: str) -> Any:
+    def _cost_client(self, reviewing: bool, project: str) -> AbstractContextManager[Agent]:
         """The client reporting a project's rows: the reviewer's or the implementer's, of the
         binding serving the project (else the main one)."""
         try:
@@ -387,7 +389,7 @@ class Loop:
             )
         return None
 
-    def client(self, binding: coordinator.Binding | None = None) -> Any:
+    def client(self, binding: coordinator.Binding | None = None) -> AbstractContextManager[Agent]:
         """The loop's own client (``next``, reads) for ``binding`` (none: the main one)."""
         if binding is None or binding is self.binding:
             return coordinator.session_client(
@@ -397,7 +399,9 @@ class Loop:
             binding, self.records.root / "client-canary", LOOP_SESSION
         )
 
-    def review_client(self, binding: coordinator.Binding | None = None) -> Any:
+    def review_client(
+        self, binding: coordinator.Binding | None = None
+    ) -> AbstractContextManager[Agent]:
         """The reviewer's client without a session (``next``, reads) for ``binding`` (none:
         the reviewer's project); a review claims in a fresh session of its own."""
         assert self.reviewer is not None
