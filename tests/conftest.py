@@ -51,6 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after the conftests that add the marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The long tests first (a stable sort keeps the rest in order), so that in a parallel run
+    # they start early rather than leave one worker running a long test alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason=ROOT_SKIP_REASON)

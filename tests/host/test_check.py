@@ -16,7 +16,7 @@ import pytest
 from tests.host.kit import host, tree
 from tests.host.real import RealHost, real_host
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

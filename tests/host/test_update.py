@@ -26,7 +26,8 @@ from tests.client.kit import admin_project, issue_token
 from tests.host.update_kit import UpdateHost, update_host
 from tests.kit.live import LiveServer
 
-pytestmark = pytest.mark.root
+# One host for the module's tests, in order: one worker runs them all (xdist_group).
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.xdist_group("host-update")]
 
 
 @pytest.fixture(scope="module")

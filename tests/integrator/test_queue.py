@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.client.kit import admin_get, git, issue_token, workspace
 from tests.integrator.kit import PASS, Setup, commit, make_setup
@@ -74,6 +75,7 @@ def _implement_and_approve(s: Setup, job: dict[str, Any]) -> None:
     _cli(job["reviewer"], "reviews", "decide", "--input", "-", stdin=json.dumps(verdict))
 
 
+@pytest.mark.slow
 def test_submissions_arriving_at_once_land_in_approval_order(database: str, tmp_path: Path) -> None:
     (tmp_path / "coordinator").mkdir()
     with live_server(database, tmp_path / "coordinator") as live:

@@ -39,7 +39,7 @@ from tests.scale.kit import Host, restart_pg
 from tests.supervisor.kit import make_kit
 from tests.supervisor.loop.kit import LoopKit, agent_run, ledger_call, write_agent
 
-pytestmark = [pytest.mark.root, pytest.mark.postgres]
+pytestmark = [pytest.mark.root, pytest.mark.postgres, pytest.mark.slow]
 
 KEEP = "for h in {0}/h*; do cp -r $h/kit/state/loop {1}/$(basename $h)-loop; done"
 TASKS = 12

@@ -48,6 +48,7 @@ def target(
     service.close()
 
 
+@pytest.mark.slow
 def test_no_server_errors(target: Target) -> None:
     """Every operation, with data that fits the schema and data that does not."""
     # Under the name the service answers at (it refuses any other Host, "testserver" too).

@@ -16,7 +16,7 @@ import pytest
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, stop, wait_for
 
-pytestmark = pytest.mark.root  # a throwaway user needs root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # a throwaway user needs root
 
 
 @pytest.fixture

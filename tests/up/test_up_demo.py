@@ -22,7 +22,7 @@ from agentc.egress.egress_policy import launch_line
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, free_port, git_log, processes_of, stop, wait_for
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture

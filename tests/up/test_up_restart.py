@@ -25,7 +25,7 @@ from agentc.up.sample import plan_description
 from tests.supervisor.kit import create_user, delete_user
 from tests.up.kit import Runner, admin_client, file_task, free_port, processes_of, stop, wait_for
 
-pytestmark = pytest.mark.root  # a throwaway user needs root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # a throwaway user needs root
 
 # A test the example agent's change adds and every later run of the repository's tests runs:
 # it keeps the implementer's launch running for a few seconds, long enough to be killed in.

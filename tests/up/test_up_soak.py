@@ -15,7 +15,7 @@ import pytest
 from tests.up.kit import processes_of
 from tests.up.soak import Pace, Soak, problems
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def test_left_alone_with_faults_it_pages_each_once_and_lands_every_task(tmp_path: Path) -> None:

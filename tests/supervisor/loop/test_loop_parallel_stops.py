@@ -101,6 +101,7 @@ def test_the_kill_switch_holds_new_claims_while_running_launches_finish(
 # On SQLite only: the window is the loop's own rule, read from its clock; the kill switch's
 # test above holds new claims the same way against both backends.
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+@pytest.mark.slow
 def test_quiet_hours_hold_new_claims_while_running_launches_finish(
     live: LiveServer, admin: httpx.Client, short_tmp: Path
 ) -> None:
