@@ -26,8 +26,8 @@ from tests.client.kit import admin_project, issue_token
 from tests.host.update_kit import UpdateHost, update_host
 from tests.kit.live import LiveServer
 
-# One host for the module's tests, in order: one worker runs them all (xdist_group).
-pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.xdist_group("host-update")]
+# One host for the module's tests, in order (scripts/test keeps a module on one worker).
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
