@@ -50,7 +50,7 @@ from agentc.core.model import Access, CredentialClass, PrincipalKind, PrincipalR
 from agentc.service.api import mutation  # noqa: E402
 from agentc.service.auth import Presented  # noqa: E402
 from agentc.service.ops import Runtime  # noqa: E402
-from agentc.service.schemas import CheckpointIn, ClaimIn, GenerationIn, ReleaseIn  # noqa: E402
+from agentc.service.schemas import CheckpointIn, ClaimIn, ReleaseIn, RenewIn  # noqa: E402
 from agentc.service.serving import settle_heap  # noqa: E402
 from agentc.service.settings import ServerSettings  # noqa: E402
 from agentc.service.work import leases  # noqa: E402
@@ -186,7 +186,7 @@ async def direct(
             await write(
                 creds,
                 base + "/renew",
-                GenerationIn(generation=gen),
+                RenewIn(generation=gen),
                 lambda op, b, aid=aid: leases.renew(op, pid, aid, b),
             )
             await write(
