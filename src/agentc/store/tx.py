@@ -64,7 +64,7 @@ class Tx:
             return
         digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
         run(self.conn, "SELECT pg_advisory_xact_lock(:k)", k=int.from_bytes(digest, signed=True))
-        self.now = max(self.now, self._clock())
+        self._locked()
 
     def lock(self, row: type[RowT], key: str, *, skip_locked: bool = False) -> RowT | None:
         """Read one row of row's table by its key for update (see `lock_one`)."""
@@ -88,8 +88,12 @@ class Tx:
             sql += " SKIP LOCKED" if skip_locked else ""
         found = fetch_one(self.conn, sql, make, **params)
         if self.is_postgres:
-            self.now = max(self.now, self._clock())
+            self._locked()
         return found
+
+    def _locked(self) -> None:
+        """After a lock was granted (it may have waited): the service time read again."""
+        self.now = max(self.now, self._clock())
 
 
 class Executor:

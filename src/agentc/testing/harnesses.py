@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentc.files.procs import SYSTEM_PATH, run_check
+from agentc.files.procs import run_check, system_env
 from agentc.supervisor.harness import claude, codex, pi, registry
 from agentc.supervisor.harness import env as harness_env
 
@@ -27,8 +27,7 @@ BIN_DIR = Path(
 )
 
 _BASE_ENV = {
-    "PATH": SYSTEM_PATH,
-    "LANG": "C.UTF-8",
+    **system_env(),
     "TERM": "dumb",
     "NO_COLOR": "1",
     # No updater, telemetry, error reports or version checks (the launch uses the same set).

@@ -31,7 +31,7 @@ from pathlib import Path
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import rfc3339
-from agentc.files.procs import SYSTEM_PATH, run_check
+from agentc.files.procs import run_check, system_env
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.harness import registry
@@ -98,15 +98,13 @@ def claude_signed_out(
                 reaper.child_setup()
                 launch_root.become(account)
 
-        env = {
-            "PATH": SYSTEM_PATH,
-            "LANG": "C.UTF-8",
-            "HOME": home,
-            "CLAUDE_CONFIG_DIR": f"{home}/.claude",
-            "CLAUDE_CODE_OAUTH_TOKEN": token,
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-        }
+        env = system_env(
+            HOME=home,
+            CLAUDE_CONFIG_DIR=f"{home}/.claude",
+            CLAUDE_CODE_OAUTH_TOKEN=token,
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+        )
         try:
             done = run_check(
                 [str(program), "auth", "status", "--json"],
