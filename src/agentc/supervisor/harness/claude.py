@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentc.core.verdict import VERDICT_SCHEMA
 from agentc.supervisor.harness.base import Adapter, LaunchRequest
 from agentc.supervisor.harness.env import HarnessSetup, ModelEndpoint, root_url
 from agentc.supervisor.harness.stream import (
@@ -33,7 +34,6 @@ from agentc.supervisor.harness.stream import (
     table,
 )
 from agentc.supervisor.launch.candidate_shell import SCRIPT
-from agentc.supervisor.review.verdict import VERDICT_SCHEMA
 
 if TYPE_CHECKING:
     from agentc.supervisor.launch.rundir import RunLayout

@@ -15,7 +15,7 @@ reviewer contract with the criteria and the submission as quoted data.
 The reviewer launch (role ``reviewer``) has no coordinator access: the loop renews the review's
 lease while the reviewer runs, stops it after ``review_minutes``, reads its verdict (Claude: the
 final result's structured output; ``command:``: its last non-empty stdout line), checks it
-(:func:`agentc.supervisor.review.check_verdict`) and posts it, or releases the review saying why.
+(:func:`agentc.core.verdict.check_verdict`) and posts it, or releases the review saying why.
 In host mode the run and clone are handed to the reviewer account before the launch, which
 runs as that account (:mod:`.hostlaunch`). Failed verdicts count per submission in
 ``<state>/loop/review-strikes.json``; after ``review_attempts`` in a row the submission is
@@ -36,6 +36,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
+from agentc.core.verdict import (
+    Verdict,
+    VerdictError,
+    check_verdict,
+    release_summary,
+    review_body,
+    verdict_from_text,
+)
 from agentc.files import read_tail
 from agentc.supervisor.contracts import reviewer_prompt
 from agentc.supervisor.harness.events import summarize
@@ -56,14 +64,6 @@ from agentc.supervisor.loop import (
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
 from agentc.supervisor.loop.records import LaunchRecord
 from agentc.supervisor.loop.workers import Worker
-from agentc.supervisor.review import (
-    Verdict,
-    VerdictError,
-    check_verdict,
-    release_summary,
-    review_body,
-    verdict_from_text,
-)
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent

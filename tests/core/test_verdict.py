@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentc.core.wire import Finding, Review
-from agentc.supervisor.harness.events import summarize
-from agentc.supervisor.review import (
+from agentc.core.verdict import (
     VERDICT_SCHEMA,
     VerdictError,
     check_verdict,
@@ -19,6 +17,8 @@ from agentc.supervisor.review import (
     review_body,
     verdict_from_text,
 )
+from agentc.core.wire import Finding, Review
+from agentc.supervisor.harness.events import summarize
 
 CRITERIA = ["The CLI prints the version", "Tests cover the flag"]
 
