@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agentc.push.helper import read_events
 from agentc.push.protocol import NOT_LAUNCH, Refused, publish
-from agentc.supervisor.loop.push import read_events
 from tests.push.kit import (
     LAUNCH,
     TASK,

@@ -7,6 +7,7 @@ have written (:mod:`agentc.files.regular`), replacing a file atomically and dura
 file with one error format (:mod:`agentc.files.toml`), declaring a program's settings with one
 check and one default per key (:mod:`agentc.files.settings`), starting a program apart
 from its starter with its output in a log (:mod:`agentc.files.procs`; ``core`` does no I/O),
+host mode's account rules and the switch to an account (:mod:`agentc.files.accounts`),
 and Unix sockets of any path length and their peers' accounts (:mod:`agentc.files.sockets`).
 This package imports nothing else of agentc but :mod:`agentc.core`, so the client, the service,
 the supervisor and the helpers may all use it.

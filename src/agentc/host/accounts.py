@@ -4,7 +4,7 @@
 An account setup makes is a system account with a group of its own, no login shell and no home
 made (a role's home is its ``<state>/<role>/home``, which setup lays out). An account that
 already exists is used only if host mode would accept it
-(:func:`agentc.supervisor.launch.preflight_host.named_account_problems`) and it has no login
+(:func:`agentc.files.accounts.named_account_problems`) and it has no login
 shell; setup never changes an account it did not make, and ``--uninstall`` retires only those it
 made: every process running under it is killed, its crontab and its files in the shared
 temporary directories are removed (a symlink itself, never its target), then the account and
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from agentc.core.errors import ConfigError
+from agentc.files.accounts import named_account_problems
 from agentc.files.procs import run_check
 from agentc.host.plan import Account
-from agentc.supervisor.launch.preflight_host import named_account_problems
 
 NO_LOGIN = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false")
 SHARED_TEMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # noqa: S108

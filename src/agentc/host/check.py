@@ -34,8 +34,10 @@ from typing import Any
 
 from agentc.core.roles import ROLES, role_slug
 from agentc.files import write_atomic
+from agentc.files.accounts import become, named_account_problems, unprivileged_account
 from agentc.host.probe import PROBE
 from agentc.host.settings import HostSettings
+from agentc.push.helper import PushHelper
 from agentc.push.protocol import NOT_LAUNCH
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight_host
@@ -43,7 +45,6 @@ from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import hostlaunch
-from agentc.supervisor.loop.push import PushHelper
 
 DUMMY = "agentc-check-dummy-token-"
 DONE_SECONDS = 180.0
@@ -108,7 +109,7 @@ class Suite:
                     ("reviewer", self.config.reviewer_user),
                     ("push helper", self.config.push_helper.user),
                     ("egress proxy", names.egress)]  # fmt: skip
-        found = preflight_host.named_account_problems(accounts)
+        found = named_account_problems(accounts)
         self.add("host: the role, push and egress accounts are fit", "; ".join(found) or None)
         layout = [
             p for r in ROLES for p in preflight_host.layout_problems(self.config, self.state, r)
@@ -184,7 +185,7 @@ class Suite:
         """A process of ``account`` outside any launch (alive: checked)."""
         proc = subprocess.Popen(
             ["sleep", "600"], cwd="/", env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
-            preexec_fn=lambda: launch_root.become(account),
+            preexec_fn=lambda: become(account),
         )  # fmt: skip
         self.undo.append(lambda: _end(proc))
         os.kill(proc.pid, 0)
@@ -279,7 +280,7 @@ class Suite:
             sweep = self.state / "push" / ".sweep"  # the helper's lock, the loop's from now on
             if not sweep.exists():
                 self.undo.append(_unlinker(sweep))
-            push = launch_root.unprivileged_account(self.config.push_helper.user, "push account")
+            push = unprivileged_account(self.config.push_helper.user, "push account")
             helper = PushHelper.prepare(self.state, launch_id, group=account.pw_gid, account=push)
             self.undo.append(helper.stop)
         access = CoordinatorAccess(
@@ -379,7 +380,7 @@ class Suite:
         done = subprocess.run(
             [str(self.settings.python), "-I", "-c", code, str(path)], capture_output=True,
             text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"},
-            preexec_fn=lambda: launch_root.become(account),
+            preexec_fn=lambda: become(account),
         )  # fmt: skip
         return (done.stdout + done.stderr).strip()[:300]
 

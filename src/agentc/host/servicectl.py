@@ -2,7 +2,7 @@
 
 ``service`` takes the service's lock (``<run>/agentc-host/<name>.lock``; held by another
 process: it is running, exit 0 quietly), makes its runtime directory (never through a symlink),
-switches to its account (:func:`agentc.supervisor.launch.root.become`: no supplementary groups)
+switches to its account (:func:`agentc.files.accounts.become`: no supplementary groups)
 and execs the program, which keeps the lock for its life. Under systemd the unit runs it; under
 cron a line runs it every minute.
 
@@ -74,7 +74,7 @@ def serve(settings: HostSettings, name: str) -> int:
     os.set_inheritable(fd, True)  # the program holds the lock for its life
     env = dict(ENV, HOME="/")
     if service.user is not None:
-        from agentc.supervisor.launch.root import become, unprivileged_account
+        from agentc.files.accounts import become, unprivileged_account
 
         become(unprivileged_account(service.user, f"the {name} service's account"))
     else:

@@ -9,6 +9,8 @@ Modules: :mod:`~agentc.push.protocol` (wire shapes and the client, the standard 
 but for :mod:`agentc.files.sockets`),
 :mod:`~agentc.push.peer` (who is connecting), :mod:`~agentc.push.refs`, :mod:`~agentc.push.scan`,
 :mod:`~agentc.push.repo` (git), :mod:`~agentc.push.publisher` (one request's decision),
-:mod:`~agentc.push.server` (the socket) and :mod:`~agentc.push.cli`. The package imports only
-:mod:`agentc.core` and :mod:`agentc.files` of the rest of agentc.
+:mod:`~agentc.push.server` (the socket), :mod:`~agentc.push.cli` and
+:mod:`~agentc.push.helper` (starting one launch's helper: its directory, its process, its
+record of pushes; the supervisor's loop and ``agentc-host check`` start it so). The package
+imports only :mod:`agentc.core` and :mod:`agentc.files` of the rest of agentc.
 """

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import write_atomic
+from agentc.files.accounts import become
 from agentc.files.procs import run_check
 from agentc.files.toml import toml_key, toml_string
 from agentc.host.settings import HostSettings
@@ -157,7 +158,7 @@ def stage(updater: Updater, name: str, pin: str, source: Path) -> Path:
     try:
         done = run_check([str(staged), "--version"], env={"PATH": "/usr/bin:/bin"},
                          timeout=VERSION_SECONDS,
-                         preexec_fn=lambda: launch_root.become(account))  # fmt: skip
+                         preexec_fn=lambda: become(account))  # fmt: skip
         said = (done.stdout + done.stderr).strip()
     except OSError as exc:
         said = f"could not run ({exc})"

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import grp
 import os
 import pwd
 import shutil
 import socket
-import subprocess
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,13 +25,12 @@ from typing import TYPE_CHECKING
 
 from agentc.core.errors import AgentcError
 from agentc.core.roles import Role
-from agentc.files.procs import run_check
+from agentc.files.accounts import PUSH_HELPER, ROLE_ACCOUNT_FIX, become, named_account_problems
 from agentc.files.sockets import sun_path
 from agentc.sandbox import limits, seccomp
 from agentc.supervisor.harness import registry
 from agentc.supervisor.launch import plan as launch_plan
 from agentc.supervisor.launch import preflight
-from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch.request import ROLES, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
 
@@ -54,8 +51,7 @@ FIXES: tuple[tuple[str, str], ...] = (
     ("memfd", "run a kernel with memfd sealing (Linux 3.17 or newer)"),
     ("cannot be exported", "run a kernel with memfd_create (Linux 3.17 or newer)"),
     ("libseccomp", "install libseccomp2 (apt-get install libseccomp2)"),
-    ("role account", "create the role accounts (docs/operator-guide.md), or set mode = "
-     "'personal'"),
+    ("role account", ROLE_ACCOUNT_FIX),
     ("token", "write the role's claude-token as docs/operator-guide.md says, or set "
      "token_in_env = false"),
 )  # fmt: skip
@@ -101,14 +97,6 @@ _LIMITS_FIX = (
 )
 
 
-# Groups whose members administer the host (sudo's defaults on Debian, Red Hat and Arch).
-ADMIN_GROUPS = ("root", "sudo", "wheel", "admin", "adm", "docker", "lxd", "disk", "shadow")
-SUDO = Path("/usr/bin/sudo")
-
-
-PUSH_HELPER = "push helper"
-
-
 def account_problems(
     config: SupervisorConfig, roles: Iterable[Role], *, push_helper: bool = False
 ) -> list[str]:
@@ -119,75 +107,6 @@ def account_problems(
     if push_helper:
         accounts.append((PUSH_HELPER, config.push_helper.user))
     return named_account_problems(accounts)
-
-
-def named_account_problems(
-    accounts: Iterable[tuple[str, str]], *, missing_ok: bool = False
-) -> list[str]:
-    """The host-mode account rules for each ``(who, account name)``: it exists (unless
-    ``missing_ok``: ``agentc-host setup`` makes the missing ones), is not root, shares no uid
-    with another of them, is in no administering group and gets nothing from sudo."""
-    problems: list[str] = []
-    seen: dict[int, str] = {}
-    for who, name in accounts:
-        try:
-            account = pwd.getpwnam(name)
-        except KeyError:
-            if missing_ok:
-                continue
-            if who == PUSH_HELPER:
-                problems.append(
-                    with_fix(f"the push helper's account {name} does not exist",
-                             f"create it (useradd --system --user-group --no-create-home "
-                             f"--shell /usr/sbin/nologin {name}; docs/operator-guide.md), or "
-                             "set [push_helper] user")
-                )  # fmt: skip
-            else:
-                problems.append(with_fix(f"role account {name} does not exist"))
-            continue
-        fix = f"use an unprivileged system account of its own for the {who} (userdel {name})"
-        if account.pw_uid == 0 or account.pw_gid == 0:
-            problems.append(with_fix(f"the {who}'s account {name} is root (uid or group 0)", fix))
-        if account.pw_uid in seen:
-            problems.append(
-                with_fix(f"the {who}'s account {name} shares uid {account.pw_uid} with "
-                         f"{seen[account.pw_uid]}", fix)
-            )  # fmt: skip
-        seen[account.pw_uid] = name
-        groups = sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
-        groups += [g.gr_name for g in grp.getgrall() if g.gr_gid == account.pw_gid]
-        admin = sorted({g for g in groups if g in ADMIN_GROUPS})
-        if admin:
-            problems.append(
-                with_fix(f"the {who}'s account {name} is in the group {', '.join(admin)}",
-                         f"gpasswd -d {name} <group>")
-            )  # fmt: skip
-        granted = sudo_grant(name)
-        if granted:
-            problems.append(
-                with_fix(f"the {who}'s account {name} may use sudo ({granted})",
-                         f"remove {name} from /etc/sudoers and /etc/sudoers.d")
-            )  # fmt: skip
-    return problems
-
-
-def sudo_grant(name: str) -> str | None:
-    """What ``sudo -l`` lets ``name`` run (asked as root; None when nothing, when sudo is not
-    installed, or when this process is not root and cannot ask)."""
-    if os.geteuid() != 0 or not SUDO.exists():
-        return None
-    try:
-        result = run_check(
-            [str(SUDO), "-n", "-l", "-U", name],
-            env={"PATH": "/usr/bin:/bin", "LANG": "C"},
-            timeout=CONNECT_SECONDS * 5,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"sudo -l failed: {exc}"
-    out = result.stdout.strip()
-    if result.returncode != 0 or "not allowed" in out or "may run" not in out:
-        return None
-    return " ".join(out.splitlines()[-1].split())[:200]
 
 
 def filter_problems() -> list[str]:
@@ -363,7 +282,7 @@ def _launch(
     if pid == 0:  # the role account's launch; never returns
         code = 1
         try:
-            launch_root.become(account)
+            become(account)
             code = 0 if _execute(quiet, request) is None else 3
         finally:
             os._exit(code)

@@ -44,7 +44,7 @@ class CoordinatorAccess:
     """How the agent CLI inside a launch reaches its coordinator with no flags: the session the
     loop opened and claimed in (its state copied to ``$RUN/state/coordinator``), the loop's
     copy of the repository binding (read-only inside the launch), and the socket of the
-    launch's candidate push helper (supervisor/loop/push.py)."""
+    launch's candidate push helper (push/helper.py)."""
 
     session: str
     repo_config: Path

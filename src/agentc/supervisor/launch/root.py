@@ -32,6 +32,7 @@ from pathlib import Path
 from agentc.core.errors import SupervisorError
 from agentc.core.roles import role_slug
 from agentc.files import write_atomic
+from agentc.files.accounts import become, unprivileged_account
 from agentc.files.procs import system_env
 from agentc.sandbox.limits import LaunchLimits
 from agentc.supervisor.config import SupervisorConfig
@@ -64,32 +65,12 @@ def role_account(config: SupervisorConfig, role: str) -> pwd.struct_passwd:
     return unprivileged_account(config.role_user(role), "role account")
 
 
-def unprivileged_account(name: str, what: str) -> pwd.struct_passwd:
-    """The account ``name`` a child becomes (a role's, the push helper's), which must exist and
-    must not be root: neither uid 0 nor group 0, the rule the host preflight checks too. Errors
-    call it ``what``."""
-    try:
-        account = pwd.getpwnam(name)
-    except KeyError:
-        raise SupervisorError(f"{what} {name} does not exist") from None
-    if account.pw_uid == 0 or account.pw_gid == 0:
-        raise SupervisorError(f"{what} {name} must not be root")
-    return account
-
-
-def become(account: pwd.struct_passwd, limits: LaunchLimits | None = None) -> None:
-    """In a child of root: join the launch's cgroup and take its rlimits (``limits``), then
-    become ``account`` for good: no supplementary groups, its primary group, its uid.
-
-    The one account switch of host mode: ``launch-root``'s child, the loop's launches
-    (:mod:`agentc.supervisor.loop.hostlaunch`) and the host preflight's version launches."""
-    if limits is not None:
-        limits.enter()  # the cgroup and the rlimits, before the uid switch
-    os.setgroups([])
-    os.setgid(account.pw_gid)
-    os.setuid(account.pw_uid)
-    if os.getuid() != account.pw_uid or os.geteuid() != account.pw_uid or os.getgroups():
-        raise SupervisorError(f"could not become {account.pw_name}")
+def push_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
+    """Host mode's push account (``[push_helper] user``), which must exist and must not be
+    root; None in personal mode (the helper runs as the loop's user)."""
+    if config.mode != "host":
+        return None
+    return unprivileged_account(config.push_helper.user, "the push helper's account")
 
 
 def run_as_role(
@@ -141,7 +122,8 @@ def _run_child(
     """Run ``argv`` as ``account`` inside the launch's cgroup (joined while still root)."""
 
     def become_role() -> None:
-        become(account, limits)
+        limits.enter()  # the cgroup and the rlimits, before the uid switch
+        become(account)
 
     proc = subprocess.Popen(argv, env=env, cwd="/", close_fds=True, preexec_fn=become_role)
     try:

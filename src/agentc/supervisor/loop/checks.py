@@ -13,11 +13,12 @@ from agentc.core.errors import ConfigError, SupervisorError
 from agentc.core.roles import ROLES, Role, role_slug
 from agentc.files import UnsafeFile, read_private
 from agentc.files.paths import within
+from agentc.push import helper as push
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch.plan import reviewer_refusal
-from agentc.supervisor.loop import coordinator, push, verification
+from agentc.supervisor.loop import coordinator, verification
 from agentc.supervisor.loop import setup as project_setup
 
 
@@ -81,7 +82,7 @@ def push_key_checks(config: SupervisorConfig) -> None:
     if key is None:
         return
     try:
-        account = push.helper_account(config) or pwd.getpwuid(os.getuid())
+        account = launch_root.push_account(config) or pwd.getpwuid(os.getuid())
     except SupervisorError:
         return  # host_checks named the missing account
     problems = push.key_problems(key, account)

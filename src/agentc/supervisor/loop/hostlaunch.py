@@ -4,7 +4,7 @@ The loop runs as root. Before a launch it hands the fresh run and clone it made 
 has written them) to the role account (:func:`hand_over`, never following a link), and makes
 the launch's cgroup as root. :func:`start` then forks: the child leads a process group of its
 own, joins the cgroup and becomes the role account with
-:func:`agentc.supervisor.launch.root.become` (``launch-root``'s account switch), and runs the
+:func:`agentc.files.accounts.become` (``launch-root``'s account switch), and runs the
 launch as ``agentc-supervisor launch`` does under ``launch-root``: the plan (which checks the
 account), the launch preflight, the run's private trees and markers, the sandbox, the reaping
 and the terminal record, all as the role. No interpreter starts: the child is a fork of the
@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.files.accounts import become
 from agentc.files.procs import dies_with
 from agentc.sandbox import reaper
 from agentc.sandbox.limits import LaunchLimits
@@ -241,7 +242,8 @@ def _child(
         os.setpgid(0, 0)  # the loop drains the launch with one signal to this group
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
-        launch_root.become(account, limits)
+        limits.enter()  # the cgroup and the rlimits, before the uid switch
+        become(account)
         # After the switch (which clears it): the launch dies with its loop, as a personal-mode
         # launch does (SIGTERM: the sandbox is killed and the run still ends recorded).
         if not dies_with(loop_pid, signal.SIGTERM):

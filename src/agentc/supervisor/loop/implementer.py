@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from agentc.core import secrets
 from agentc.core.errors import AgentcError
+from agentc.push import helper as push
+from agentc.push.helper import PushHelper, token_digests
 from agentc.supervisor.contracts import implementer_prompt
 from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.request import CoordinatorAccess
 from agentc.supervisor.launch.rundir import RunLayout
-from agentc.supervisor.loop import artifacts, coordinator, feedback, hostlaunch, push, repo
+from agentc.supervisor.loop import artifacts, coordinator, feedback, hostlaunch, repo
 from agentc.supervisor.loop import setup as project_setup
 from agentc.supervisor.loop.gates import Progress, drain_reason
 from agentc.supervisor.loop.launching import Lease, LeasedLaunch, Loop, log, record_run
-from agentc.supervisor.loop.push import PushHelper, token_digests
 from agentc.supervisor.loop.records import LaunchRecord
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ class ImplementerLaunch(LeasedLaunch):
     def _start(self, attempt: dict[str, Any], url: str, group: int | None) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         self.push = PushHelper.prepare(
-            loop.state, self.launch_id, group=group, account=push.helper_account(loop.config)
+            loop.state, self.launch_id, group=group, account=launch_root.push_account(loop.config)
         )
         access = CoordinatorAccess(
             session=self.launch_id,

@@ -31,6 +31,7 @@ from pathlib import Path
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import rfc3339
+from agentc.files.accounts import become
 from agentc.files.procs import run_check, system_env
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
@@ -96,7 +97,7 @@ def claude_signed_out(
 
             def child() -> None:
                 reaper.child_setup()
-                launch_root.become(account)
+                become(account)
 
         env = system_env(
             HOME=home,

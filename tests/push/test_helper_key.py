@@ -6,7 +6,7 @@ import os
 import pwd
 from pathlib import Path
 
-from agentc.supervisor.loop import push
+from agentc.push import helper as push
 
 
 def test_a_key_only_its_account_can_read_is_accepted_and_any_other_is_named(

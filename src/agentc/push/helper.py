@@ -1,4 +1,8 @@
-"""The candidate push helper of one implementer launch (``agentc-push``, docs/push.md).
+"""Starting the candidate push helper of one implementer launch (``agentc-push``, docs/push.md).
+
+The supervisor's loop starts one beside each implementer launch, and ``agentc-host check``
+beside its containment launch, through this module: the helper's own package holds the flags
+it is started with, the directory it serves from and the record of pushes it writes.
 
 The launch holds no push credential. Before it starts, the loop makes a per-launch directory
 ``<state>/push/<id>/`` (always under the state root, never in a shared directory such as
@@ -12,7 +16,7 @@ In host mode (the loop is root) the base and ``<id>/`` are root 0711, ``sock/`` 
 account's with the implementer's group, 2750 (the socket, 0660, takes that group: only the
 push account, the implementer account and root reach it), ``work/`` the push account's 0700,
 and the helper runs as the push account (``[push_helper] user``), switched with
-:func:`agentc.supervisor.launch.root.become`. Once the sandbox runs, the loop starts the helper
+:func:`agentc.files.accounts.become`. Once the sandbox runs, the loop starts the helper
 with only PATH, LANG and HOME (and PYTHONPATH when agentc runs from a source tree), serving
 that socket for that launch's processes alone (its ``--parent-pid`` is the sandbox's root) and
 refusing a push that carries the launch's coordinator token (matched by digest, in every
@@ -43,11 +47,10 @@ from typing import Any
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.secrets import verifier
 from agentc.files import load_toml, read_tail
+from agentc.files.accounts import become
 from agentc.files.locks import held
 from agentc.files.procs import SYSTEM_PATH, start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
-from agentc.supervisor.config import SupervisorConfig
-from agentc.supervisor.launch import root as launch_root
 
 STOP_SECONDS = 5.0
 SOCKET_NAME = "s"
@@ -107,14 +110,6 @@ def token_digests(credential_file: Path) -> list[str]:
     entries = data.get("credentials", [])
     tokens = [e.get("token") for e in entries if isinstance(e, dict)]
     return [verifier(t) for t in tokens if isinstance(t, str) and t]
-
-
-def helper_account(config: SupervisorConfig) -> pwd.struct_passwd | None:
-    """Host mode's push account (``[push_helper] user``), which must exist and must not be
-    root; None in personal mode (the helper runs as the loop's user)."""
-    if config.mode != "host":
-        return None
-    return launch_root.unprivileged_account(config.push_helper.user, "the push helper's account")
 
 
 def _plain_file(key: str, path: Path) -> os.stat_result | str:
@@ -276,7 +271,7 @@ class PushHelper:
         if os.environ.get("PYTHONPATH"):  # agentc run from a source tree
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         account = self.account
-        become = None if account is None else lambda: launch_root.become(account)
+        switch = None if account is None else lambda: become(account)
         # The log is the loop's (root's in host mode), beside work/, not in it.
         fd = os.open(
             self.log_path,
@@ -284,7 +279,7 @@ class PushHelper:
             0o600,
         )
         with os.fdopen(fd, "ab") as log:
-            self.proc = start_detached(argv, env, log, become)
+            self.proc = start_detached(argv, env, log, switch)
 
     def stop(self) -> None:
         """SIGTERM, SIGKILL after :data:`STOP_SECONDS`; remove the directory; drop the lock."""
