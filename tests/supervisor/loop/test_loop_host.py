@@ -237,7 +237,7 @@ def test_role_accounts_that_administer_or_share_a_uid_are_problems(
         '  *) echo "User $4 is not allowed to run sudo on h.";;\nesac\n'
     )
     sudo.chmod(0o755)
-    monkeypatch.setattr(accounts, "SUDO", sudo)
+    monkeypatch.setattr(host_accounts, "SUDO", sudo)
     [granted] = preflight_host.account_problems(config, roles)
     assert f"the reviewer's account {rev.name} may use sudo ((ALL : ALL) ALL)" in granted
 
