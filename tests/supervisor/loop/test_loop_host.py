@@ -30,6 +30,7 @@ import pytest
 
 from agentc.core.errors import SupervisorError
 from agentc.core.roles import ROLES
+from agentc.files import accounts as host_accounts
 from agentc.supervisor.config import PushHelperSettings, SupervisorConfig
 from agentc.supervisor.launch import preflight_host
 from agentc.supervisor.loop import hostlaunch
