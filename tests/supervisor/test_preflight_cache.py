@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentc.sandbox import preflight as sandbox_preflight
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import preflight
 
@@ -21,9 +22,9 @@ def probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records each program-running check instead of running it; the cache is under tmp."""
     ran: list[str] = []
     cache_dir = tmp_path / "cache"
-    monkeypatch.setattr(preflight, "probe_cache", lambda: cache_dir / "probe-ok")
+    monkeypatch.setattr(sandbox_preflight, "probe_cache", lambda: cache_dir / "probe-ok")
 
-    def version(_config: SupervisorConfig) -> list[str]:
+    def version(_bwrap: Path) -> list[str]:
         ran.append("v")
         return []
 
@@ -31,7 +32,7 @@ def probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         ran.append("k")
         return ()
 
-    monkeypatch.setattr(preflight, "bwrap_version_problems", version)
+    monkeypatch.setattr(sandbox_preflight, "bwrap_version_problems", version)
     monkeypatch.setattr(preflight, "kernel_problems", kernel)
     return ran
 
@@ -43,7 +44,7 @@ def config() -> SupervisorConfig:
 def test_a_passed_probe_is_reused_by_launches_only(probes: list[str]) -> None:
     assert preflight.sandbox_problems(config(), cached=True) == []
     assert probes == ["v", "k"]
-    cache = preflight.probe_cache()
+    cache = sandbox_preflight.probe_cache()
     assert cache is not None and cache.read_bytes().startswith(b"v1 boot=")
     assert (os.stat(cache).st_mode & 0o777, os.stat(cache.parent).st_mode & 0o777) == (
         0o600,
@@ -58,7 +59,7 @@ def test_a_passed_probe_is_reused_by_launches_only(probes: list[str]) -> None:
 @pytest.mark.parametrize("tamper", ["key", "mode", "symlink", "dir-mode"])
 def test_a_cache_that_is_not_exactly_ours_is_ignored(probes: list[str], tamper: str) -> None:
     preflight.sandbox_problems(config(), cached=True)
-    cache = preflight.probe_cache()
+    cache = sandbox_preflight.probe_cache()
     assert cache is not None
     key = cache.read_bytes()
     if tamper == "key":
@@ -80,5 +81,5 @@ def test_a_cache_that_is_not_exactly_ours_is_ignored(probes: list[str], tamper: 
 def test_a_failed_probe_is_never_cached(probes: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "kernel_problems", lambda _b, _k: ("kernel: no",))
     assert preflight.sandbox_problems(config(), cached=True) == ["kernel: no"]
-    cache = preflight.probe_cache()
+    cache = sandbox_preflight.probe_cache()
     assert cache is not None and not cache.exists()
