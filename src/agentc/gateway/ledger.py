@@ -16,7 +16,8 @@ The live meter (:meth:`Ledger.usage`, the control socket's ``status``): what eac
 add up to so far, summed as each row is appended (and again from the file on start) by
 :func:`add_call`, the one rule that sums a launch's rows, which the supervisor's cost row of an
 ended launch (``agentc.supervisor.loop.costs``) uses too: the meter of an ended launch is its
-cost row's numbers.
+cost row's numbers. The supervisor's loop reads the ledger with :func:`read_rows` and a running
+launch's spend with :class:`LaunchSpend`: the format has this one home.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentc.files import json_line
+from agentc.files import json_line, open_regular
 from agentc.gateway.errors import GatewayError
 from agentc.gateway.sentinels import Grant
 
@@ -57,6 +58,69 @@ def add_call(totals: dict[str, Any], row: dict[str, Any]) -> None:
         totals["usd"] = round(totals["usd"] + usd, 6) if isinstance(usd, int | float) else None
 
 
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The ledger's rows, oldest first: none when there is no ledger; a line that is not a JSON
+    object (a torn last line after a crash) is skipped. Any other read error raises."""
+    try:
+        handle = path.open("r", encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+class LaunchSpend:
+    """What one running launch's model calls cost so far, read by another process (the
+    supervisor's loop) as the ledger grows (each call reads only the rows written since the
+    last; never following a link), summed by :func:`add_call` (the figure the gateway's live
+    meter and the launch's cost row show). The figure rides on the launch's lease renewals to
+    the console (docs/api.md)."""
+
+    def __init__(self, ledger: Path, launch_id: str) -> None:
+        self.ledger, self.launch_id = ledger, launch_id
+        self.offset, self.rest = 0, b""
+        self.usage = new_usage()
+
+    def spent(self) -> float | None:
+        """Dollars so far; None before the launch's first call, or once a call had no price."""
+        try:
+            with open_regular(self.ledger) as handle:
+                if os.fstat(handle.fileno()).st_size < self.offset:  # a new ledger: start over
+                    self.offset, self.rest, self.usage = 0, b"", new_usage()
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return self.usd
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and row.get("session") == self.launch_id:
+                add_call(self.usage, row)
+        return self.usd
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens of every kind so far (as of the last :meth:`spent`); None before a call."""
+        if not self.usage["calls"]:
+            return None
+        return sum(int(self.usage[key]) for key in TOKEN_KEYS)
+
+    @property
+    def usd(self) -> float | None:
+        usd = self.usage["usd"]
+        return float(usd) if self.usage["calls"] and usd is not None else None
+
+
 @dataclass(frozen=True)
 class Caps:
     launch_usd: float | None = None
@@ -80,21 +144,12 @@ class Ledger:
 
     def _load(self) -> None:
         try:
-            fh = self.path.open("r", encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return
+            for row in read_rows(self.path):
+                self._count(row)
+                if not row.get("refused_cap") and row.get("attempt"):
+                    self._turns[str(row["attempt"])] += 1
         except OSError as exc:
             raise GatewayError(f"{self.path}: cannot read the ledger: {exc.strerror}") from None
-        with fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line after a crash
-                if isinstance(row, dict):
-                    self._count(row)
-                    if not row.get("refused_cap") and row.get("attempt"):
-                        self._turns[str(row["attempt"])] += 1
 
     def _count(self, row: dict[str, Any]) -> None:
         add_call(self._usage.setdefault(str(row.get("session")), new_usage()), row)

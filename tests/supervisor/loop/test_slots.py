@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentc.core.errors import ConfigError
+from agentc.gateway.ledger import LaunchSpend
 from agentc.supervisor.config import SupervisorConfig, load_config
-from agentc.supervisor.loop import admission, costs, slots
+from agentc.supervisor.loop import admission, slots
 
 
 def _config(tmp_path: Path, text: str) -> SupervisorConfig:
@@ -87,7 +88,7 @@ def test_admission_reserves_for_running_launches_what_they_may_still_spend(
 
 def test_the_meter_reads_a_running_launch_s_spend_as_the_ledger_grows(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    meter = costs.Meter(ledger, "L1")
+    meter = LaunchSpend(ledger, "L1")
     assert meter.spent() is None  # no ledger yet: nothing to tell
     with ledger.open("w") as out:
         out.write(json.dumps({"session": "L2", "usd": 5.0}) + "\n")

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from agentc.core.quiet import outside_reason
 from agentc.core.roles import role_slug
+from agentc.gateway.ledger import read_rows
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.harness.command import PREFIX as COMMAND_PREFIX
 from agentc.supervisor.loop import signin, slots
@@ -61,16 +62,8 @@ def spending(
     ``sessions`` (launch ids) in all (unreadable: nothing)."""
     total, each = 0.0, dict.fromkeys(sessions, 0.0)
     try:
-        handle = ledger.open("r", encoding="utf-8", errors="replace")
-    except OSError:
-        return total, each
-    with handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict) or row.get("role") != role_slug:
+        for row in read_rows(ledger):
+            if row.get("role") != role_slug:
                 continue
             usd, at = row.get("usd_for_caps", row.get("usd")), row.get("at_ms")
             if not isinstance(usd, int | float):
@@ -80,6 +73,8 @@ def spending(
             session = row.get("session")
             if isinstance(session, str) and session in each:
                 each[session] += float(usd)
+    except OSError:
+        return 0.0, dict.fromkeys(sessions, 0.0)
     return total, each
 
 

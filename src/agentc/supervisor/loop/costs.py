@@ -33,8 +33,8 @@ from typing import Any
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
-from agentc.files import JsonLines, open_regular
-from agentc.gateway.ledger import TOKEN_KEYS, add_call, new_usage
+from agentc.files import JsonLines
+from agentc.gateway.ledger import add_call, new_usage, read_rows
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.loop.coordinator import SECRET_REFUSED, describe_error
@@ -65,74 +65,13 @@ class Summary:
         return total
 
 
-class Meter:
-    """What one running launch's model calls cost so far, by the gateway's ledger, read as it
-    grows (each call reads only the rows written since the last; never following a link),
-    summed by the gateway's own rule (:func:`agentc.gateway.ledger.add_call`: the figure its
-    live meter and the launch's cost row show). The figure rides on the launch's lease renewals
-    to the console (docs/api.md)."""
-
-    def __init__(self, ledger: Path, launch_id: str) -> None:
-        self.ledger, self.launch_id = ledger, launch_id
-        self.offset, self.rest = 0, b""
-        self.usage = new_usage()
-
-    def spent(self) -> float | None:
-        """Dollars so far; None before the launch's first call, or once a call had no price."""
-        try:
-            with open_regular(self.ledger) as handle:
-                if os.fstat(handle.fileno()).st_size < self.offset:  # a new ledger: start over
-                    self.offset, self.rest, self.usage = 0, b"", new_usage()
-                handle.seek(self.offset)
-                data = handle.read()
-        except OSError:
-            return self.usd
-        self.offset += len(data)
-        *lines, self.rest = (self.rest + data).split(b"\n")
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and row.get("session") == self.launch_id:
-                add_call(self.usage, row)
-        return self.usd
-
-    @property
-    def tokens(self) -> int | None:
-        """Tokens of every kind so far (as of the last :meth:`spent`); None before a call."""
-        if not self.usage["calls"]:
-            return None
-        return sum(int(self.usage[key]) for key in TOKEN_KEYS)
-
-    @property
-    def usd(self) -> float | None:
-        usd = self.usage["usd"]
-        return float(usd) if self.usage["calls"] and usd is not None else None
-
-
-def _ledger_rows(ledger: Path) -> Iterable[dict[str, Any]]:
-    try:
-        handle = ledger.open("r", encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return
-    with handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a torn last line
-            if isinstance(row, dict) and isinstance(row.get("session"), str):
-                yield row
-
-
 def launch_rows(ledger: Path, running: set[str], default_project: str) -> list[dict[str, Any]]:
     """One row per ended launch: its calls summed as the gateway's live meter sums them
     (:func:`agentc.gateway.ledger.add_call`: dollars null if any call was unpriced)."""
     by_launch: dict[str, dict[str, Any]] = {}
-    for call in _ledger_rows(ledger):
-        launch = call["session"]
-        if launch in running:
+    for call in read_rows(ledger):
+        launch = call.get("session")
+        if not isinstance(launch, str) or launch in running:
             continue
         row = by_launch.setdefault(
             launch,
@@ -184,7 +123,7 @@ def record_harness_cost(
     if not isinstance(harness, str) or not token_opt_in(config, harness):
         return None
     ledger = root / HARNESS_LEDGER
-    if any(row["session"] == record.launch_id for row in _ledger_rows(ledger)):
+    if any(row.get("session") == record.launch_id for row in read_rows(ledger)):
         return None
     summary = summary_of(run, harness, record.vendor.get("model"), price_table(config))
     if summary is None or summary.events == 0:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
+from agentc.gateway.ledger import LaunchSpend
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
@@ -372,7 +373,7 @@ class LeasedLaunch:
         cap = min(300.0, lease.renew_after)
         backoff = Backoff(first=min(30.0, cap), cap=cap)
         tail = steps.Tail(self.layout.run, self.vendor["harness"])
-        meter = costs.Meter(admission.paths(self.loop.config)[1], self.launch_id)
+        meter = LaunchSpend(admission.paths(self.loop.config)[1], self.launch_id)
         while running.proc.poll() is None:
             now = time.monotonic()
             reason = "the host supervisor stopped" if self.loop.stopping else None
