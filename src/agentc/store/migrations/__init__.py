@@ -1,7 +1,8 @@
 """The schema's Alembic migrations, run only by :func:`agentc.store.engine.migrate`.
 
-Each revision in ``versions/`` is frozen once released: it spells out its own DDL instead of
-importing :mod:`agentc.store.schema`, so a later change to the live tables cannot rewrite history.
+Each revision in ``versions/`` is frozen once released: it spells out its own DDL (in the frozen
+words of :mod:`agentc.store.migrations.ddl`) instead of importing :mod:`agentc.store.schema`, so
+a later change to the live tables cannot rewrite history.
 ``tests/store/test_migrations.py`` checks that the chain builds exactly the live schema.
 """
 

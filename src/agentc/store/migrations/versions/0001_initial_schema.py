@@ -1,5 +1,8 @@
 """initial schema
 
+The tables of the first release, spelled out here (frozen, like every revision): upgrade
+creates them with their indexes, downgrade drops them.
+
 Revision ID: 0001
 Revises:
 """
@@ -9,436 +12,322 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from agentc.store.migrations.ddl import (
+    ident,
+    integer,
+    ms,
+    refers,
+    serial,
+    string,
+    text,
+    where,
+)
+
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
 
+tables = sa.MetaData()
+
+sa.Table(
+    "events",
+    tables,
+    serial("seq"),
+    ident("project_id", null=True),
+    ident("actor_id", null=True),
+    string("credential_class", 16, null=True),
+    string("kind", 64),
+    ident("record_id", null=True),
+    text("data_json"),
+    ms("created_at"),
+    sa.PrimaryKeyConstraint("seq"),
+    sa.Index("ix_events_project_id", "project_id"),
+    sqlite_autoincrement=True,
+)
+sa.Table(
+    "principals",
+    tables,
+    ident("id"),
+    string("name", 100),
+    string("kind", 16),
+    string("role", 16),
+    text("password_hash", null=True),
+    ms("disabled_at", null=True),
+    ms("created_at"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("name"),
+)
+sa.Table(
+    "projects",
+    tables,
+    ident("id"),
+    string("name", 120),
+    string("repository_url", 2048),
+    string("target_branch", 255),
+    string("review_mode", 16),
+    integer("lease_seconds"),
+    integer("max_attempt_seconds"),
+    text("required_checks_json"),
+    integer("policy_revision"),
+    ms("created_at"),
+    ms("updated_at"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("name"),
+)
+sa.Table(
+    "receipts",
+    tables,
+    ident("principal_id"),
+    string("operation", 300),
+    string("key", 128),
+    string("fingerprint", 64),
+    integer("status"),
+    text("body", null=True),
+    ms("created_at"),
+    sa.PrimaryKeyConstraint("principal_id", "operation", "key"),
+    sa.Index("ix_receipts_created_at", "created_at"),
+)
+sa.Table(
+    "service_state",
+    tables,
+    string("key", 64),
+    text("value"),
+    sa.PrimaryKeyConstraint("key"),
+)
+sa.Table(
+    "browser_sessions",
+    tables,
+    ident("id"),
+    ident("principal_id"),
+    string("token_hash", 64),
+    ms("created_at"),
+    ms("expires_at"),
+    ms("revoked_at", null=True),
+    refers("principal_id", "principals"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("token_hash"),
+)
+sa.Table(
+    "credentials",
+    tables,
+    ident("id"),
+    ident("principal_id"),
+    string("token_hash", 64),
+    string("name", 100),
+    string("class", 16),
+    string("access", 8),
+    ident("issued_by", null=True),
+    ms("created_at"),
+    ms("revoked_at", null=True),
+    refers("principal_id", "principals"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("token_hash"),
+)
+sa.Table(
+    "tasks",
+    tables,
+    ident("id"),
+    ident("project_id"),
+    string("title", 300),
+    text("description"),
+    text("acceptance_json"),
+    string("kind", 16),
+    integer("priority"),
+    string("lifecycle", 16),
+    integer("revision"),
+    integer("generation"),
+    ident("current_attempt_id", null=True),
+    text("blocked_reason", null=True),
+    ms("ready_since"),
+    string("origin", 16),
+    string("admission_class", 32, null=True),
+    ms("budget_admitted_at", null=True),
+    ms("budget_held_at", null=True),
+    string("phase", 24, null=True),
+    ident("current_submission_id", null=True),
+    ident("created_by"),
+    ms("created_at"),
+    ms("updated_at"),
+    refers("project_id", "projects"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.Index("ix_tasks_offer", "project_id", "lifecycle", "priority", "ready_since", "id"),
+)
+sa.Table(
+    "telemetry_rows",
+    tables,
+    ident("project_id"),
+    string("stream", 16),
+    string("host", 255),
+    string("identity", 64),
+    text("row_json"),
+    ms("received_at"),
+    ident("principal_id"),
+    refers("project_id", "projects"),
+    sa.PrimaryKeyConstraint("project_id", "stream", "host", "identity"),
+)
+sa.Table(
+    "agent_sessions",
+    tables,
+    ident("id"),
+    ident("principal_id"),
+    ident("credential_id"),
+    string("proof_hash", 64),
+    string("harness", 200),
+    string("workstation_id", 200, null=True),
+    text("capabilities_json"),
+    ms("created_at"),
+    ms("closed_at", null=True),
+    refers("credential_id", "credentials"),
+    refers("principal_id", "principals"),
+    sa.PrimaryKeyConstraint("id"),
+)
+sa.Table(
+    "attempts",
+    tables,
+    ident("id"),
+    ident("project_id"),
+    ident("task_id"),
+    ident("activity_id", null=True),
+    ident("owner_id"),
+    ident("session_id"),
+    ident("credential_id"),
+    integer("generation"),
+    string("state", 16),
+    string("mode", 16),
+    integer("task_revision"),
+    integer("policy_revision"),
+    ms("expires_at"),
+    ms("last_heartbeat_at"),
+    ms("last_progress_at"),
+    ms("created_at"),
+    ms("ended_at", null=True),
+    text("outcome", null=True),
+    text("handoff", null=True),
+    refers("owner_id", "principals"),
+    refers("project_id", "projects"),
+    refers("task_id", "tasks"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("task_id", "activity_id", "generation", name="uq_attempts_generation"),
+    sa.Index(
+        "uq_attempts_active_activity",
+        "activity_id",
+        unique=True,
+        **where("state = 'active' AND activity_id IS NOT NULL"),
+    ),
+    sa.Index(
+        "uq_attempts_active_work",
+        "task_id",
+        unique=True,
+        **where("state = 'active' AND activity_id IS NULL"),
+    ),
+)
+sa.Table(
+    "task_contributors",
+    tables,
+    ident("task_id"),
+    ident("principal_id"),
+    ident("session_id"),
+    ms("first_contributed_at"),
+    refers("task_id", "tasks"),
+    sa.PrimaryKeyConstraint("task_id", "principal_id", "session_id"),
+)
+sa.Table(
+    "task_dependencies",
+    tables,
+    ident("task_id"),
+    ident("prerequisite_id"),
+    refers("prerequisite_id", "tasks"),
+    refers("task_id", "tasks"),
+    sa.PrimaryKeyConstraint("task_id", "prerequisite_id"),
+    sa.Index("ix_task_dependencies_prerequisite", "prerequisite_id"),
+)
+sa.Table(
+    "checkpoints",
+    tables,
+    ident("id"),
+    ident("attempt_id"),
+    text("summary"),
+    text("handoff", null=True),
+    text("current_action", null=True),
+    text("next_step", null=True),
+    string("revision", 64, null=True),
+    ms("created_at"),
+    refers("attempt_id", "attempts"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.Index("ix_checkpoints_attempt_id", "attempt_id"),
+)
+sa.Table(
+    "submissions",
+    tables,
+    ident("id"),
+    ident("task_id"),
+    ident("attempt_id"),
+    string("kind", 16),
+    integer("task_revision"),
+    text("summary"),
+    text("evidence_json"),
+    text("handoff"),
+    string("candidate_ref", 512, null=True),
+    string("candidate_revision", 64, null=True),
+    string("base_revision", 64, null=True),
+    text("ac_amendment_json", null=True),
+    ident("created_by"),
+    ident("session_id"),
+    ms("created_at"),
+    ms("superseded_at", null=True),
+    refers("attempt_id", "attempts"),
+    refers("task_id", "tasks"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("attempt_id"),
+    sa.Index("ix_submissions_task_id", "task_id"),
+)
+sa.Table(
+    "activities",
+    tables,
+    ident("id"),
+    ident("project_id"),
+    ident("task_id"),
+    ident("submission_id"),
+    string("kind", 24),
+    string("state", 16),
+    integer("generation"),
+    ident("current_attempt_id", null=True),
+    ms("queued_at"),
+    ms("created_at"),
+    ms("completed_at", null=True),
+    string("landed_revision", 64, null=True),
+    refers("project_id", "projects"),
+    refers("submission_id", "submissions"),
+    refers("task_id", "tasks"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.Index("ix_activities_queue", "project_id", "state", "kind"),
+    sa.Index("ix_activities_task_id", "task_id"),
+)
+sa.Table(
+    "review_decisions",
+    tables,
+    ident("id"),
+    ident("activity_id"),
+    ident("submission_id"),
+    ident("reviewer_id"),
+    string("reviewer_kind", 16),
+    string("decision", 24),
+    text("summary"),
+    text("findings_json"),
+    string("amendment_decision", 16, null=True),
+    ms("created_at"),
+    refers("activity_id", "activities"),
+    refers("reviewer_id", "principals"),
+    refers("submission_id", "submissions"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("activity_id"),
+)
+
 
 def upgrade() -> None:
-    # ### commands auto generated by Alembic - please adjust! ###
-    op.create_table(
-        "events",
-        sa.Column(
-            "seq",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            autoincrement=True,
-            nullable=False,
-        ),
-        sa.Column("project_id", sa.String(length=64), nullable=True),
-        sa.Column("actor_id", sa.String(length=64), nullable=True),
-        sa.Column("credential_class", sa.String(length=16), nullable=True),
-        sa.Column("kind", sa.String(length=64), nullable=False),
-        sa.Column("record_id", sa.String(length=64), nullable=True),
-        sa.Column("data_json", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("seq"),
-        sqlite_autoincrement=True,
-    )
-    with op.batch_alter_table("events", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_events_project_id"), ["project_id"], unique=False)
-
-    op.create_table(
-        "principals",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("name", sa.String(length=100), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("role", sa.String(length=16), nullable=False),
-        sa.Column("password_hash", sa.Text(), nullable=True),
-        sa.Column("disabled_at", sa.BigInteger(), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("name"),
-    )
-    op.create_table(
-        "projects",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("name", sa.String(length=120), nullable=False),
-        sa.Column("repository_url", sa.String(length=2048), nullable=False),
-        sa.Column("target_branch", sa.String(length=255), nullable=False),
-        sa.Column("review_mode", sa.String(length=16), nullable=False),
-        sa.Column("lease_seconds", sa.Integer(), nullable=False),
-        sa.Column("max_attempt_seconds", sa.Integer(), nullable=False),
-        sa.Column("required_checks_json", sa.Text(), nullable=False),
-        sa.Column("policy_revision", sa.Integer(), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("name"),
-    )
-    op.create_table(
-        "receipts",
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("operation", sa.String(length=300), nullable=False),
-        sa.Column("key", sa.String(length=128), nullable=False),
-        sa.Column("fingerprint", sa.String(length=64), nullable=False),
-        sa.Column("status", sa.Integer(), nullable=False),
-        sa.Column("body", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("principal_id", "operation", "key"),
-    )
-    with op.batch_alter_table("receipts", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_receipts_created_at"), ["created_at"], unique=False)
-
-    op.create_table(
-        "service_state",
-        sa.Column("key", sa.String(length=64), nullable=False),
-        sa.Column("value", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint("key"),
-    )
-    op.create_table(
-        "browser_sessions",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("token_hash", sa.String(length=64), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("expires_at", sa.BigInteger(), nullable=False),
-        sa.Column("revoked_at", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["principal_id"],
-            ["principals.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("token_hash"),
-    )
-    op.create_table(
-        "credentials",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("token_hash", sa.String(length=64), nullable=False),
-        sa.Column("name", sa.String(length=100), nullable=False),
-        sa.Column("class", sa.String(length=16), nullable=False),
-        sa.Column("access", sa.String(length=8), nullable=False),
-        sa.Column("issued_by", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("revoked_at", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["principal_id"],
-            ["principals.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("token_hash"),
-    )
-    op.create_table(
-        "tasks",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("project_id", sa.String(length=64), nullable=False),
-        sa.Column("title", sa.String(length=300), nullable=False),
-        sa.Column("description", sa.Text(), nullable=False),
-        sa.Column("acceptance_json", sa.Text(), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("priority", sa.Integer(), nullable=False),
-        sa.Column("lifecycle", sa.String(length=16), nullable=False),
-        sa.Column("revision", sa.Integer(), nullable=False),
-        sa.Column("generation", sa.Integer(), nullable=False),
-        sa.Column("current_attempt_id", sa.String(length=64), nullable=True),
-        sa.Column("blocked_reason", sa.Text(), nullable=True),
-        sa.Column("ready_since", sa.BigInteger(), nullable=False),
-        sa.Column("origin", sa.String(length=16), nullable=False),
-        sa.Column("admission_class", sa.String(length=32), nullable=True),
-        sa.Column("budget_admitted_at", sa.BigInteger(), nullable=True),
-        sa.Column("budget_held_at", sa.BigInteger(), nullable=True),
-        sa.Column("phase", sa.String(length=24), nullable=True),
-        sa.Column("current_submission_id", sa.String(length=64), nullable=True),
-        sa.Column("created_by", sa.String(length=64), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-    )
-    with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_tasks_offer",
-            ["project_id", "lifecycle", "priority", "ready_since", "id"],
-            unique=False,
-        )
-
-    op.create_table(
-        "telemetry_rows",
-        sa.Column("project_id", sa.String(length=64), nullable=False),
-        sa.Column("stream", sa.String(length=16), nullable=False),
-        sa.Column("host", sa.String(length=255), nullable=False),
-        sa.Column("identity", sa.String(length=64), nullable=False),
-        sa.Column("row_json", sa.Text(), nullable=False),
-        sa.Column("received_at", sa.BigInteger(), nullable=False),
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-        ),
-        sa.PrimaryKeyConstraint("project_id", "stream", "host", "identity"),
-    )
-    op.create_table(
-        "agent_sessions",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("credential_id", sa.String(length=64), nullable=False),
-        sa.Column("proof_hash", sa.String(length=64), nullable=False),
-        sa.Column("harness", sa.String(length=200), nullable=False),
-        sa.Column("workstation_id", sa.String(length=200), nullable=True),
-        sa.Column("capabilities_json", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("closed_at", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["credential_id"],
-            ["credentials.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["principal_id"],
-            ["principals.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-    )
-    op.create_table(
-        "attempts",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("project_id", sa.String(length=64), nullable=False),
-        sa.Column("task_id", sa.String(length=64), nullable=False),
-        sa.Column("activity_id", sa.String(length=64), nullable=True),
-        sa.Column("owner_id", sa.String(length=64), nullable=False),
-        sa.Column("session_id", sa.String(length=64), nullable=False),
-        sa.Column("credential_id", sa.String(length=64), nullable=False),
-        sa.Column("generation", sa.Integer(), nullable=False),
-        sa.Column("state", sa.String(length=16), nullable=False),
-        sa.Column("mode", sa.String(length=16), nullable=False),
-        sa.Column("task_revision", sa.Integer(), nullable=False),
-        sa.Column("policy_revision", sa.Integer(), nullable=False),
-        sa.Column("expires_at", sa.BigInteger(), nullable=False),
-        sa.Column("last_heartbeat_at", sa.BigInteger(), nullable=False),
-        sa.Column("last_progress_at", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("ended_at", sa.BigInteger(), nullable=True),
-        sa.Column("outcome", sa.Text(), nullable=True),
-        sa.Column("handoff", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["owner_id"],
-            ["principals.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["task_id"],
-            ["tasks.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("task_id", "activity_id", "generation", name="uq_attempts_generation"),
-    )
-    with op.batch_alter_table("attempts", schema=None) as batch_op:
-        batch_op.create_index(
-            "uq_attempts_active_activity",
-            ["activity_id"],
-            unique=True,
-            sqlite_where=sa.text("state = 'active' AND activity_id IS NOT NULL"),
-            postgresql_where=sa.text("state = 'active' AND activity_id IS NOT NULL"),
-        )
-        batch_op.create_index(
-            "uq_attempts_active_work",
-            ["task_id"],
-            unique=True,
-            sqlite_where=sa.text("state = 'active' AND activity_id IS NULL"),
-            postgresql_where=sa.text("state = 'active' AND activity_id IS NULL"),
-        )
-
-    op.create_table(
-        "task_contributors",
-        sa.Column("task_id", sa.String(length=64), nullable=False),
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("session_id", sa.String(length=64), nullable=False),
-        sa.Column("first_contributed_at", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["task_id"],
-            ["tasks.id"],
-        ),
-        sa.PrimaryKeyConstraint("task_id", "principal_id", "session_id"),
-    )
-    op.create_table(
-        "task_dependencies",
-        sa.Column("task_id", sa.String(length=64), nullable=False),
-        sa.Column("prerequisite_id", sa.String(length=64), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["prerequisite_id"],
-            ["tasks.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["task_id"],
-            ["tasks.id"],
-        ),
-        sa.PrimaryKeyConstraint("task_id", "prerequisite_id"),
-    )
-    with op.batch_alter_table("task_dependencies", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_task_dependencies_prerequisite", ["prerequisite_id"], unique=False
-        )
-
-    op.create_table(
-        "checkpoints",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("attempt_id", sa.String(length=64), nullable=False),
-        sa.Column("summary", sa.Text(), nullable=False),
-        sa.Column("handoff", sa.Text(), nullable=True),
-        sa.Column("current_action", sa.Text(), nullable=True),
-        sa.Column("next_step", sa.Text(), nullable=True),
-        sa.Column("revision", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["attempt_id"],
-            ["attempts.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-    )
-    with op.batch_alter_table("checkpoints", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_checkpoints_attempt_id"), ["attempt_id"], unique=False)
-
-    op.create_table(
-        "submissions",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("task_id", sa.String(length=64), nullable=False),
-        sa.Column("attempt_id", sa.String(length=64), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("task_revision", sa.Integer(), nullable=False),
-        sa.Column("summary", sa.Text(), nullable=False),
-        sa.Column("evidence_json", sa.Text(), nullable=False),
-        sa.Column("handoff", sa.Text(), nullable=False),
-        sa.Column("candidate_ref", sa.String(length=512), nullable=True),
-        sa.Column("candidate_revision", sa.String(length=64), nullable=True),
-        sa.Column("base_revision", sa.String(length=64), nullable=True),
-        sa.Column("ac_amendment_json", sa.Text(), nullable=True),
-        sa.Column("created_by", sa.String(length=64), nullable=False),
-        sa.Column("session_id", sa.String(length=64), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("superseded_at", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["attempt_id"],
-            ["attempts.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["task_id"],
-            ["tasks.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("attempt_id"),
-    )
-    with op.batch_alter_table("submissions", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_submissions_task_id"), ["task_id"], unique=False)
-
-    op.create_table(
-        "activities",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("project_id", sa.String(length=64), nullable=False),
-        sa.Column("task_id", sa.String(length=64), nullable=False),
-        sa.Column("submission_id", sa.String(length=64), nullable=False),
-        sa.Column("kind", sa.String(length=24), nullable=False),
-        sa.Column("state", sa.String(length=16), nullable=False),
-        sa.Column("generation", sa.Integer(), nullable=False),
-        sa.Column("current_attempt_id", sa.String(length=64), nullable=True),
-        sa.Column("queued_at", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.Column("completed_at", sa.BigInteger(), nullable=True),
-        sa.Column("landed_revision", sa.String(length=64), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["submission_id"],
-            ["submissions.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["task_id"],
-            ["tasks.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-    )
-    with op.batch_alter_table("activities", schema=None) as batch_op:
-        batch_op.create_index("ix_activities_queue", ["project_id", "state", "kind"], unique=False)
-        batch_op.create_index(batch_op.f("ix_activities_task_id"), ["task_id"], unique=False)
-
-    op.create_table(
-        "review_decisions",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("activity_id", sa.String(length=64), nullable=False),
-        sa.Column("submission_id", sa.String(length=64), nullable=False),
-        sa.Column("reviewer_id", sa.String(length=64), nullable=False),
-        sa.Column("reviewer_kind", sa.String(length=16), nullable=False),
-        sa.Column("decision", sa.String(length=24), nullable=False),
-        sa.Column("summary", sa.Text(), nullable=False),
-        sa.Column("findings_json", sa.Text(), nullable=False),
-        sa.Column("amendment_decision", sa.String(length=16), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["activity_id"],
-            ["activities.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["reviewer_id"],
-            ["principals.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["submission_id"],
-            ["submissions.id"],
-        ),
-        sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("activity_id"),
-    )
-    # ### end Alembic commands ###
+    tables.create_all(op.get_bind(), checkfirst=False)
 
 
 def downgrade() -> None:
-    # ### commands auto generated by Alembic - please adjust! ###
-    op.drop_table("review_decisions")
-    with op.batch_alter_table("activities", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_activities_task_id"))
-        batch_op.drop_index("ix_activities_queue")
-
-    op.drop_table("activities")
-    with op.batch_alter_table("submissions", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_submissions_task_id"))
-
-    op.drop_table("submissions")
-    with op.batch_alter_table("checkpoints", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_checkpoints_attempt_id"))
-
-    op.drop_table("checkpoints")
-    with op.batch_alter_table("task_dependencies", schema=None) as batch_op:
-        batch_op.drop_index("ix_task_dependencies_prerequisite")
-
-    op.drop_table("task_dependencies")
-    op.drop_table("task_contributors")
-    with op.batch_alter_table("attempts", schema=None) as batch_op:
-        batch_op.drop_index(
-            "uq_attempts_active_work",
-            sqlite_where=sa.text("state = 'active' AND activity_id IS NULL"),
-            postgresql_where=sa.text("state = 'active' AND activity_id IS NULL"),
-        )
-        batch_op.drop_index(
-            "uq_attempts_active_activity",
-            sqlite_where=sa.text("state = 'active' AND activity_id IS NOT NULL"),
-            postgresql_where=sa.text("state = 'active' AND activity_id IS NOT NULL"),
-        )
-
-    op.drop_table("attempts")
-    op.drop_table("agent_sessions")
-    op.drop_table("telemetry_rows")
-    with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.drop_index("ix_tasks_offer")
-
-    op.drop_table("tasks")
-    op.drop_table("credentials")
-    op.drop_table("browser_sessions")
-    op.drop_table("service_state")
-    with op.batch_alter_table("receipts", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_receipts_created_at"))
-
-    op.drop_table("receipts")
-    op.drop_table("projects")
-    op.drop_table("principals")
-    with op.batch_alter_table("events", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_events_project_id"))
-
-    op.drop_table("events")
-    # ### end Alembic commands ###
+    tables.drop_all(op.get_bind(), checkfirst=False)

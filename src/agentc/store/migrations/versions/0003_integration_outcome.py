@@ -6,8 +6,9 @@ Revises: 0002
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from agentc.store.migrations.ddl import string, text
 
 revision = "0003"
 down_revision = "0002"
@@ -16,8 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("activities", sa.Column("target_revision", sa.String(length=64), nullable=True))
-    op.add_column("activities", sa.Column("outcome_json", sa.Text(), nullable=True))
+    op.add_column("activities", string("target_revision", 64, null=True))
+    op.add_column("activities", text("outcome_json", null=True))
 
 
 def downgrade() -> None:

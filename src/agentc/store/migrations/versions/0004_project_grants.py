@@ -16,26 +16,30 @@ import time
 import sqlalchemy as sa
 from alembic import op
 
+from agentc.store.migrations.ddl import ident, ms, new_table, refers, string
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
 
+project_grants = new_table(
+    "project_grants",
+    ident("principal_id"),
+    ident("project_id"),
+    string("role", 16),
+    ident("granted_by", null=True),
+    ms("created_at"),
+    refers("principal_id", "principals"),
+    refers("project_id", "projects"),
+    sa.PrimaryKeyConstraint("principal_id", "project_id"),
+    sa.Index("ix_project_grants_project", "project_id"),
+)
+
 
 def upgrade() -> None:
-    op.create_table(
-        "project_grants",
-        sa.Column("principal_id", sa.String(length=64), nullable=False),
-        sa.Column("project_id", sa.String(length=64), nullable=False),
-        sa.Column("role", sa.String(length=16), nullable=False),
-        sa.Column("granted_by", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(["principal_id"], ["principals.id"]),
-        sa.ForeignKeyConstraint(["project_id"], ["projects.id"]),
-        sa.PrimaryKeyConstraint("principal_id", "project_id"),
-    )
-    op.create_index("ix_project_grants_project", "project_grants", ["project_id"], unique=False)
-    op.add_column("receipts", sa.Column("credential_id", sa.String(length=64), nullable=True))
+    project_grants.create(op.get_bind())
+    op.add_column("receipts", ident("credential_id", null=True))
     op.execute(
         sa.text(
             "INSERT INTO project_grants (principal_id, project_id, role, granted_by, created_at) "
@@ -47,5 +51,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_column("receipts", "credential_id")
-    op.drop_index("ix_project_grants_project", table_name="project_grants")
-    op.drop_table("project_grants")
+    project_grants.drop(op.get_bind())

@@ -10,8 +10,9 @@ Revises: 0005
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from agentc.store.migrations.ddl import ident
 
 revision = "0006"
 down_revision = "0005"
@@ -20,7 +21,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("credentials", sa.Column("attempt_id", sa.String(length=64), nullable=True))
+    op.add_column("credentials", ident("attempt_id", null=True))
     op.create_index("ix_credentials_attempt", "credentials", ["attempt_id"], unique=False)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from agentc.store.migrations.ddl import counter, ms
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -29,14 +31,9 @@ def upgrade() -> None:
             "admit_agent_tasks", sa.Boolean(), nullable=False, server_default=sa.text("false")
         ),
     )
-    op.add_column(
-        "projects",
-        sa.Column("park_after_attempts", sa.Integer(), nullable=False, server_default=sa.text("3")),
-    )
-    op.add_column("tasks", sa.Column("proposed_at", sa.BigInteger(), nullable=True))
-    op.add_column(
-        "tasks", sa.Column("tries", sa.Integer(), nullable=False, server_default=sa.text("0"))
-    )
+    op.add_column("projects", counter("park_after_attempts", 3))
+    op.add_column("tasks", ms("proposed_at", null=True))
+    op.add_column("tasks", counter("tries", 0))
 
 
 def downgrade() -> None:

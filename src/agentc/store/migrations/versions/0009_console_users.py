@@ -27,6 +27,8 @@ import time
 import sqlalchemy as sa
 from alembic import op
 
+from agentc.store.migrations.ddl import string
+
 revision = "0009"
 down_revision = "0008"
 branch_labels = None
@@ -89,8 +91,8 @@ def upgrade() -> None:
     )
     _fold_names(op.get_bind())
     op.create_index("ux_principals_name_key", "principals", ["name_key"], unique=True)
-    op.add_column("browser_sessions", sa.Column("origin", sa.String(length=300), nullable=True))
-    op.add_column("sign_in_failures", sa.Column("device", sa.String(length=64), nullable=True))
+    op.add_column("browser_sessions", string("origin", 300, null=True))
+    op.add_column("sign_in_failures", string("device", 64, null=True))
     op.create_index(
         "ix_sign_in_failures_name", "sign_in_failures", ["name", "failed_at"], unique=False
     )

@@ -20,6 +20,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from agentc.store.migrations.ddl import where
+
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
@@ -44,8 +46,7 @@ def upgrade() -> None:
         batch.create_index(
             "ix_receipts_uncompacted",
             ["created_at"],
-            sqlite_where=sa.text("body IS NOT NULL"),
-            postgresql_where=sa.text("body IS NOT NULL"),
+            **where("body IS NOT NULL"),
         )
 
 

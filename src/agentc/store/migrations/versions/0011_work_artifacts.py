@@ -11,32 +11,33 @@ Revises: 0010
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from agentc.store.migrations.ddl import adding, ident, ms, new_table, refers, string, text
 
 revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
 
+work_artifacts = new_table(
+    "work_artifacts",
+    ident("id"),
+    ident("project_id"),
+    ident("task_id"),
+    ident("attempt_id"),
+    ident("submission_id", null=True),
+    string("kind", 16),
+    string("digest", 80, null=True),
+    text("body_json"),
+    ident("created_by"),
+    ms("created_at"),
+    sa.PrimaryKeyConstraint("id"),
+    sa.UniqueConstraint("attempt_id", "kind", name="uq_work_artifacts_attempt_kind"),
+    refers("project_id", "projects"),
+    refers("task_id", "tasks"),
+    refers("attempt_id", "attempts"),
+    refers("submission_id", "submissions"),
+    sa.Index("ix_work_artifacts_task_id", "task_id"),
+)
 
-def upgrade() -> None:
-    op.create_table(
-        "work_artifacts",
-        sa.Column("id", sa.String(64), primary_key=True),
-        sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
-        sa.Column("task_id", sa.String(64), sa.ForeignKey("tasks.id"), nullable=False),
-        sa.Column("attempt_id", sa.String(64), sa.ForeignKey("attempts.id"), nullable=False),
-        sa.Column("submission_id", sa.String(64), sa.ForeignKey("submissions.id")),
-        sa.Column("kind", sa.String(16), nullable=False),
-        sa.Column("digest", sa.String(80)),
-        sa.Column("body_json", sa.Text(), nullable=False),
-        sa.Column("created_by", sa.String(64), nullable=False),
-        sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.UniqueConstraint("attempt_id", "kind", name="uq_work_artifacts_attempt_kind"),
-    )
-    op.create_index("ix_work_artifacts_task_id", "work_artifacts", ["task_id"], unique=False)
-
-
-def downgrade() -> None:
-    op.drop_index("ix_work_artifacts_task_id", table_name="work_artifacts")
-    op.drop_table("work_artifacts")
+upgrade, downgrade = adding(work_artifacts)

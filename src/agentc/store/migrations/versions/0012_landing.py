@@ -16,8 +16,9 @@ Revises: 0011
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from agentc.store.migrations.ddl import counter, ident
 
 revision = "0012"
 down_revision = "0011"
@@ -38,15 +39,9 @@ _FILL = {
 
 
 def upgrade() -> None:
-    op.add_column(
-        "projects",
-        sa.Column("fix_rounds", sa.Integer(), nullable=False, server_default=sa.text("2")),
-    )
-    op.add_column(
-        "tasks",
-        sa.Column("red_rounds", sa.Integer(), nullable=False, server_default=sa.text("0")),
-    )
-    op.add_column("telemetry_rows", sa.Column("attempt_id", sa.String(64)))
+    op.add_column("projects", counter("fix_rounds", 2))
+    op.add_column("tasks", counter("red_rounds", 0))
+    op.add_column("telemetry_rows", ident("attempt_id", null=True))
     op.create_index("ix_telemetry_rows_attempt", "telemetry_rows", ["attempt_id"], unique=False)
     op.execute(_FILL[op.get_bind().dialect.name])
 

@@ -11,28 +11,27 @@ Revises: 0011
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from agentc.store.migrations.ddl import adding, ident, ms, new_table, refers, text
 
 revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
 
+model_policies = new_table(
+    "model_policies",
+    ident("subject_id"),
+    ident("project_id"),
+    ident("task_id", null=True),
+    text("policy_json"),
+    sa.Column("revision", sa.BigInteger(), nullable=False),
+    ident("updated_by"),
+    ms("updated_at"),
+    sa.PrimaryKeyConstraint("subject_id"),
+    refers("project_id", "projects"),
+    refers("task_id", "tasks"),
+    sa.Index("ix_model_policies_project_id", "project_id"),
+)
 
-def upgrade() -> None:
-    op.create_table(
-        "model_policies",
-        sa.Column("subject_id", sa.String(64), primary_key=True),
-        sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
-        sa.Column("task_id", sa.String(64), sa.ForeignKey("tasks.id")),
-        sa.Column("policy_json", sa.Text(), nullable=False),
-        sa.Column("revision", sa.BigInteger(), nullable=False),
-        sa.Column("updated_by", sa.String(64), nullable=False),
-        sa.Column("updated_at", sa.BigInteger(), nullable=False),
-    )
-    op.create_index("ix_model_policies_project_id", "model_policies", ["project_id"])
-
-
-def downgrade() -> None:
-    op.drop_index("ix_model_policies_project_id", table_name="model_policies")
-    op.drop_table("model_policies")
+upgrade, downgrade = adding(model_policies)
