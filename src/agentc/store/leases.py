@@ -16,6 +16,7 @@ from agentc.store.sql import (
     fetch_all,
     fetch_count,
     fetch_exists,
+    fetch_in_project,
     fetch_one,
     run,
     table,
@@ -88,8 +89,6 @@ class HeldAttempt(NamedTuple):
 
 
 _ATTEMPT = f"SELECT {columns(Attempt)} FROM attempts"
-_BY_ID = _ATTEMPT + " WHERE id = :id"
-_IN_PROJECT = _BY_ID + " AND project_id = :project_id"
 _OF_TASK = (
     _ATTEMPT + " WHERE task_id = :task_id ORDER BY created_at DESC, generation DESC LIMIT :limit"
 )
@@ -248,7 +247,7 @@ def lock_first_offered(
 
 
 def get_project_attempt(conn: Connection, project_id: str, attempt_id: str) -> Attempt | None:
-    return fetch_one(conn, _IN_PROJECT, Attempt, id=attempt_id, project_id=project_id)
+    return fetch_in_project(conn, Attempt, attempt_id, project_id)
 
 
 def attempts_of_task(conn: Connection, task_id: str, limit: int) -> list[Attempt]:

@@ -235,6 +235,12 @@ def fetch_row(conn: Connection, row: type[RowT], key: str) -> RowT | None:
     return fetch_one(conn, by_key_sql(row), row, key=key)
 
 
+def fetch_in_project(conn: Connection, row: type[RowT], key: str, project_id: str) -> RowT | None:
+    """The row of row's table whose key is key, if it belongs to the project, or None."""
+    sql = by_key_sql(row) + " AND project_id = :project_id"
+    return fetch_one(conn, sql, row, key=key, project_id=project_id)
+
+
 def insert(conn: Connection, row: Row, *, deferred: bool = False) -> None:
     """Insert the row into its table (deferred: see `defer`)."""
     sql, params = _TABLES[type(row)].insert, row._asdict()

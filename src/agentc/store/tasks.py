@@ -11,6 +11,7 @@ from agentc.store.sql import (
     columns,
     defer,
     fetch_all,
+    fetch_in_project,
     fetch_one,
     placeholders,
     run,
@@ -73,8 +74,6 @@ class TaskChanges(TypedDict, total=False):
 
 
 _SELECT = f"SELECT {columns(Task)} FROM tasks"
-_BY_ID = _SELECT + " WHERE id = :id"
-_IN_PROJECT = _BY_ID + " AND project_id = :project_id"
 _ASSIGN = (
     "UPDATE tasks SET generation = :generation, current_attempt_id = :attempt_id, "
     "tries = :tries, updated_at = :now WHERE id = :id"
@@ -114,7 +113,7 @@ _RESTART_DEPENDENTS = (
 
 
 def get_project_task(conn: Connection, project_id: str, task_id: str) -> Task | None:
-    return fetch_one(conn, _IN_PROJECT, Task, id=task_id, project_id=project_id)
+    return fetch_in_project(conn, Task, task_id, project_id)
 
 
 def update_task(conn: Connection, task_id: str, changes: TaskChanges) -> None:
