@@ -5,7 +5,7 @@ the policy as JSON (``agentc.core.model_policy``: allowed models, output tokens 
 and dollars per attempt), its revision for compare-and-set edits, who changed it and when.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 """
 
 from __future__ import annotations
