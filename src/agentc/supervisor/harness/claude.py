@@ -90,46 +90,43 @@ class Claude(Adapter):
     def model_setup(self, endpoint: ModelEndpoint, *, home: Path, codex_home: Path) -> HarnessSetup:
         return setup(endpoint)
 
-    def parse(self, state: State, event: Mapping[str, Any]) -> None:
-        _event(state, event)
-
-
-def _event(s: State, event: Mapping[str, Any]) -> None:
-    kind = event.get("type")
-    if isinstance(event.get("session_id"), str):
-        s.session = event["session_id"]
-    if kind == "system" and event.get("subtype") == "init":
-        if isinstance(event.get("model"), str):
-            s.model = event["model"]
-    elif kind == "assistant":
-        message = table(event.get("message"))
-        model = message.get("model")
-        if isinstance(model, str) and model != "<synthetic>":
-            s.model = model
-        if event.get("error") == "rate_limit" or message.get("error") == "rate_limit":
-            s.limit(None)
-        usage = table(message.get("usage"))
-        call = Usage(
-            number(usage.get("input_tokens")) + number(usage.get("cache_creation_input_tokens")),
-            number(usage.get("cache_read_input_tokens")),
-            number(usage.get("output_tokens")),
-        )
-        if isinstance(message.get("id"), str):
-            s.per_call[message["id"]] = call
-        else:
-            s.anonymous = s.anonymous + call
-        _steps(s, message.get("content"))
-    elif kind == "user":
-        for block in _blocks(table(event.get("message")).get("content")):
-            if block.get("type") == "tool_result":
-                s.ended(block.get("tool_use_id"), block.get("is_error") is not True)
-    elif kind == "rate_limit_event":
-        info = table(event.get("rate_limit_info"))
-        if info.get("status") == "rejected":
-            resets = info.get("resetsAt")
-            s.limit(number(resets) * 1000 if number(resets) else None)
-    elif kind == "result":
-        _result(s, event)
+    def parse(self, s: State, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if isinstance(event.get("session_id"), str):
+            s.session = event["session_id"]
+        if kind == "system" and event.get("subtype") == "init":
+            if isinstance(event.get("model"), str):
+                s.model = event["model"]
+        elif kind == "assistant":
+            message = table(event.get("message"))
+            model = message.get("model")
+            if isinstance(model, str) and model != "<synthetic>":
+                s.model = model
+            if event.get("error") == "rate_limit" or message.get("error") == "rate_limit":
+                s.limit(None)
+            usage = table(message.get("usage"))
+            call = Usage(
+                number(usage.get("input_tokens"))
+                + number(usage.get("cache_creation_input_tokens")),
+                number(usage.get("cache_read_input_tokens")),
+                number(usage.get("output_tokens")),
+            )
+            if isinstance(message.get("id"), str):
+                s.per_call[message["id"]] = call
+            else:
+                s.anonymous = s.anonymous + call
+            _steps(s, message.get("content"))
+        elif kind == "user":
+            for block in _blocks(table(event.get("message")).get("content")):
+                if block.get("type") == "tool_result":
+                    s.ended(block.get("tool_use_id"), block.get("is_error") is not True)
+        elif kind == "rate_limit_event":
+            info = table(event.get("rate_limit_info"))
+            if info.get("status") == "rejected":
+                resets = info.get("resetsAt")
+                s.limit(number(resets) * 1000 if number(resets) else None)
+        elif kind == "result":
+            _result(s, event)
 
 
 def _blocks(content: object) -> list[Mapping[str, Any]]:

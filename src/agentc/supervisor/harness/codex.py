@@ -66,41 +66,37 @@ class Codex(Adapter):
     def model_setup(self, endpoint: ModelEndpoint, *, home: Path, codex_home: Path) -> HarnessSetup:
         return setup(endpoint, codex_home)
 
-    def parse(self, state: State, event: Mapping[str, Any]) -> None:
-        _event(state, event)
-
-
-def _event(s: State, event: Mapping[str, Any]) -> None:
-    kind = event.get("type")
-    if kind == "thread.started" and isinstance(event.get("thread_id"), str):
-        s.session = event["thread_id"]
-    elif kind == "turn.started":
-        s.completed = False
-    elif kind == "item.completed":
-        item = table(event.get("item"))
-        if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
-            s.final_text = item["text"]
-        _step(s, item)
-    elif kind == "turn.completed":
-        usage = table(event.get("usage"))
-        given = number(usage.get("input_tokens"))
-        cached = min(number(usage.get("cached_input_tokens")), given)
-        # The thread's running total: the last one per thread stands for the thread.
-        s.per_call[s.session or ""] = Usage(
-            given - cached, cached, number(usage.get("output_tokens"))
-        )
-        s.completed = True
-    elif kind in ("error", "turn.failed"):
-        error = table(event.get("error")) if kind == "turn.failed" else event
-        message = error.get("message")
-        text = message if isinstance(message, str) else "codex reported an error"
-        s.failed = True
-        s.error = text
-        s.step("error", kind, text)
-        if kind == "turn.failed":
+    def parse(self, s: State, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            s.session = event["thread_id"]
+        elif kind == "turn.started":
+            s.completed = False
+        elif kind == "item.completed":
+            item = table(event.get("item"))
+            if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+                s.final_text = item["text"]
+            _step(s, item)
+        elif kind == "turn.completed":
+            usage = table(event.get("usage"))
+            given = number(usage.get("input_tokens"))
+            cached = min(number(usage.get("cached_input_tokens")), given)
+            # The thread's running total: the last one per thread stands for the thread.
+            s.per_call[s.session or ""] = Usage(
+                given - cached, cached, number(usage.get("output_tokens"))
+            )
             s.completed = True
-        if error.get("status") == 429 or limit_text(text):
-            s.limit(epoch_reset(text))
+        elif kind in ("error", "turn.failed"):
+            error = table(event.get("error")) if kind == "turn.failed" else event
+            message = error.get("message")
+            text = message if isinstance(message, str) else "codex reported an error"
+            s.failed = True
+            s.error = text
+            s.step("error", kind, text)
+            if kind == "turn.failed":
+                s.completed = True
+            if error.get("status") == 429 or limit_text(text):
+                s.limit(epoch_reset(text))
 
 
 def _step(s: State, item: Mapping[str, Any]) -> None:

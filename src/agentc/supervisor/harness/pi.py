@@ -73,56 +73,54 @@ class Pi(Adapter):
     def model_setup(self, endpoint: ModelEndpoint, *, home: Path, codex_home: Path) -> HarnessSetup:
         return setup(endpoint, home)
 
-    def parse(self, state: State, event: Mapping[str, Any]) -> None:
-        _event(state, event)
-
-
-def _event(s: State, event: Mapping[str, Any]) -> None:
-    kind = event.get("type")
-    if kind == "session" and isinstance(event.get("id"), str):
-        s.session = event["id"]
-    elif kind == "message_end":
-        message = table(event.get("message"))
-        if message.get("role") != "assistant":
-            return
-        if isinstance(message.get("model"), str):
-            s.model = message["model"]
-        usage = table(message.get("usage"))
-        s.anonymous = s.anonymous + Usage(
-            number(usage.get("input")) + number(usage.get("cacheWrite")),
-            number(usage.get("cacheRead")),
-            number(usage.get("output")),
-        )
-        cost = dollars_of(table(usage.get("cost")).get("total"))
-        if cost is not None:
-            s.own_usd += cost
-            s.own_priced = True
-        texts = [
-            block["text"]
-            for block in message.get("content") or []
-            if isinstance(block, dict)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        ]
-        if texts:
-            s.final_text = "".join(texts)
-            s.step("model", "message", s.final_text)
-        if message.get("stopReason") == "error":
-            error = message.get("errorMessage")
-            s.failed = True
-            s.error = error if isinstance(error, str) else "pi reported an error"
-            s.step("error", "error", s.error)
-            if limit_text(s.error):
-                s.limit(None)
-        elif message.get("stopReason") in ("stop", "toolUse", "length"):
-            s.failed = False
-            s.error = None
-    elif kind == "tool_execution_start":
-        name = event.get("toolName") if isinstance(event.get("toolName"), str) else "tool"
-        args = table(event.get("args"))
-        what = next((args[k] for k in ("command", "path", "pattern") if k in args), args)
-        s.step("file" if name in FILE_TOOLS else "tool", name, what, ref=event.get("toolCallId"))
-    elif kind == "tool_execution_end":
-        s.ended(event.get("toolCallId"), event.get("isError") is not True)
-    elif kind == "agent_end":
-        s.completed = event.get("willRetry") is not True
+    def parse(self, s: State, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "session" and isinstance(event.get("id"), str):
+            s.session = event["id"]
+        elif kind == "message_end":
+            message = table(event.get("message"))
+            if message.get("role") != "assistant":
+                return
+            if isinstance(message.get("model"), str):
+                s.model = message["model"]
+            usage = table(message.get("usage"))
+            s.anonymous = s.anonymous + Usage(
+                number(usage.get("input")) + number(usage.get("cacheWrite")),
+                number(usage.get("cacheRead")),
+                number(usage.get("output")),
+            )
+            cost = dollars_of(table(usage.get("cost")).get("total"))
+            if cost is not None:
+                s.own_usd += cost
+                s.own_priced = True
+            texts = [
+                block["text"]
+                for block in message.get("content") or []
+                if isinstance(block, dict)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ]
+            if texts:
+                s.final_text = "".join(texts)
+                s.step("model", "message", s.final_text)
+            if message.get("stopReason") == "error":
+                error = message.get("errorMessage")
+                s.failed = True
+                s.error = error if isinstance(error, str) else "pi reported an error"
+                s.step("error", "error", s.error)
+                if limit_text(s.error):
+                    s.limit(None)
+            elif message.get("stopReason") in ("stop", "toolUse", "length"):
+                s.failed = False
+                s.error = None
+        elif kind == "tool_execution_start":
+            name = event.get("toolName") if isinstance(event.get("toolName"), str) else "tool"
+            args = table(event.get("args"))
+            what = next((args[k] for k in ("command", "path", "pattern") if k in args), args)
+            s.step(
+                "file" if name in FILE_TOOLS else "tool", name, what, ref=event.get("toolCallId")
+            )
+        elif kind == "tool_execution_end":
+            s.ended(event.get("toolCallId"), event.get("isError") is not True)
+        elif kind == "agent_end":
+            s.completed = event.get("willRetry") is not True
