@@ -21,7 +21,7 @@ import os
 import stat
 from pathlib import Path
 
-from agentc.core.errors import AgentcError
+from agentc.core.errors import AgentcError, SupervisorError
 from agentc.sandbox import preflight as sandbox_preflight
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.harness import registry
@@ -116,6 +116,13 @@ def launch_problems(config: SupervisorConfig, plan_: Plan) -> list[str]:
         if str(tree) not in linked:  # never walk where a planted symlink points
             problems += sandbox_preflight.tree_problems(tree)
     return problems
+
+
+def require(config: SupervisorConfig, plan_: Plan) -> None:
+    """Refuse the launch (SupervisorError) when :func:`launch_problems` finds any."""
+    problems = launch_problems(config, plan_)
+    if problems:
+        raise SupervisorError("preflight: " + "; ".join(problems))
 
 
 def _mode_problem(path: Path, uid: int | None, gid: int | None, mode: int) -> str | None:

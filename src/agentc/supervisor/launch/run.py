@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from agentc.core.errors import SupervisorError
 from agentc.supervisor.config import SupervisorConfig
 from agentc.supervisor.launch import agentsession, preflight
 from agentc.supervisor.launch import execute as launch_execute
@@ -35,9 +34,7 @@ def run_launch(config: SupervisorConfig, request: LaunchRequest, dry_run: bool) 
     if dry_run:
         print(json.dumps(launch_plan.describe(plan), indent=2), flush=True)
         return 0
-    problems = preflight.launch_problems(config, plan)
-    if problems:
-        raise SupervisorError("preflight: " + "; ".join(problems))
+    preflight.require(config, plan)
     outcome = launch_execute.execute(plan)
     result = {
         "session_id": request.launch_id,

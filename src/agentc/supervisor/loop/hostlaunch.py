@@ -144,9 +144,7 @@ def start(
     if config.mode == "host":
         return start_as_role(config, request, preparation)
     plan = launch_plan.plan(config, request)
-    problems = preflight.launch_problems(config, plan)
-    if problems:
-        raise SupervisorError("preflight: " + "; ".join(problems))
+    preflight.require(config, plan)
     return launch_execute.start(preparation.run(config, plan))
 
 
@@ -253,9 +251,7 @@ def _child(
         reaper.prctl(PR_SET_DUMPABLE, 0)
         os.chdir("/")
         plan = launch_plan.plan(config, request)
-        problems = preflight.launch_problems(config, plan)
-        if problems:
-            raise SupervisorError("preflight: " + "; ".join(problems))
+        preflight.require(config, plan)
         running = launch_execute.start(preparation.run(config, plan, in_fork=True))
         os.write(report_fd, _STARTED)
         os.close(report_fd)
