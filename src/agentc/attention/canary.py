@@ -37,7 +37,7 @@ from agentc.attention.watch import FAILING, HEALTHY, UNDELIVERED, settle
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import canonical_json, sha256_hex
-from agentc.files import JsonLines, UnsafeFile, read_private, read_tail, write_atomic
+from agentc.files import JsonLines, UnsafeFile, read_private, tail_objects, write_atomic
 
 LEDGER_TAIL = 16 << 20
 MAX_REPORTED = 1 << 20
@@ -82,18 +82,8 @@ def served_by(ledgers: list[Path], task_id: str) -> list[str]:
     """The harnesses (or gateway upstreams) the ledgers' implementer rows of the task name."""
     found: list[str] = []
     for ledger in ledgers:
-        try:
-            raw = read_tail(ledger, LEDGER_TAIL)
-        except FileNotFoundError:
-            continue
-        for line in raw.decode("utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict) or row.get("task") != task_id:
-                continue
-            if row.get("role") not in (None, "impl", "implementer"):
+        for row in tail_objects(ledger, LEDGER_TAIL):
+            if row.get("task") != task_id or row.get("role") not in (None, "impl", "implementer"):
                 continue
             name = row.get("harness") or row.get("upstream")
             if isinstance(name, str) and name not in found:
@@ -203,21 +193,12 @@ def report(c: Canary) -> str | None:
         return None
     done = _reported(c)
     rows: list[dict[str, Any]] = []
-    try:
-        raw = read_tail(c.results, LEDGER_TAIL)
-    except FileNotFoundError:
-        return None
     kept: set[str] = set()  # the digests of the rows still in the tail: all the file keeps
-    for line in raw.decode("utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            digest = sha256_hex(canonical_json(row))
-            kept.add(digest)
-            if digest not in done:
-                rows.append(row)
+    for row in tail_objects(c.results, LEDGER_TAIL):
+        digest = sha256_hex(canonical_json(row))
+        kept.add(digest)
+        if digest not in done:
+            rows.append(row)
     if not rows:
         return None
     try:

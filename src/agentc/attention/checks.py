@@ -24,7 +24,7 @@ from agentc.client.errors import TransportFailure
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import ms_of
-from agentc.files import UnsafeFile, read_private, read_tail
+from agentc.files import UnsafeFile, read_private, tail_objects
 
 MAX_HEARTBEAT_BYTES = 1 << 20
 EGRESS_TAIL_BYTES = 8 << 20
@@ -260,28 +260,12 @@ def _vendor(seen: Observation, vendor: dict[str, Any], limit_minutes: float, now
         seen.fail(f"vendor:{name}", f"vendor {name}: rate-limited for {minutes} more minutes")
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        raw = read_tail(path, EGRESS_TAIL_BYTES)
-    except FileNotFoundError:
-        return []
-    found = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            found.append(row)
-    return found
-
-
 def egress(seen: Observation, path: Path, most: int, window_minutes: float, now: int) -> None:
     """A launch refused by the egress proxy ``most`` times or more within the window."""
     seen.ran.add("egress")
     since = now - int(window_minutes * MINUTE_MS)
     counts: Counter[str] = Counter()
-    for row in _lines(path):
+    for row in tail_objects(path, EGRESS_TAIL_BYTES):
         at = ms_of(row.get("time"))
         launch = row.get("launch")
         if row.get("allowed") is False and isinstance(launch, str) and at and at >= since:
@@ -301,7 +285,7 @@ def target(
     """A red target blocking integration: the integrator's latest verdict about the target is
     ``target_red`` and tasks wait in integration, for more than ``target_block_minutes``."""
     seen.ran.add("target")
-    rows = [r for r in _lines(reports) if isinstance(r.get("target"), str)]
+    rows = [r for r in tail_objects(reports, EGRESS_TAIL_BYTES) if isinstance(r.get("target"), str)]
     if not rows or rows[-1].get("event") != "target_red" or not waiting:
         return
     red = str(rows[-1]["target"])

@@ -14,7 +14,7 @@ the supervisor and the helpers may all use it.
 """
 
 from agentc.files.atomic import write_atomic
-from agentc.files.jsonl import JsonLines, json_line
+from agentc.files.jsonl import JsonLines, json_line, json_objects, tail_objects
 from agentc.files.private import UnsafeFile, read_private
 from agentc.files.regular import open_regular, read_tail
 from agentc.files.toml import load_toml
@@ -23,9 +23,11 @@ __all__ = [
     "JsonLines",
     "UnsafeFile",
     "json_line",
+    "json_objects",
     "load_toml",
     "open_regular",
     "read_private",
     "read_tail",
+    "tail_objects",
     "write_atomic",
 ]

@@ -2,7 +2,10 @@
 
 Every log and ledger agentc writes (the gateway's call log and ledger, the egress proxy's
 decision log, the supervisor's records) uses this one writer, so each line is a complete object
-(one ``write`` of the whole line, flushed) and the format is the same everywhere.
+(one ``write`` of the whole line, flushed) and the format is the same everywhere. Their readers
+take the objects back with :func:`json_objects` (or :func:`tail_objects`, of a file's tail),
+which pass over a line that is not one: the torn last line of a crash, or the first line a tail
+cut.
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any
+
+from agentc.files.regular import read_tail
 
 
 def json_line(record: Any) -> str:
@@ -40,3 +47,24 @@ class JsonLines:
     def close(self) -> None:
         with self._lock:
             self._stream.close()
+
+
+def json_objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects among ``lines``; a line that is not one is passed over."""
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            yield row
+
+
+def tail_objects(path: Path, limit: int) -> list[dict[str, Any]]:
+    """The JSON objects of the last ``limit`` bytes of the regular file at ``path``
+    (:func:`agentc.files.read_tail`); none when there is no such file."""
+    try:
+        raw = read_tail(path, limit)
+    except FileNotFoundError:
+        return []
+    return list(json_objects(raw.decode("utf-8", errors="replace").splitlines()))

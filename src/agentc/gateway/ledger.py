@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentc.files import json_line, open_regular
+from agentc.files import json_line, json_objects, open_regular
 from agentc.gateway.errors import GatewayError
 from agentc.gateway.sentinels import Grant
 
@@ -66,13 +66,7 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         return
     with handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                yield row
+        yield from json_objects(handle)
 
 
 class LaunchSpend:
