@@ -34,6 +34,7 @@ from agentc.attention.checks import Observation
 from agentc.attention.config import AttentionConfig
 from agentc.attention.paging import read_secret
 from agentc.attention.watch import FAILING, HEALTHY, UNDELIVERED, settle
+from agentc.client.project import project_path
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import canonical_json, sha256_hex
@@ -63,7 +64,7 @@ class Canary:
 
     @property
     def base(self) -> str:
-        return f"/api/v1/projects/{quote(self.project_id, safe='')}"
+        return project_path(self.project_id)
 
 
 def of(config: AttentionConfig, harness: str) -> Canary:

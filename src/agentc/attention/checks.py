@@ -21,6 +21,7 @@ import httpx
 
 from agentc.attention.config import AttentionConfig
 from agentc.client.errors import TransportFailure
+from agentc.client.project import ProjectApi
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import ms_of
@@ -47,6 +48,11 @@ class Observation:
     def fail(self, key: str, text: str, repage: float | None = None) -> None:
         self.failing[key] = Finding(text, repage)
 
+    def ran_failing(self, key: str, text: str) -> None:
+        """``key``'s family could look, and found ``key`` failing."""
+        self.ran.add(family(key))
+        self.fail(key, text)
+
     def covers(self, key: str) -> bool:
         return family(key) in self.ran
 
@@ -61,15 +67,8 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
-class Coordinator:
+class Coordinator(ProjectApi):
     """The coordinator as the attention credential reads it."""
-
-    def __init__(self, transport: Transport, project_id: str) -> None:
-        self.transport = transport
-        self.base = f"/api/v1/projects/{quote(project_id, safe='')}"
-
-    def get(self, path: str) -> Any:
-        return self.transport.send("GET", self.base + path).data
 
     def healthz(self) -> None:
         self.transport.send("GET", "/healthz")
@@ -98,8 +97,9 @@ def run_checks(config: AttentionConfig, token: str, first_run_ms: int, now_ms: i
         try:
             coord.healthz()
         except AgentcError as exc:
-            seen.ran.add("coordinator")
-            seen.fail("coordinator", f"the coordinator at {origin} is not healthy: {_why(exc)}")
+            seen.ran_failing(
+                "coordinator", f"the coordinator at {origin} is not healthy: {_why(exc)}"
+            )
             return seen
         seen.ran.add("coordinator")
         supervisor_next(seen, config, token, now_ms)
@@ -123,12 +123,10 @@ def supervisor_next(seen: Observation, config: AttentionConfig, token: str, now_
                 # The connection failed, not the budget: the coordinator went away after its
                 # health answered. Its own check says so at the next run; `next` could not look.
                 return
-            seen.ran.add("next")
-            seen.fail("next", f"next did not answer within {budget:g} s: {exc}")
+            seen.ran_failing("next", f"next did not answer within {budget:g} s: {exc}")
             return
         except CoordinatorError as exc:
-            seen.ran.add("next")
-            seen.fail("next", f"next was refused: {_why(exc)}")
+            seen.ran_failing("next", f"next was refused: {_why(exc)}")
             return
     seen.ran.add("next")
     took = time.monotonic() - started
@@ -143,8 +141,7 @@ def coordinator_checks(
     try:
         digest = coord.get("/attention")
     except CoordinatorError as exc:
-        seen.ran.add("digest")
-        seen.fail("digest", f"the digest cannot be read: {_why(exc)}")
+        seen.ran_failing("digest", f"the digest cannot be read: {_why(exc)}")
         digest = None
     except TransportFailure:
         digest = None
@@ -166,8 +163,7 @@ def coordinator_checks(
     except TransportFailure:
         return
     except CoordinatorError as exc:
-        seen.ran.add("digest")
-        seen.fail("digest", f"the project's tasks cannot be read: {_why(exc)}")
+        seen.ran_failing("digest", f"the project's tasks cannot be read: {_why(exc)}")
     if checks.backups:
         backups(seen, coord)
 
@@ -181,8 +177,7 @@ def backups(seen: Observation, coord: Coordinator) -> None:
     except TransportFailure:
         return
     except CoordinatorError as exc:
-        seen.ran.add("backup")
-        seen.fail("backup", f"the backup status cannot be read: {_why(exc)}")
+        seen.ran_failing("backup", f"the backup status cannot be read: {_why(exc)}")
         return
     seen.ran.add("backup")
     if found.get("ok") is not True:

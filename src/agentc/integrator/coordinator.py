@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from agentc.client.transport import Transport
+from agentc.client.project import ProjectApi
 from agentc.core import secrets
 from agentc.core.errors import ConfigError, CoordinatorError
 from agentc.files import UnsafeFile, read_private
@@ -52,19 +52,14 @@ def read_token(path: Path) -> str:
     return token
 
 
-class Coordinator:
-    def __init__(self, transport: Transport, project_id: str) -> None:
-        self.transport = transport
-        self.base = f"/api/v1/projects/{quote(project_id, safe='')}"
-
-    def _get(self, path: str) -> Any:
-        return self.transport.send("GET", self.base + path).data
+class Coordinator(ProjectApi):
+    """The coordinator as the integrator credential reads and writes it."""
 
     def queue(self) -> list[Candidate]:
         """The project's landing queue (``GET …/integration/queue``): every approved code
         submission waiting to land, in approval order."""
         found: list[Candidate] = []
-        for item in self._get(f"/integration/queue?limit={PAGE}")["items"]:
+        for item in self.get(f"/integration/queue?limit={PAGE}")["items"]:
             if not item.get("candidate_ref"):
                 continue  # (not a code submission: nothing to land)
             found.append(
@@ -82,25 +77,25 @@ class Coordinator:
         return found
 
     def workflow(self, task_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}/workflow")
+        data: dict[str, Any] = self.get(f"/tasks/{quote(task_id, safe='')}/workflow")
         return data
 
     def task(self, task_id: str) -> dict[str, Any]:
         """The task with its workflow (``GET …/tasks/{id}``)."""
-        data: dict[str, Any] = self._get(f"/tasks/{quote(task_id, safe='')}")
+        data: dict[str, Any] = self.get(f"/tasks/{quote(task_id, safe='')}")
         return data
 
     def provenance(self, activity_id: str) -> dict[str, Any]:
         """What the coordinator knows of how the change was made and approved (the attempt,
         its launch and prompt, the cost ledger's harnesses and models, each review)."""
         path = f"/workflow-activities/{quote(activity_id, safe='')}/provenance"
-        data: dict[str, Any] = self._get(path)
+        data: dict[str, Any] = self.get(path)
         return data
 
     def known_secrets(self, activity_id: str, verifiers: list[str]) -> dict[str, str]:
         """Which of ``verifiers`` are the coordinator's own live secrets (verifier -> kind)."""
         path = f"/workflow-activities/{quote(activity_id, safe='')}/known-secrets"
-        data = self._get(f"{path}?verifiers={','.join(verifiers)}")
+        data = self.get(f"{path}?verifiers={','.join(verifiers)}")
         return {str(k["verifier"]): str(k["kind"]) for k in data.get("known") or []}
 
     def activity(self, task_id: str, activity_id: str) -> dict[str, Any] | None:
