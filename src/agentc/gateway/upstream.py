@@ -118,18 +118,22 @@ class Answer:
             async for data in self._dechunk(reader):
                 yield data
         elif self._length is not None:
-            left = self._length
-            while left > 0:
-                data = await self._read(reader.read(min(left, READ)))
-                if not data:
-                    raise UpstreamError("RemoteProtocolError", "the answer ended early")
-                left -= len(data)
+            async for data in self._exactly(reader, self._length):
                 yield data
         else:
             while data := await self._read(reader.read(READ)):
                 yield data
             self._reusable = False
         self._done = True
+
+    async def _exactly(self, reader: asyncio.StreamReader, size: int) -> AsyncIterator[bytes]:
+        """The next ``size`` bytes of the answer, as they come; an end before them is an error."""
+        while size > 0:
+            data = await self._read(reader.read(min(size, READ)))
+            if not data:
+                raise UpstreamError("RemoteProtocolError", "the answer ended early")
+            size -= len(data)
+            yield data
 
     async def _dechunk(self, reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
         while True:
@@ -142,11 +146,7 @@ class Answer:
                 while (await self._read(reader.readuntil(b"\r\n"))) != b"\r\n":
                     pass  # trailers
                 return
-            while size > 0:
-                data = await self._read(reader.read(min(size, READ)))
-                if not data:
-                    raise UpstreamError("RemoteProtocolError", "the answer ended early")
-                size -= len(data)
+            async for data in self._exactly(reader, size):
                 yield data
             if await self._read(reader.readexactly(2)) != b"\r\n":
                 raise UpstreamError("RemoteProtocolError", "a chunk without its end")
