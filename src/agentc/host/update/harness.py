@@ -21,6 +21,7 @@ import re
 import shutil
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -49,6 +50,7 @@ class Updater(Protocol):
     def program(self, name: str, *args: str, step: str) -> str: ...
     def checks(self, *, canary: bool) -> None: ...
     def restart(self) -> None: ...
+    def back_by_hand(self, restore: Callable[[], None], what: str) -> bool: ...
 
 
 _HEADER = re.compile(r"^\s*\[\s*pinned\s*\]\s*(#.*)?$")
@@ -220,14 +222,7 @@ def rollback_harness(updater: Updater) -> int:
     if not known.harness or not saved.is_dir():
         raise ConfigError("--rollback harness: no harness update to roll back")
     updater.say(f"restoring the harnesses saved in {saved}")
-    updater.drain.stop_loop(force=True)
-    restore(updater, saved)
-    try:
-        sup = str(updater.settings.supervisor_toml)
-        updater.program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
-        updater.restart()
-    except AgentcError as exc:
-        updater.page("ROLLBACK FAILED", f"harness rollback: {exc}")
+    if not updater.back_by_hand(lambda: restore(updater, saved), "harness rollback"):
         return 2
     known.harness_rejected.append(str(known.harness.get("release")))
     known.harness = {}

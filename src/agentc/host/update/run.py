@@ -106,10 +106,14 @@ class Updater:
 
         return list(AttentionConfig.load(path, what="attention configuration").canary.harnesses)
 
-    def checks(self, *, canary: bool) -> None:
-        """After a switch: preflight, the containment suite, the restart, the canaries."""
+    def preflight(self) -> None:
+        """``agentc-supervisor preflight`` of the live release and configuration."""
         sup = str(self.settings.supervisor_toml)
         self.program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
+
+    def checks(self, *, canary: bool) -> None:
+        """After a switch: preflight, the containment suite, the restart, the canaries."""
+        self.preflight()
         self.say("preflight passed")
         self.program("agentc-host", *self._host_args(), "check", "--json", step="check")
         self.say("the containment suite passed")
@@ -128,6 +132,20 @@ class Updater:
         except AgentcError as exc:
             raise StepFailed("restart", str(exc)) from None
         self.say("the loop runs again")
+
+    def back_by_hand(self, restore: Callable[[], None], what: str) -> bool:
+        """A rollback by hand: the loop stopped, ``restore`` puts back what ran before, then
+        preflight and the restart; when they fail, a page (``what`` names the rollback) and
+        False."""
+        self.drain.stop_loop(force=True)
+        restore()
+        try:
+            self.preflight()
+            self.restart()
+        except StepFailed as exc:
+            self.page("ROLLBACK FAILED", f"{what}: {exc}")
+            return False
+        return True
 
     # -- one run ----------------------------------------------------------------------------
 
@@ -273,14 +291,9 @@ class Updater:
             raise ConfigError("no previous release to roll back to (update-state.json)")
         previous = str(previous)
         self.say(f"rolling back {live} -> {previous}")
-        self.drain.stop_loop(force=True)
-        install.switch(self.settings, previous)
-        try:
-            sup = str(self.settings.supervisor_toml)
-            self.program("agentc-supervisor", "--config", sup, "preflight", step="preflight")
-            self.restart()
-        except StepFailed as exc:
-            self.page("ROLLBACK FAILED", f"rollback to {previous}: {exc}")
+        if not self.back_by_hand(
+            lambda: install.switch(self.settings, previous), f"rollback to {previous}"
+        ):
             return EXIT_NOT_ATTEMPTED
         if live:
             known.rejected.append(live)
