@@ -1,6 +1,7 @@
 """Starting other programs: one that runs apart from its starter (the push helper beside a
 launch, the programs ``agentc up`` runs), and a short check whose answer is awaited (the
-preflight's probes, the sign-in check); and a child that must not outlive its parent.
+preflight's probes, the sign-in check); a child that must not outlive its parent; and what
+``/proc/<pid>/stat`` says of a process.
 """
 
 from __future__ import annotations
@@ -84,3 +85,15 @@ def dies_with(parent: int, sig: int) -> bool:
     before the request took hold, so no signal will ever come: the child must not go on."""
     ask_parent_death_signal(sig)
     return os.getppid() == parent
+
+
+def proc_stat(pid: int) -> tuple[str, list[str]] | None:
+    """``/proc/<pid>/stat``: the command name (it may hold spaces and parentheses: it ends at the
+    last ``)``) and the fields after it, the state first; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    head, _, tail = raw.rpartition(")")
+    return head.partition("(")[2], tail.split()

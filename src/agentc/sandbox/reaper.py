@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from agentc.files.procs import proc_stat
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 CLOSE_RANGE_CLOEXEC = 1 << 2
@@ -105,14 +107,11 @@ class Proc(NamedTuple):
 
 
 def _stat(pid: int) -> Proc | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("utf-8", "replace")
-    except OSError:
+    found = proc_stat(pid)
+    if found is None:
         return None
-    head, _, tail = raw.rpartition(")")
-    fields = tail.split()
-    return Proc(head.partition("(")[2], fields[0], int(fields[1]), int(fields[2]))
+    comm, fields = found
+    return Proc(comm, fields[0], int(fields[1]), int(fields[2]))
 
 
 def _children_files_exist() -> bool:
