@@ -97,3 +97,16 @@ def proc_stat(pid: int) -> tuple[str, list[str]] | None:
         return None
     head, _, tail = raw.rpartition(")")
     return head.partition("(")[2], tail.split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (field 22 of ``/proc/<pid>/stat``), or
+    None when it is gone or a zombie. With the pid it names a process for good: a reused pid
+    has a later start time."""
+    stat = proc_stat(pid)
+    if stat is None or not stat[1] or stat[1][0] in ("Z", "X"):
+        return None
+    try:
+        return int(stat[1][19])
+    except (IndexError, ValueError):
+        return None

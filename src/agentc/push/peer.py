@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 
+from agentc.files.procs import proc_stat
 from agentc.files.sockets import peer_credentials
 
 _MAX_DEPTH = 4096
@@ -20,30 +21,12 @@ def peer_pid(conn: socket.socket) -> int:
     return peer_credentials(conn).pid
 
 
-def _stat_fields(pid: int) -> list[bytes]:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state is field 0)."""
-    with open(f"/proc/{pid}/stat", "rb") as stream:
-        data = stream.read()
-    return data[data.rindex(b")") + 2 :].split()
-
-
 def parent_of(pid: int) -> int:
     """The parent process id of ``pid``; :class:`OSError` or :class:`ValueError` if unreadable."""
-    return int(_stat_fields(pid)[1])
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot, or None when it is gone or a zombie.
-
-    With the pid it names a process for good: a reused pid has a later start time.
-    """
-    try:
-        fields = _stat_fields(pid)
-    except (OSError, ValueError):
-        return None
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
+    stat = proc_stat(pid)
+    if stat is None:
+        raise OSError(f"cannot read /proc/{pid}/stat")
+    return int(stat[1][1])
 
 
 def descends_from(pid: int, root: int) -> bool:

@@ -29,9 +29,9 @@ from pathlib import Path
 from types import FrameType
 
 from agentc.files import JsonLines
-from agentc.files.procs import ask_parent_death_signal
+from agentc.files.procs import ask_parent_death_signal, start_ticks
 from agentc.files.sockets import name_fits, sun_path
-from agentc.push.peer import descends_from, peer_pid, start_time
+from agentc.push.peer import descends_from, peer_pid
 from agentc.push.protocol import (
     MAX_BUNDLE_BYTES,
     MAX_HEADER_BYTES,
@@ -167,11 +167,11 @@ class Helper:
         self.listener = listener
         self.publisher = publisher
         self.root = root
-        self.root_start = start_time(root)
+        self.root_start = start_ticks(root)
         self.limits = limits
 
     def root_alive(self) -> bool:
-        return self.root_start is not None and start_time(self.root) == self.root_start
+        return self.root_start is not None and start_ticks(self.root) == self.root_start
 
     def serve_forever(self) -> None:
         self.listener.settimeout(_POLL)
@@ -243,7 +243,7 @@ def run(
     """Serve until stopped; the exit status."""
     if parent_pid is not None:
         ask_parent_death_signal(signal.SIGTERM)
-        if start_time(parent_pid) is None:
+        if start_ticks(parent_pid) is None:
             log(f"the parent process {parent_pid} is already gone")
             return 1
     root = parent_pid if parent_pid is not None else os.getppid()

@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
+from agentc.files.procs import start_ticks
 from agentc.gateway.ledger import LaunchSpend
 from agentc.supervisor.launch import agentsession, rundir
 from agentc.supervisor.launch.request import CoordinatorAccess, LaunchRequest
 from agentc.supervisor.launch.rundir import RunLayout
 from agentc.supervisor.loop import admission, coordinator, costs, hostlaunch, launchlog, repo, steps
 from agentc.supervisor.loop.gates import Backoff, progress_age_ms
-from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms, start_ticks
+from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_ms
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent

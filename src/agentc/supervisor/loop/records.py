@@ -23,6 +23,7 @@ from typing import Any
 
 from agentc.core.errors import SupervisorError
 from agentc.files import read_tail, write_atomic
+from agentc.files.procs import start_ticks
 
 NO_PID_GRACE_MS = 120_000
 MAX_RELEASE_TRIES = 5
@@ -37,24 +38,6 @@ def boot_id() -> str | None:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
     except OSError:
-        return None
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (the state first)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def start_ticks(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (after the last ``)``): the process's start time."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[19]) if fields else None
-    except (ValueError, IndexError):
         return None
 
 
@@ -264,12 +247,8 @@ class RecordError(SupervisorError):
 def _runs(pid: int | None, ticks: int | None) -> bool:
     """Whether ``pid`` runs with the start time ``ticks``: a zombie (exited, its parent has
     not reaped it yet) does not."""
-    if pid is None:
-        return False
-    fields = _stat_fields(pid)
-    if not fields or fields[0] in ("Z", "X"):
-        return False
-    return ticks is None or start_ticks(pid) == ticks
+    now = None if pid is None else start_ticks(pid)
+    return now is not None and (ticks is None or now == ticks)
 
 
 def may_be_alive(record: LaunchRecord, *, boot: str | None, now: int) -> bool:
