@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from agentc.client.reads import Workflow, shaped
+
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-coordinator")
 MCP = str(BIN / "agent-coordinator-mcp")
@@ -258,3 +260,29 @@ class DroppingProxy:
         with self._lock:
             for s in self._open:
                 s.close()
+
+
+def workflow_view(
+    submissions: list[dict[str, Any]] | None = None,
+    reviews: list[dict[str, Any]] | None = None,
+    activities: list[dict[str, Any]] | None = None,
+) -> Workflow:
+    """A task's workflow view as the coordinator sends it, checked by the loop's read shape:
+    each submission, review and activity is given only the keys a test is about, the rest
+    their empty values."""
+    sub = dict.fromkeys(("attempt_id", "superseded_at", "ac_amendment"))
+    sub |= dict.fromkeys(("candidate_ref", "candidate_revision", "base_revision"))
+    review: dict[str, Any] = {
+        "submission_id": None,
+        "reviewer_kind": None,
+        "summary": "",
+        "findings": [],
+    }
+    activity = {"id": "act", "kind": "integration", "submission_id": None}
+    view = {
+        "submission": None,
+        "submissions": [{**sub, "kind": "code", **s} for s in submissions or []],
+        "reviews": [{**review, **r} for r in reviews or []],
+        "activities": [{**activity, **a} for a in activities or []],
+    }
+    return shaped(Workflow, view, "test view")

@@ -6,6 +6,7 @@ report both front ends make of them.
     ├── ConfigError             bad input: a file, flag or value is wrong          exit 2
     │   └── SetupRequired       credentials, binding or session missing or unsafe  exit 3
     ├── TransportFailure        no definitive answer (network, redirect, 429, 5xx) exit 7
+    │   └── BadAnswer           an answer not of the shape a program reads         exit 7
     ├── MutationPending         an earlier mutation is unresolved: run `retry`     exit 7
     ├── LocalConflict           local state refuses (a git branch exists, ...)     exit 5
     └── CandidateRefused        the push helper refused the candidate (a secret)   exit 6
@@ -69,6 +70,10 @@ class TransportFailure(AgentcError):
     """The coordinator gave no definitive answer: the request may or may not have happened."""
 
 
+class BadAnswer(TransportFailure):
+    """An answer whose shape is not what the reading program acts on (client/reads.py)."""
+
+
 class MutationPending(AgentcError):
     """A journaled mutation has no definitive answer yet; only `retry` may proceed."""
 
@@ -86,6 +91,7 @@ class LocalConflict(AgentcError):
 # code and the HTTP status (`status_exit_code`). Anything else is internal_error, exit 1.
 LOCAL_ERRORS: tuple[tuple[type[AgentcError], str, int], ...] = (
     (MutationPending, "mutation_pending", TRANSPORT),
+    (BadAnswer, "bad_answer", TRANSPORT),
     (TransportFailure, "transport_failed", TRANSPORT),
     (SetupRequired, "setup_required", AUTHENTICATION),
     (ConfigError, "invalid_input", INVALID_INPUT),

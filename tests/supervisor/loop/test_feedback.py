@@ -4,31 +4,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentc.client.reads import Workflow
 from agentc.supervisor.loop.feedback import of_workflow
+from tests.client.kit import workflow_view
 
+NEWER = "2026-01-01T00:00:00Z"
 PLACED = {"severity": "required", "remedy": "r", "evidence": "", "path": "a.py", "line": 3}
 
 
-def flow(superseded: bool = True, **more: Any) -> dict[str, Any]:
-    return {
-        "submissions": [
-            {"id": "sub_2", "superseded_at": "2026-01-01T00:00:00Z" if superseded else None},
+def flow(
+    superseded: bool = True,
+    reviews: list[dict[str, Any]] | None = None,
+    activities: list[dict[str, Any]] | None = None,
+    git: dict[str, str] | None = None,
+) -> Workflow:
+    return workflow_view(
+        submissions=[
+            {
+                "id": "sub_2",
+                "superseded_at": "2026-01-01T00:00:00Z" if superseded else None,
+                **(git or {}),
+            },
             {"id": "sub_1", "superseded_at": "2025-12-01T00:00:00Z"},
         ],
-        "reviews": [
-            {
-                "submission_id": "sub_2",
-                "decision": "changes_requested",
-                "summary": "fix",
-                "reviewer_kind": "human",
-                "findings": [PLACED, "junk"],
-            },
-            {"submission_id": "sub_2", "decision": "approved", "summary": "ok", "findings": []},
-            {"submission_id": "sub_1", "decision": "changes_requested", "summary": "old"},
-        ],
-        "activities": [],
-        **more,
-    }
+        reviews=REVIEWS if reviews is None else reviews,
+        activities=activities,
+    )
+
+
+REVIEWS: list[dict[str, Any]] = [
+    {
+        "submission_id": "sub_2",
+        "decision": "changes_requested",
+        "summary": "fix",
+        "reviewer_kind": "human",
+        "findings": [PLACED],
+    },
+    {"submission_id": "sub_2", "decision": "approved", "summary": "ok", "findings": []},
+    {"submission_id": "sub_1", "decision": "changes_requested", "summary": "old"},
+]
 
 
 def test_the_newest_submission_s_requests_with_their_places() -> None:
@@ -57,7 +71,7 @@ def test_a_send_back_is_feedback_and_a_live_submission_has_none() -> None:
     }
     assert of_workflow(flow(superseded=False)) is None
     assert of_workflow(flow(reviews=[])) is None
-    assert of_workflow({}) is None
+    assert of_workflow(workflow_view()) is None
 
 
 def test_a_red_candidate_is_where_the_next_attempt_starts() -> None:
@@ -68,8 +82,7 @@ def test_a_red_candidate_is_where_the_next_attempt_starts() -> None:
     ]
     activities = [{"submission_id": "sub_2", "sent_back": back, "checks": checks}]
     git = {"candidate_ref": "refs/c/t/l", "candidate_revision": "c" * 40, "base_revision": "b" * 40}
-    data = flow(reviews=[], activities=activities)
-    data["submissions"][0].update(git)
+    data = flow(reviews=[], activities=activities, git=git)
     found = of_workflow(data)
     assert found is not None and found["starts_from_candidate"] == git
     assert found["checks"] == [
@@ -77,7 +90,7 @@ def test_a_red_candidate_is_where_the_next_attempt_starts() -> None:
         {"name": "unit", "command": "pytest", "outcome": "failed", "exit_code": 3, "tail": "E"},
     ]
     conflict = {**back, "reason_code": "conflict"}  # only a failed check starts from it
-    data["activities"] = [{"submission_id": "sub_2", "sent_back": conflict, "checks": checks}]
+    data = flow(reviews=[], activities=[{"submission_id": "sub_2", "sent_back": conflict}], git=git)
     redo = of_workflow(data) or {}
     assert "starts_from_candidate" not in redo and "checks" not in redo
     assert redo["redo_on_target"] == git  # a conflict's candidate is to be re-applied

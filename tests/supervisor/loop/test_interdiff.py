@@ -8,7 +8,7 @@ from typing import Any
 
 from agentc.supervisor.loop.interdiff import approved_before, compute
 from agentc.supervisor.loop.repo import update_mirror
-from tests.client.kit import git, make_clone
+from tests.client.kit import git, make_clone, workflow_view
 
 REF = "refs/agent-coordinator/candidates/t1/{}"
 
@@ -44,25 +44,23 @@ def _lines(diff: str) -> list[str]:
 
 
 def test_the_approved_then_sent_back_submission_is_found() -> None:
-    view: dict[str, Any] = {
-        "submissions": [
-            {"id": "s3", "candidate_ref": "r3"},
-            {"id": "s2", "candidate_ref": "r2"},
-            {"id": "s1", "candidate_ref": "r1"},
-        ],
-        "reviews": [
-            {"submission_id": "s2", "decision": "approved"},
-            {"submission_id": "s1", "decision": "approved"},
-        ],
-        "activities": [
-            {"submission_id": "s2", "sent_back": {"reason_code": "conflict"}},
-            {"submission_id": "s1", "sent_back": {"reason_code": "check_failed"}},
-        ],
-    }
-    assert approved_before(view, "s3") == {"id": "s2", "candidate_ref": "r2"}
-    view["activities"][0]["sent_back"]["reason_code"] = "scan_finding"  # not a redo
-    assert approved_before(view, "s3") == {"id": "s1", "candidate_ref": "r1"}
-    assert approved_before({"submissions": [{"id": "s3"}]}, "s3") is None
+    subs: list[dict[str, Any]] = [{"id": f"s{n}", "candidate_ref": f"r{n}"} for n in (3, 2, 1)]
+    reviews = [
+        {"submission_id": "s2", "decision": "approved"},
+        {"submission_id": "s1", "decision": "approved"},
+    ]
+    activities = [
+        {"submission_id": "s2", "sent_back": {"reason_code": "conflict"}},
+        {"submission_id": "s1", "sent_back": {"reason_code": "check_failed"}},
+    ]
+    found = approved_before(workflow_view(subs, reviews, activities), "s3")
+    assert found is not None and found["id"] == "s2" and found["candidate_ref"] == "r2"
+    activities[0]["sent_back"] = {"reason_code": "scan_finding"}  # not a redo
+    found = approved_before(workflow_view(subs, reviews, activities), "s3")
+    assert found is not None and found["id"] == "s1"
+    subs[2]["candidate_ref"] = None  # the older one without a candidate: none to compare with
+    assert approved_before(workflow_view(subs, reviews, activities), "s3") is None
+    assert approved_before(workflow_view([{"id": "s3"}]), "s3") is None
 
 
 def test_on_the_same_base_it_is_the_fix(tmp_path: Path) -> None:

@@ -13,19 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentc.client import reads
 from agentc.client.ops import Agent
+from agentc.client.reads import Submission
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.supervisor.loop import patch
 from agentc.supervisor.loop.coordinator import secret_left_out, text_refused
 
 
-def submission_of(client: Agent, task_id: str, attempt_id: str) -> dict[str, Any] | None:
+def submission_of(client: Agent, task_id: str, attempt_id: str) -> Submission | None:
     """The attempt's submission, as the task's workflow shows it (None: it has none)."""
-    flow = client.get(client.project(f"/tasks/{task_id}/workflow"))
-    for sub in flow.get("submissions", []) if isinstance(flow, dict) else []:
-        if isinstance(sub, dict) and sub.get("attempt_id") == attempt_id:
-            return sub
-    return None
+    subs = reads.workflow(client, task_id)["submissions"]
+    return next((sub for sub in subs if sub["attempt_id"] == attempt_id), None)
 
 
 def record_patch(
@@ -34,16 +33,10 @@ def record_patch(
     """Compute and send the patch of the attempt's code submission; what happened, in words."""
     try:
         sub = submission_of(client, task_id, attempt_id)
-        if sub is None or sub.get("kind") != "code" or not sub.get("candidate_ref"):
+        if sub is None or sub["kind"] != "code" or not sub["candidate_ref"]:
             return "no code submission: no patch"
-        body = patch.compute(
-            mirror,
-            str(sub["candidate_ref"]),
-            launch_id,
-            str(sub["base_revision"]),
-            str(sub["candidate_revision"]),
-            max_kib * 1024,
-        )
+        ref, base, revision = sub["candidate_ref"], sub["base_revision"], sub["candidate_revision"]
+        body = patch.compute(mirror, ref, launch_id, str(base), str(revision), max_kib * 1024)
         body["submission_id"] = sub["id"]
         _send(client, attempt_id, body)
     except (AgentcError, OSError, ValueError, KeyError) as exc:  # never stops the settling

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentc.client import reads
 from agentc.client.config import CREDENTIALS_FILE, Options, credential_text, resolve
 from agentc.client.errors import MutationPending, TransportFailure
 from agentc.client.ops import Agent
@@ -133,22 +134,19 @@ def task_attempt_state(client: Agent, attempt_id: str) -> str | None:
     """The attempt's state on the coordinator (``active``, ``submitted``, ``released``...); None
     when the coordinator has no such attempt. A coordinator that cannot answer raises."""
     try:
-        detail = client.get(client.project(f"/attempts/{attempt_id}"))
+        return reads.attempt_state(client, attempt_id)
     except CoordinatorError as exc:
         if exc.code == "record_not_found":
             return None
         raise
-    attempt = detail.get("attempt") if isinstance(detail, dict) else None
-    state = attempt.get("state") if isinstance(attempt, dict) else None
-    return state if isinstance(state, str) else None
 
 
 def task_model_policy(client: Agent, task_id: str) -> ModelPolicy:
     """The task's effective model policy (decision D47), handed to the gateway with the
     launch's sentinel. A coordinator that cannot answer raises: no launch without its policy."""
-    data = client.get(client.project(f"/tasks/{task_id}/model-policy"))
+    effective = reads.model_policy(client, task_id)
     try:
-        return model_policy.from_wire(data.get("effective") if isinstance(data, dict) else None)
+        return model_policy.from_wire(effective)
     except ValueError as exc:
         raise SupervisorError(f"task {task_id}: the coordinator's model policy: {exc}") from None
 

@@ -18,40 +18,35 @@ the text is the agents' and is quoted as data.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentc.client.reads import Submission, Workflow
 from agentc.supervisor.loop.repo import fetch_candidate, git_bytes, merged_tree
 
 MAX_BYTES = 64 * 1024
 SENT_BACK = ("conflict", "check_failed")
 
 
-def approved_before(view: dict[str, Any], current: str) -> dict[str, Any] | None:
+def approved_before(view: Workflow, current: str) -> Submission | None:
     """The newest earlier submission of the task that was approved and then sent back by the
     integrator, with a candidate (None: the current one is the first to be reviewed)."""
-    approved = {
-        r.get("submission_id")
-        for r in view.get("reviews") or []
-        if isinstance(r, dict) and r.get("decision") == "approved"
-    }
+    approved = {r["submission_id"] for r in view["reviews"] if r["decision"] == "approved"}
     sent = {
-        a.get("submission_id")
-        for a in view.get("activities") or []
-        if isinstance(a, dict)
-        and isinstance(a.get("sent_back"), dict)
-        and a["sent_back"].get("reason_code") in SENT_BACK
+        a["submission_id"]
+        for a in view["activities"]
+        if (a.get("sent_back") or {}).get("reason_code") in SENT_BACK
     }
-    for sub in view.get("submissions") or []:  # newest first
-        if not isinstance(sub, dict) or sub.get("id") == current:
-            continue
-        if sub.get("id") in approved and sub.get("id") in sent and sub.get("candidate_ref"):
+    for sub in view["submissions"]:  # newest first
+        redone = sub["id"] in approved and sub["id"] in sent
+        if sub["id"] != current and redone and sub["candidate_ref"]:
             return sub
     return None
 
 
 def compute(
-    mirror: Path, name: str, approved: dict[str, Any], new: dict[str, Any]
+    mirror: Path, name: str, approved: Mapping[str, Any], new: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The interdiff of ``new`` (the submission under review, its candidate in the mirror)
     against ``approved`` (fetched into the mirror as ``name``): ``{approved_candidate,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from agentc.client.reads import Action
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
@@ -198,7 +199,7 @@ class LeasedLaunch:
     def __init__(
         self,
         loop: Loop,
-        action: dict[str, Any],
+        action: Action,
         vendor: dict[str, str],
         binding: coordinator.Binding,
         mirror: Path,

@@ -33,6 +33,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentc.client import reads
+from agentc.client.reads import Submission, Workflow
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
@@ -153,13 +155,10 @@ def take(loop: Reviewing, binding: coordinator.Binding | None = None) -> str | W
         return f"Review refused({'; '.join(problems)!r})"
     try:
         with loop.review_client(binding) as client:
-            offer = client.next(Role.REVIEWER)
+            action = reads.offered(client, ("claim_review",), Role.REVIEWER)
     except AgentcError as exc:
         return f"Review failed({'next: ' + coordinator.describe_error(exc)!r})"
-    action = offer.get("action") if isinstance(offer, dict) else None
-    if not isinstance(action, dict) or action.get("kind") != "claim_review":
-        return None
-    if str(action.get("activity_id")) in loop.started:  # given back already: the next poll's
+    if action is None or action.get("activity_id") in loop.started:  # given back: next poll's
         return None
     submission = str(action.get("submission_id"))
     strike = loop.records.review_strikes().get(submission)
@@ -179,7 +178,7 @@ class ReviewLaunch(LeasedLaunch):
     role = "reviewer"
     failure = "Review failed"
     staging: verification.Staging | None = None  # a verifying review's session
-    view: dict[str, Any] | None = None  # the task's workflow, read by the submission's check
+    view: Workflow | None = None  # the task's workflow, read by the submission's check
 
     @property
     def activity(self) -> str:
@@ -204,18 +203,17 @@ class ReviewLaunch(LeasedLaunch):
 
     # -- check and claim ---------------------------------------------------------------------
 
-    def _submission(self) -> dict[str, Any]:
+    def _submission(self) -> Submission:
         """The task's current submission, which must be the one offered, with a candidate."""
         with self.loop.review_client(self.binding) as client:
-            view = client.get(client.project(f"/tasks/{self.task}/workflow"))
-        self.view = view if isinstance(view, dict) else {}
-        current = view.get("submission") if isinstance(view, dict) else None
-        if not isinstance(current, dict) or current.get("id") != self.submission:
+            self.view = reads.workflow(client, self.task)
+        current = self.view["submission"]
+        if current is None or current["id"] != self.submission:
             raise SupervisorError(f"submission {self.submission} is no longer the task's current")
         try:
-            check_candidate_ref(current.get("candidate_ref"), CANDIDATE_REF_PREFIX)
-            check_revision_sha("candidate_revision", current.get("candidate_revision"))
-            check_revision_sha("base_revision", current.get("base_revision"))
+            check_candidate_ref(current["candidate_ref"], CANDIDATE_REF_PREFIX)
+            check_revision_sha("candidate_revision", current["candidate_revision"])
+            check_revision_sha("base_revision", current["base_revision"])
         except AgentcError as exc:
             raise SupervisorError(f"the submission cannot be reviewed: {exc}") from None
         return current
@@ -322,8 +320,8 @@ class ReviewLaunch(LeasedLaunch):
     def _interdiff(self, sub: dict[str, Any]) -> dict[str, Any] | None:
         """What the candidate changes against an approved one the integrator sent back (None:
         there is none; a failure to compute it is said in the prompt, not fatal)."""
-        approved = interdiff.approved_before(self.view or {}, str(sub["id"]))
-        if approved is None:
+        approved = self.view and interdiff.approved_before(self.view, str(sub["id"]))
+        if not approved:
             return None
         name = f"{self.launch_id}-approved"
         try:

@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from agentc.client import reads
 from agentc.client.ops import Agent
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.core.roles import Role, role_slug
@@ -52,6 +53,7 @@ Entry = str | Worker  # what one ask of a poll gave: an outcome, or the launch i
 LOOP_SESSION = "loop"
 REVIEW_SESSION = "reviewer"
 COSTS_RETRY_MS = 10 * 60 * 1000
+TASK_OFFERS = ("claim_task", "recover_task")  # what an implementer launch takes from next
 
 
 class Loop:
@@ -324,14 +326,12 @@ class Loop:
             where = "" if binding is self.binding else f" (canary project {binding.project_id})"
             try:
                 with self.client(binding) as client:
-                    offer = client.next()
+                    action = reads.offered(client, TASK_OFFERS)
             except AgentcError as exc:  # the other project is still asked (an unsafe file too)
                 failed.append(f"next{where}: {coordinator.describe_error(exc)}")
                 log(f"{failed[-1]} (the other projects are still asked)")
                 continue
-            action = offer.get("action") if isinstance(offer, dict) else None
-            kinds = ("claim_task", "recover_task")
-            if not isinstance(action, dict) or action.get("kind") not in kinds:
+            if action is None:
                 continue
             task = str(action.get("task_id"))
             if task in self.started:  # given back already: the next poll's
@@ -429,9 +429,8 @@ class Loop:
             return setup.repository_url, branch
         which = self.review_client(self.reviewer_of(project)) if reviewer else None
         with which or self.client(self.binding_of(project)) as client:
-            view = client.get(client.project())
-        url = view.get("repository_url") if isinstance(view, dict) else None
-        if not isinstance(url, str) or not url:
+            url = reads.project(client)["repository_url"]
+        if not url:
             raise ConfigError(f"setup.{project}.repository_url: the project names no repository")
         return url, branch
 

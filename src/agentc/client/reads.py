@@ -1,0 +1,152 @@
+"""Typed reads of the coordinator's answers that programs act on (the loop, the integrator, `up`).
+
+The service builds these answers in :mod:`agentc.service.work.views` and docs/api.md describes
+them. Each read here names the keys its callers use, with their types, as a ``TypedDict``; the
+answer is checked once, where it arrives (:func:`shaped`), so the code after it indexes a typed
+value instead of guarding every step with ``isinstance``. Keys the shapes do not name are kept
+(an answer may grow; what a caller passes on, it passes on whole). An answer of the wrong shape
+is one :class:`BadAnswer` naming the read and the first problem, never a ``KeyError`` later.
+
+The agent CLI prints answers as they come: it does not go through these shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypeVar
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from agentc.client.errors import BadAnswer
+from agentc.client.ops import Agent
+from agentc.core.model import Role
+
+_KEEP = ConfigDict(extra="allow")
+
+
+@with_config(_KEEP)
+class Submission(TypedDict):
+    id: str
+    attempt_id: str | None
+    kind: str
+    candidate_ref: str | None
+    candidate_revision: str | None
+    base_revision: str | None
+    superseded_at: str | None
+    ac_amendment: dict[str, Any] | None
+
+
+@with_config(_KEEP)
+class Activity(TypedDict):
+    id: str
+    kind: str
+    submission_id: str | None
+    # An integration activity's outcome (absent on a review activity).
+    checks: NotRequired[list[dict[str, Any]]]
+    sent_back: NotRequired[dict[str, Any] | None]
+
+
+@with_config(_KEEP)
+class Decision(TypedDict):
+    submission_id: str | None
+    decision: str
+    reviewer_kind: str | None
+    summary: str
+    findings: list[dict[str, Any]]
+
+
+@with_config(_KEEP)
+class Workflow(TypedDict):
+    """``GET .../tasks/{id}/workflow``: the current submission, the newest submissions first,
+    the task's activities and review decisions."""
+
+    submission: Submission | None
+    submissions: list[Submission]
+    activities: list[Activity]
+    reviews: list[Decision]
+
+
+@with_config(_KEEP)
+class Action(TypedDict):
+    """What ``next`` offers: its kind and the ids it names (the rest kept as sent)."""
+
+    kind: str
+    task_id: str
+    task_revision: NotRequired[int]
+    activity_id: NotRequired[str]
+    submission_id: NotRequired[str]
+
+
+@with_config(_KEEP)
+class Offer(TypedDict):
+    action: Action | None
+
+
+@with_config(_KEEP)
+class AttemptState(TypedDict):
+    state: str
+
+
+@with_config(_KEEP)
+class AttemptDetail(TypedDict):
+    attempt: AttemptState
+
+
+@with_config(_KEEP)
+class ModelPolicy(TypedDict):
+    effective: dict[str, Any] | None
+
+
+@with_config(_KEEP)
+class Project(TypedDict):
+    id: str
+    repository_url: str | None
+
+
+Shape = TypeVar("Shape")
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def shaped(shape: type[Shape], answer: Any, what: str) -> Shape:
+    """``answer`` checked against ``shape`` (types strict: a number is not text); else
+    :class:`BadAnswer` naming ``what`` was read and the first problem found."""
+    adapter = _ADAPTERS.get(shape)
+    if adapter is None:
+        adapter = _ADAPTERS[shape] = TypeAdapter(shape)
+    try:
+        checked: Shape = adapter.validate_python(answer, strict=True)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in error["loc"]) or "the answer"
+        raise BadAnswer(f"the coordinator's {what}: {where}: {error['msg']}") from None
+    return checked
+
+
+def workflow(client: Agent, task_id: str) -> Workflow:
+    """The task's workflow view."""
+    answer = client.get(client.project(f"/tasks/{task_id}/workflow"))
+    return shaped(Workflow, answer, f"workflow of task {task_id}")
+
+
+def offered(client: Agent, kinds: tuple[str, ...], role: Role = Role.IMPLEMENTER) -> Action | None:
+    """What ``next`` offers the role when it is of one of ``kinds`` (None: nothing, or an
+    offer of another kind)."""
+    action = shaped(Offer, client.next(role), f"next ({role})")["action"]
+    return action if action is not None and action["kind"] in kinds else None
+
+
+def attempt_state(client: Agent, attempt_id: str) -> str:
+    """The attempt's state (``active``, ``released``, ...)."""
+    answer = client.get(client.project(f"/attempts/{attempt_id}"))
+    return shaped(AttemptDetail, answer, f"attempt {attempt_id}")["attempt"]["state"]
+
+
+def model_policy(client: Agent, task_id: str) -> dict[str, Any] | None:
+    """The task's effective model policy, as sent (None: none)."""
+    answer = client.get(client.project(f"/tasks/{task_id}/model-policy"))
+    return shaped(ModelPolicy, answer, f"model policy of task {task_id}")["effective"]
+
+
+def project(client: Agent) -> Project:
+    """The client's project."""
+    return shaped(Project, client.get(client.project()), "project")
