@@ -278,7 +278,7 @@ def workflow_view(
         "summary": "",
         "findings": [],
     }
-    activity = {"id": "act", "kind": "integration", "submission_id": None}
+    activity = {"id": "act", "kind": "integration", "state": "completed", "submission_id": None}
     view = {
         "submission": None,
         "submissions": [{**sub, "kind": "code", **s} for s in submissions or []],

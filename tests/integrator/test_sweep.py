@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentc.client.errors import BadAnswer
+from agentc.client.reads import TaskDetail, Workflow, shaped
 from agentc.integrator.repo import Repo
 from agentc.integrator.sweep import DAY_MS, Ended, Published, ended, parse, removals
 from agentc.push.refs import CANDIDATES
-from tests.client.kit import git
+from tests.client.kit import git, workflow_view
 from tests.integrator.kit import PASS, Setup, clean_env, commit, make_setup
 from tests.kit.live import LiveServer
 
@@ -177,28 +180,30 @@ def test_parse_keeps_only_the_two_shapes():
     assert {p.ref: p.task_id for p in found}[f"{CANDIDATES}/wip/l9"] == "wip"
 
 
-def _task(**fields: Any) -> dict[str, Any]:
+def _task(workflow: Workflow | None = None, **fields: Any) -> TaskDetail:
     task = {
+        "id": "t",
         "lifecycle": "done",
         "updated_at": "2026-01-01T00:00:00.000Z",
-        "workflow": {"submissions": [], "activities": []},
+        "workflow": workflow or workflow_view(),
     }
-    return {**task, **fields}
+    return shaped(TaskDetail, {**task, **fields}, "task")
 
 
 def test_ended_reads_only_an_ended_task():
     assert ended(_task(lifecycle="open")) is None
     assert ended(_task(updated_at="yesterday")) is None
     assert ended(_task(updated_at="2026-01-01T00:00:00")) is None  # no zone
-    assert ended(_task(workflow=None)) is None
-    flow = {
-        "submissions": [
+    with pytest.raises(BadAnswer, match="workflow"):  # not readable: never swept
+        shaped(TaskDetail, {"id": "t", "lifecycle": "done", "updated_at": "", "workflow": 1}, "t")
+    flow = workflow_view(
+        [
             {"id": "s1", "candidate_ref": "r1"},
             {"id": "s2", "candidate_ref": "r2"},
             {"id": "s3", "candidate_ref": "r3"},
             {"id": "s4"},
         ],
-        "activities": [
+        activities=[
             {"kind": "integration", "state": "completed", "submission_id": "s1"},
             {"kind": "integration", "state": "canceled", "submission_id": "s2", "sent_back": {}},
             {
@@ -209,7 +214,7 @@ def test_ended_reads_only_an_ended_task():
             },
             {"kind": "agent_review", "state": "completed", "submission_id": "s3"},
         ],
-    }
+    )
     state = ended(_task(lifecycle="canceled", workflow=flow))
     assert state is not None
     assert state.used == {"r1", "r2"} and state.unused == {"r3"}

@@ -12,14 +12,16 @@ The agent CLI prints answers as they come: it does not go through these shapes.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from agentc.client.errors import BadAnswer
-from agentc.client.ops import Agent
 from agentc.core.model import Role
+
+if TYPE_CHECKING:
+    from agentc.client.ops import Agent
 
 _KEEP = ConfigDict(extra="allow")
 
@@ -40,6 +42,7 @@ class Submission(TypedDict):
 class Activity(TypedDict):
     id: str
     kind: str
+    state: str
     submission_id: str | None
     # An integration activity's outcome (absent on a review activity).
     checks: NotRequired[list[dict[str, Any]]]
@@ -64,6 +67,16 @@ class Workflow(TypedDict):
     submissions: list[Submission]
     activities: list[Activity]
     reviews: list[Decision]
+
+
+@with_config(_KEEP)
+class TaskDetail(TypedDict):
+    """``GET .../tasks/{id}``: the task with its workflow."""
+
+    id: str
+    lifecycle: str
+    updated_at: str
+    workflow: Workflow
 
 
 @with_config(_KEEP)

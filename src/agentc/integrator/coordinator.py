@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from agentc.client.project import ProjectApi
+from agentc.client.reads import TaskDetail, shaped
 from agentc.core import secrets
 from agentc.core.errors import ConfigError, CoordinatorError
 from agentc.files import UnsafeFile, read_private
@@ -80,10 +81,9 @@ class Coordinator(ProjectApi):
         data: dict[str, Any] = self.get(f"/tasks/{quote(task_id, safe='')}/workflow")
         return data
 
-    def task(self, task_id: str) -> dict[str, Any]:
+    def task(self, task_id: str) -> TaskDetail:
         """The task with its workflow (``GET …/tasks/{id}``)."""
-        data: dict[str, Any] = self.get(f"/tasks/{quote(task_id, safe='')}")
-        return data
+        return shaped(TaskDetail, self.get(f"/tasks/{quote(task_id, safe='')}"), "task")
 
     def provenance(self, activity_id: str) -> dict[str, Any]:
         """What the coordinator knows of how the change was made and approved (the attempt,

@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from agentc.client.errors import BadAnswer
+from agentc.client.reads import TaskDetail
 from agentc.core.errors import CoordinatorError
 from agentc.core.rules import is_safe_id, ms_of
 from agentc.integrator.coordinator import Coordinator
@@ -75,26 +76,20 @@ def parse(refs: Mapping[str, str]) -> list[Published]:
     return found
 
 
-def ended(task: Mapping[str, Any]) -> Ended | None:
-    """The task's end and its candidate refs' use, or None (not ended, or not readable)."""
-    ended_ms = ms_of(task.get("updated_at"))
-    flow = task.get("workflow")
-    if task.get("lifecycle") not in ENDED or ended_ms is None or not isinstance(flow, dict):
+def ended(task: TaskDetail) -> Ended | None:
+    """The task's end and its candidate refs' use, or None (not ended)."""
+    ended_ms = ms_of(task["updated_at"])
+    if task["lifecycle"] not in ENDED or ended_ms is None:
         return None
-    subs, acts = flow.get("submissions"), flow.get("activities")
-    if not isinstance(subs, list) or not isinstance(acts, list):
-        return None
+    flow = task["workflow"]
     integrated = {
-        a.get("submission_id")
-        for a in acts
-        if isinstance(a, dict)
-        and a.get("kind") == "integration"
-        and (a.get("state") == "completed" or a.get("sent_back"))
+        a["submission_id"]
+        for a in flow["activities"]
+        if a["kind"] == "integration" and (a["state"] == "completed" or a.get("sent_back"))
     }
-    named = [s for s in subs if isinstance(s, dict) and isinstance(s.get("candidate_ref"), str)]
-    used = frozenset(s["candidate_ref"] for s in named if s.get("id") in integrated)
-    unused = frozenset(s["candidate_ref"] for s in named) - used
-    return Ended(ended_ms, used, unused)
+    named = {s["candidate_ref"]: s["id"] for s in flow["submissions"] if s["candidate_ref"]}
+    used = frozenset(ref for ref, sub in named.items() if sub in integrated)
+    return Ended(ended_ms, used, frozenset(named) - used)
 
 
 def removals(
@@ -140,7 +135,10 @@ class Sweeper:
                 if exc.status not in (403, 404):  # not this project's task: left alone
                     self.write("error", task_id=task_id, reason=f"sweeping refs: {exc}")
                 continue
-            state = ended(task) if isinstance(task, dict) else None
+            except BadAnswer as exc:  # its refs are left for a later sweep
+                self.write("error", task_id=task_id, reason=f"sweeping refs: {exc}")
+                continue
+            state = ended(task)
             if state is not None:
                 removed += self._remove(task_id, removals(refs, state, now_ms, self.retention_days))
         return removed
