@@ -329,53 +329,27 @@ _record_route(
 )
 
 
-@router.get(AT + "/artifacts/patch", tags=["workflow"])
-async def get_patch(request: Request, project_id: str, attempt_id: str) -> Response:
-    return await read(request, lambda tx, _a: artifacts.read_patch(tx.conn, project_id, attempt_id))
+def _artifact_routes(
+    kind: str,
+    reader: Callable[[Connection, str, str], JsonObject],
+    recorder: Callable[[Op, str, str, M], Result],
+    body: type[M],
+) -> None:
+    """An attempt's artifact ``kind``: ``GET`` reads it, ``POST`` records it (once)."""
+    name = kind.replace("-", "_")
+
+    async def endpoint(request: Request, project_id: str, attempt_id: str) -> Response:
+        return await read(request, lambda tx, _a: reader(tx.conn, project_id, attempt_id))
+
+    path = f"{AT}/artifacts/{kind}"
+    router.add_api_route(path, endpoint, methods=["GET"], tags=["workflow"], name=f"get_{name}")
+    _record_route("POST", path, "workflow", recorder, body, name=f"record_{name}", status_code=201)
 
 
-_record_route(
-    "POST",
-    AT + "/artifacts/patch",
-    "workflow",
-    artifacts.record_patch,
-    artifacts.PatchIn,
-    name="record_patch",
-    status_code=201,
-)
-
-
-@router.get(AT + "/artifacts/steps", tags=["workflow"])
-async def get_steps(request: Request, project_id: str, attempt_id: str) -> Response:
-    return await read(request, lambda tx, _a: steps.read_steps(tx.conn, project_id, attempt_id))
-
-
-_record_route(
-    "POST",
-    AT + "/artifacts/steps",
-    "workflow",
-    steps.record_steps,
-    steps.StepsIn,
-    name="record_steps",
-    status_code=201,
-)
-
-
-@router.get(AT + "/artifacts/launch-log", tags=["workflow"])
-async def get_launch_log(request: Request, project_id: str, attempt_id: str) -> Response:
-    return await read(
-        request, lambda tx, _a: launch_log.read_launch_log(tx.conn, project_id, attempt_id)
-    )
-
-
-_record_route(
-    "POST",
-    AT + "/artifacts/launch-log",
-    "workflow",
-    launch_log.record_launch_log,
-    launch_log.LaunchLogIn,
-    name="record_launch_log",
-    status_code=201,
+_artifact_routes("patch", artifacts.read_patch, artifacts.record_patch, artifacts.PatchIn)
+_artifact_routes("steps", steps.read_steps, steps.record_steps, steps.StepsIn)
+_artifact_routes(
+    "launch-log", launch_log.read_launch_log, launch_log.record_launch_log, launch_log.LaunchLogIn
 )
 _record_route(
     "POST", A + "/claim", "workflow", reviews.claim_activity, ActivityClaimIn, status_code=201
