@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentc.client.errors import BadAnswer, TransportFailure, error_code, exit_code
-from agentc.client.reads import Offer, Project, Workflow, shaped
+from agentc.client.reads import Offer, Project, Workflow, shaped, tasks
 from agentc.files.exits import TRANSPORT
 from tests.client.kit import workflow_view
 
@@ -111,3 +111,20 @@ def test_any_json_is_read_or_refused_never_a_crash(answer: Any) -> None:
             shaped(shape, answer, "anything")
         except BadAnswer:
             pass
+
+
+def test_the_task_list_is_read_page_after_page() -> None:
+    pages = {
+        "": {"items": [{"id": "t1", "work_status": "ready"}], "next_cursor": "c/1 2"},
+        "&cursor=c%2F1%202": {"items": [{"id": "t2", "work_status": "done"}], "next_cursor": None},
+    }
+    asked: list[str] = []
+
+    def get(path: str) -> Any:
+        asked.append(path)
+        return pages[path.removeprefix("/tasks?limit=200&work_status=ready")]
+
+    found = list(tasks(get, "&work_status=ready"))
+    assert [t["id"] for t in found] == ["t1", "t2"] and len(asked) == 2
+    with pytest.raises(BadAnswer, match=r"task list: items\.0\.work_status"):
+        list(tasks(lambda _path: {"items": [{"id": "t"}], "next_cursor": None}))

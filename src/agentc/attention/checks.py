@@ -20,8 +20,10 @@ from urllib.parse import quote
 import httpx
 
 from agentc.attention.config import AttentionConfig
+from agentc.client import reads
 from agentc.client.errors import TransportFailure
 from agentc.client.project import ProjectApi
+from agentc.client.reads import TaskSummary
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.rules import ms_of
@@ -31,7 +33,6 @@ MAX_HEARTBEAT_BYTES = 1 << 20
 EGRESS_TAIL_BYTES = 8 << 20
 MINUTE_MS = 60_000
 DAY_MS = 24 * 3600 * 1000
-PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,8 @@ class Coordinator(ProjectApi):
     def healthz(self) -> None:
         self.transport.send("GET", "/healthz")
 
-    def tasks(self, status: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        cursor = ""
-        while True:
-            page = self.get(f"/tasks?work_status={status}&limit={PAGE}{cursor}")
-            found += page["items"]
-            if not page.get("next_cursor"):
-                return found
-            cursor = f"&cursor={quote(str(page['next_cursor']), safe='')}"
+    def tasks(self, status: str) -> list[TaskSummary]:
+        return list(reads.tasks(self.get, f"&work_status={status}"))
 
 
 def run_checks(config: AttentionConfig, token: str, first_run_ms: int, now_ms: int) -> Observation:

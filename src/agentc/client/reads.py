@@ -12,13 +12,15 @@ The agent CLI prints answers as they come: it does not go through these shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NotRequired, TypeVar
+from urllib.parse import quote
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from agentc.client.errors import BadAnswer
-from agentc.core.model import Role
+from agentc.core.model import PAGE_LIMIT_MAX, Role
 
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
@@ -77,6 +79,22 @@ class TaskDetail(TypedDict):
     lifecycle: str
     updated_at: str
     workflow: Workflow
+
+
+@with_config(_KEEP)
+class TaskSummary(TypedDict):
+    """A task as the task list shows it."""
+
+    id: str
+    work_status: str
+
+
+@with_config(_KEEP)
+class TaskPage(TypedDict):
+    """``GET .../tasks``: one page, and the cursor of the next (None: the last)."""
+
+    items: list[TaskSummary]
+    next_cursor: str | None
 
 
 @with_config(_KEEP)
@@ -163,3 +181,16 @@ def model_policy(client: Agent, task_id: str) -> dict[str, Any] | None:
 def project(client: Agent) -> Project:
     """The client's project."""
     return shaped(Project, client.get(client.project()), "project")
+
+
+def tasks(get: Callable[[str], Any], query: str = "") -> Iterator[TaskSummary]:
+    """Every task of a project's task list, page after page: ``get`` reads a path below the
+    project's (:meth:`agentc.client.project.ProjectApi.get`), ``query`` narrows the list
+    (``&work_status=ready``)."""
+    cursor = ""
+    while True:
+        page = shaped(TaskPage, get(f"/tasks?limit={PAGE_LIMIT_MAX}{query}{cursor}"), "task list")
+        yield from page["items"]
+        if not page["next_cursor"]:
+            return
+        cursor = f"&cursor={quote(page['next_cursor'], safe='')}"

@@ -11,19 +11,18 @@ import json
 import os
 import time
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agentc.client import reads
+from agentc.client.project import ProjectApi
 from agentc.client.transport import TIMEOUT, Transport
 from agentc.core.model import WorkStatus
 from agentc.files import load_toml
 from agentc.up.layout import Layout
-
-PAGE = 200
 
 
 def task_counts(
@@ -32,19 +31,10 @@ def task_counts(
     """Every work status with its number of tasks (zeros included)."""
     token = status_token(layout)
     counts = {status.value: 0 for status in WorkStatus}
-    cursor: str | None = None
     with Transport(origin, token, timeout=timeout) as client:
-        while True:
-            path = f"/api/v1/projects/{project_id}/tasks?limit={PAGE}"
-            if cursor:
-                path += f"&cursor={quote(cursor, safe='')}"
-            data = client.send("GET", path).data
-            for task in data.get("items", []):
-                status = str(task.get("work_status"))
-                counts[status] = counts.get(status, 0) + 1
-            cursor = data.get("next_cursor")
-            if not cursor:
-                return counts
+        for task in reads.tasks(ProjectApi(client, project_id).get):
+            counts[task["work_status"]] = counts.get(task["work_status"], 0) + 1
+    return counts
 
 
 def status_token(layout: Layout) -> str:
