@@ -82,6 +82,45 @@ class TaskDetail(TypedDict):
 
 
 @with_config(_KEEP)
+class ClaimedAttempt(TypedDict):
+    id: str
+    generation: int
+
+
+@with_config(_KEEP)
+class ClaimedTask(TypedDict):
+    id: str
+    title: str
+    acceptance_criteria: list[str]
+
+
+@with_config(_KEEP)
+class Claim(TypedDict):
+    """A claim's answer as the loop holds it: the attempt, its task and when to renew."""
+
+    attempt: ClaimedAttempt
+    task: ClaimedTask
+    renew_after_seconds: NotRequired[float | None]
+
+
+@with_config(_KEEP)
+class ReviewClaim(Claim):
+    """``POST .../workflow-activities/{id}/claim``: the claim, with the submission to review."""
+
+    submission: Submission
+    # What the implementer's launch did besides its diff (None: not recorded).
+    launch_log: dict[str, Any] | None
+
+
+@with_config(_KEEP)
+class TaskClaim(TypedDict):
+    """``POST .../claims``: the claim, and when to renew it."""
+
+    claim: Claim
+    renew_after_seconds: float
+
+
+@with_config(_KEEP)
 class TaskSummary(TypedDict):
     """A task as the task list shows it."""
 

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentc.client import reads
+from agentc.client.reads import Claim, ClaimedAttempt, TaskClaim
 from agentc.core import secrets
 from agentc.core.errors import AgentcError
 from agentc.push import helper as push
@@ -99,7 +101,7 @@ class ImplementerLaunch(LeasedLaunch):
         for path in (self.layout.run, self.layout.clone):
             path.mkdir(mode=0o700)
         with coordinator.session_client(self.binding, self.private, self.launch_id) as client:
-            claim, lease = self._claim_lease(client, BaseException)
+            claim, lease = self._claim_lease(client, BaseException, self._claim)
             try:
                 running = self._prepare_and_start(client, claim, head, url)
             except (AgentcError, OSError) as exc:
@@ -162,15 +164,16 @@ class ImplementerLaunch(LeasedLaunch):
     def _time_limit_seconds(self) -> float:
         return self.loop.config.run.budget_minutes * 60
 
-    def _claim(self, client: Agent) -> dict[str, Any]:
+    def _claim(self, client: Agent) -> Claim:
         self._connect(client, "agentc-supervisor")
         data = client.claim(self.task, int(self.action["task_revision"])).data
-        claim: dict[str, Any] = data["claim"]
-        claim["renew_after_seconds"] = data.get("renew_after_seconds")
+        answer = reads.shaped(TaskClaim, data, f"claim of task {self.task}")
+        claim = answer["claim"]
+        claim["renew_after_seconds"] = answer["renew_after_seconds"]
         return claim
 
     def _prepare_and_start(
-        self, client: Agent, claim: dict[str, Any], head: str, url: str
+        self, client: Agent, claim: Claim, head: str, url: str
     ) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         told = feedback.read(client, self.task)
@@ -214,7 +217,7 @@ class ImplementerLaunch(LeasedLaunch):
             group = account.pw_gid
         return self._start(attempt, url, group)
 
-    def _start(self, attempt: dict[str, Any], url: str, group: int | None) -> hostlaunch.Running:
+    def _start(self, attempt: ClaimedAttempt, url: str, group: int | None) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         self.push = PushHelper.prepare(
             loop.state, self.launch_id, group=group, account=launch_root.push_account(loop.config)

@@ -24,9 +24,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from agentc.client.reads import Action
+from agentc.client.reads import Action, Claim, ClaimedAttempt
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.model_policy import ModelPolicy
 from agentc.core.roles import Role
@@ -42,6 +42,8 @@ from agentc.supervisor.loop.records import LaunchRecord, Records, boot_id, now_m
 if TYPE_CHECKING:
     from agentc.client.ops import Agent
     from agentc.supervisor.config import SupervisorConfig
+
+C = TypeVar("C", bound=Claim)  # the claim answer of a launch's role
 
 
 class Loop(Protocol):
@@ -120,15 +122,11 @@ class Lease:
     heard_at: float = field(default_factory=time.monotonic)  # monotonic time of the answer
 
     @classmethod
-    def of_claim(cls, claim: dict[str, Any]) -> Lease:
+    def of_claim(cls, claim: Claim) -> Lease:
         """The lease a claim's answer grants (``renew_after_seconds`` 60 when it names none)."""
         attempt = claim["attempt"]
-        return cls(
-            str(attempt["id"]),
-            int(attempt["generation"]),
-            float(claim.get("renew_after_seconds") or 60),
-            attempt,
-        )
+        renew = claim.get("renew_after_seconds") or 60
+        return cls(attempt["id"], attempt["generation"], float(renew), dict(attempt))
 
     def progress_age_ms(self) -> int:
         age = progress_age_ms(self.view) or 0
@@ -232,7 +230,7 @@ class LeasedLaunch:
     def _new_record(self) -> LaunchRecord:
         raise NotImplementedError
 
-    def _claim(self, client: Agent) -> dict[str, Any]:
+    def _claim(self, client: Agent) -> Claim:
         """The claim's answer: ``attempt`` and ``renew_after_seconds`` and the role's data."""
         raise NotImplementedError
 
@@ -278,14 +276,14 @@ class LeasedLaunch:
         self.loop.records.write(self.record)
 
     def _claim_lease(
-        self, client: Agent, refused: type[BaseException]
-    ) -> tuple[dict[str, Any], Lease]:
+        self, client: Agent, refused: type[BaseException], claim_of: Callable[[Agent], C]
+    ) -> tuple[C, Lease]:
         """Claim, with the record written before and after. A failure of type ``refused`` (one
         that held nothing for certain) removes the launch and its record; any other leaves the
         record for the next poll to settle."""
         self._write_record(None, 0)
         try:
-            claim = self._claim(client)
+            claim = claim_of(client)
         except refused:
             self._remove()
             self.loop.records.remove(self.launch_id)
@@ -322,7 +320,7 @@ class LeasedLaunch:
             self.loop.records.write(self.record)
 
     def _request(
-        self, attempt: dict[str, Any], task: str, access: CoordinatorAccess | None
+        self, attempt: ClaimedAttempt, task: str, access: CoordinatorAccess | None
     ) -> LaunchRequest:
         """The launch's request, in the role's agent session (established now if need be)."""
         request = LaunchRequest(

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentc.client import reads
-from agentc.client.reads import Submission, Workflow
+from agentc.client.reads import ReviewClaim, Submission, Workflow
 from agentc.core.errors import AgentcError, CoordinatorError, SupervisorError
 from agentc.core.model import CANDIDATE_REF_PREFIX, Role
 from agentc.core.rules import check_candidate_ref, check_revision_sha
@@ -234,13 +234,13 @@ class ReviewLaunch(LeasedLaunch):
             # A refusal holds nothing for certain; any other failure may have lost the claim's
             # answer: the record stays, and the next poll resends the journaled claim and
             # releases what it got (release_dead).
-            claim, lease = self._claim_lease(client, CoordinatorError)
+            claim, lease = self._claim_lease(client, CoordinatorError, self._claim)
             try:
                 return self._launch(client, lease, claim, url)
             finally:
                 self._sign_out()
 
-    def _launch(self, client: Agent, lease: Lease, claim: dict[str, Any], url: str) -> str:
+    def _launch(self, client: Agent, lease: Lease, claim: ReviewClaim, url: str) -> str:
         try:
             self.policy = coordinator.task_model_policy(client, self.task)
             running = self._prepare_and_start(claim, url)
@@ -279,14 +279,14 @@ class ReviewLaunch(LeasedLaunch):
     def _time_limit_seconds(self) -> float:
         return self.loop.config.run.review_minutes * 60
 
-    def _claim(self, client: Agent) -> dict[str, Any]:
+    def _claim(self, client: Agent) -> ReviewClaim:
         self._connect(client, "agentc-supervisor-reviewer")
-        data: dict[str, Any] = client.review_claim(self.activity, self.submission).data
-        return data
+        data = client.review_claim(self.activity, self.submission).data
+        return reads.shaped(ReviewClaim, data, f"claim of review {self.activity}")
 
     # -- prepare and launch ------------------------------------------------------------------
 
-    def _prepare_and_start(self, claim: dict[str, Any], url: str) -> hostlaunch.Running:
+    def _prepare_and_start(self, claim: ReviewClaim, url: str) -> hostlaunch.Running:
         loop, layout = self.loop, self.layout
         sub, task = claim["submission"], claim["task"]
         revision, base = str(sub["candidate_revision"]), str(sub["base_revision"])
@@ -294,14 +294,14 @@ class ReviewLaunch(LeasedLaunch):
         self._clone(revision, url)
         text = reviewer_prompt(
             project=self.binding.project_id,
-            title=str(task.get("title") or ""),
+            title=task["title"],
             base=base,
             candidate=revision,
-            criteria=[str(c) for c in task.get("acceptance_criteria") or []],
+            criteria=task["acceptance_criteria"],
             submission=sub,
             instructions=repo.instruction_files(self.mirror, base),
             interdiff=self._interdiff(sub),
-            launch_log=claim.get("launch_log"),
+            launch_log=claim["launch_log"],
         )
         self._write_prompt(text)
         # A verifying review: the loop signs in to the staging coordinator now (or fails).
@@ -317,7 +317,7 @@ class ReviewLaunch(LeasedLaunch):
         self._record_started(running)
         return running
 
-    def _interdiff(self, sub: dict[str, Any]) -> dict[str, Any] | None:
+    def _interdiff(self, sub: Submission) -> dict[str, Any] | None:
         """What the candidate changes against an approved one the integrator sent back (None:
         there is none; a failure to compute it is said in the prompt, not fatal)."""
         approved = self.view and interdiff.approved_before(self.view, str(sub["id"]))
@@ -373,14 +373,13 @@ class ReviewLaunch(LeasedLaunch):
         self,
         client: Agent,
         lease: Lease,
-        claim: dict[str, Any],
+        claim: ReviewClaim,
         outcome: launch_execute.Outcome,
     ) -> str:
         """Check the reviewer's verdict and post it; else release the review saying why."""
-        sub = claim["submission"]
-        amendment = sub.get("ac_amendment")
-        amended = list(amendment["new"]) if isinstance(amendment, dict) else None
-        criteria = [str(c) for c in claim["task"].get("acceptance_criteria") or []]
+        amendment = claim["submission"]["ac_amendment"]
+        amended = list(amendment["new"]) if amendment else None
+        criteria = claim["task"]["acceptance_criteria"]
         try:
             verdict = self._verdict()
         except (VerdictError, OSError) as exc:
