@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.roles import ROLES, role_slug
-from agentc.files import write_atomic
+from agentc.files import json_objects, write_atomic
 from agentc.files.accounts import become, named_account_problems, unprivileged_account
 from agentc.host.probe import PROBE
 from agentc.host.settings import HostSettings
@@ -434,13 +434,11 @@ def _read_answers(events: Path) -> tuple[dict[str, dict[str, Any]], bool]:
     answers: dict[str, dict[str, Any]] = {}
     done = False
     with contextlib.suppress(OSError):
-        for line in events.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                item = json.loads(line)
-                if isinstance(item, dict) and item.get("done") is True:
-                    done = True
-                elif isinstance(item, dict) and isinstance(item.get("id"), str):
-                    answers[item["id"]] = item
+        for item in json_objects(events.read_text(errors="replace").splitlines()):
+            if item.get("done") is True:
+                done = True
+            elif isinstance(item.get("id"), str):
+                answers[item["id"]] = item
     return answers, done
 
 

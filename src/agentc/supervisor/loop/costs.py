@@ -21,7 +21,6 @@ source of truth where it is used.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 from agentc.core.errors import AgentcError, CoordinatorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import canonical_json, rfc3339, sha256_hex
-from agentc.files import JsonLines
+from agentc.files import JsonLines, json_objects
 from agentc.gateway.ledger import add_call, new_usage, read_rows
 from agentc.gateway.prices import DEFAULT_PRICES, Price
 from agentc.supervisor.config import SupervisorConfig
@@ -200,15 +199,11 @@ class Reporter:
             return set()
 
     def _quarantined(self) -> set[str]:
-        found = set()
         path = self.quarantine_path
-        if path.exists():
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    found.add(str(json.loads(line).get("identity")))
-                except (ValueError, AttributeError):
-                    continue
-        return found
+        if not path.exists():
+            return set()
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return {str(row.get("identity")) for row in json_objects(lines)}
 
     def _mark(self, identities: Iterable[str]) -> None:
         text = "".join(f"{i}\n" for i in identities)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from agentc.files import json_objects
 from agentc.files.procs import dies_with
 from agentc.sandbox import reaper
 from agentc.supervisor.loop.launching import log
@@ -94,14 +95,10 @@ class Worker:
                 break
             self.buffer = (self.buffer + chunk)[-REPORT_MAX:]
         *lines, self.buffer = self.buffer.split(b"\n")
-        for line in lines:
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and data.get("claimed") == self.launch_id:
+        for data in json_objects(lines):
+            if data.get("claimed") == self.launch_id:
                 self.claimed = True
-            if isinstance(data, dict) and isinstance(data.get("outcome"), str):
+            if isinstance(data.get("outcome"), str):
                 self.outcome = data["outcome"]
 
     def reap(self) -> bool:
