@@ -82,6 +82,12 @@ class Runner:
         return data
 
 
+def all_started(snap: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A status that lists every process ``up`` starts, else None: while ``up`` starts its
+    children, ``status`` names only ``up`` itself (a previous run's children are not shown)."""
+    return snap if snap and "supervisor" in snap["processes"] else None
+
+
 def stop(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     """Ctrl-C (SIGINT), then the output."""
     proc.send_signal(signal.SIGINT)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.supervisor.kit import create_user, delete_user
-from tests.up.kit import Runner, free_port, stop, wait_for
+from tests.up.kit import Runner, all_started, free_port, stop, wait_for
 
 pytestmark = pytest.mark.root
 
@@ -105,7 +105,9 @@ def test_an_existing_0755_state_directory_is_made_private(user: str, other: str)
         os.umask(old)
     try:
         snap = wait_for(
-            lambda: runner.status() if proc.poll() is None else None, 120, lambda: proc.poll()
+            lambda: all_started(runner.status()) if proc.poll() is None else None,
+            120,
+            lambda: proc.poll(),
         )
         assert snap["processes"]["egress"]["running"], snap
         info = state.stat()
