@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import sys
 import time
@@ -21,7 +20,7 @@ from agentc.attention.config import DEFAULT_CONFIG, AttentionConfig
 from agentc.attention.paging import read_secret
 from agentc.attention.units import Plan, generate
 from agentc.core.errors import AgentcError, ConfigError
-from agentc.files import exits
+from agentc.files import exits, locks
 from agentc.files.exits import INVALID_INPUT
 
 PROGRAM = "agentc-attention"
@@ -39,12 +38,8 @@ def now_ms() -> int:
 def locked(state_dir: Path, name: str) -> Iterator[None]:
     """One run at a time per state directory and job (a second waits for the first)."""
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(state_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locks.locked(state_dir / f"{name}.lock"):
         yield
-    finally:
-        os.close(fd)
 
 
 def load(

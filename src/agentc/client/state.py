@@ -13,7 +13,6 @@ one session never interleave.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 from agentc.client.errors import LocalConflict, TransportFailure
 from agentc.core.errors import ConfigError
-from agentc.files import write_atomic
+from agentc.files import locks, write_atomic
 
 LOCK_WAIT_SECONDS = 60.0
 VERSION = 1
@@ -108,20 +107,15 @@ class Store:
     def locked(self, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
         """Exclusive use of this session's state (one command at a time)."""
         self._ensure_dir()
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + wait
+        while (fd := locks.hold(self.lock_path)) is None:
+            if time.monotonic() > deadline:
+                raise TransportFailure(
+                    f"session {self.name!r} is busy: another command holds {self.lock_path}; "
+                    "try again"
+                )
+            time.sleep(0.05)
         try:
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TransportFailure(
-                            f"session {self.name!r} is busy: another command holds "
-                            f"{self.lock_path}; try again"
-                        ) from None
-                    time.sleep(0.05)
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock

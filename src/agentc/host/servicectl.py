@@ -15,7 +15,6 @@ process group; starting runs ``agentc-host service`` apart, as cron would.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pwd
 import signal
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentc.core.errors import ConfigError
-from agentc.files.locks import held
+from agentc.files import locks
 from agentc.files.procs import run_check, start_detached, system_env
 from agentc.host import services
 from agentc.host.record import gid_of, uid_of
@@ -62,12 +61,8 @@ def serve(settings: HostSettings, name: str) -> int:
         raise ConfigError(f"no service {name!r} (one of {', '.join(services.SERVICES)})")
     settings.run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)  # /run: there already
     _directory(settings.run_dir / "agentc-host", "root", 0o755)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(lock_path(settings, name), flags, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = locks.hold(lock_path(settings, name))
+    if fd is None:
         return 0
     for path, owner, mode in service.dirs:
         _directory(path, owner, mode)
@@ -113,7 +108,7 @@ class Cron:
         self.command = services.host_command(settings_path, settings.bin_dir).split()
 
     def is_active(self, name: str) -> bool:
-        return held(lock_path(self.settings, name))
+        return locks.held(lock_path(self.settings, name))
 
     def holders(self, name: str) -> list[int]:
         """The processes holding the service's lock file open."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 import time
@@ -15,6 +14,7 @@ import click
 from agentc.client.errors import TransportFailure
 from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
+from agentc.files import locks
 from agentc.files.exits import CONFLICT, FAILED, INVALID_INPUT, fail
 from agentc.integrator import signing
 from agentc.integrator.checks import CheckRunner
@@ -109,13 +109,10 @@ def _lock(work_dir: Path) -> int:
     """One integrator per work directory: its journal is the exactly-once record."""
     try:
         work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(work_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = locks.hold(work_dir / "lock")
     except OSError as exc:
         _fail(f"work_dir: {work_dir}: {exc.strerror}", INVALID_INPUT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    if fd is None:
         _fail(f"another integrator holds {work_dir / 'lock'}", CONFLICT)
     return fd
 

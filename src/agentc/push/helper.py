@@ -31,7 +31,6 @@ lock no running loop holds.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import pwd
@@ -46,9 +45,8 @@ from typing import Any
 
 from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.secrets import verifier
-from agentc.files import load_toml, read_tail
+from agentc.files import load_toml, locks, read_tail
 from agentc.files.accounts import become
-from agentc.files.locks import held
 from agentc.files.procs import SYSTEM_PATH, start_detached
 from agentc.push.protocol import WIP_MAX_MIB, WIP_MAX_REFS
 
@@ -79,7 +77,7 @@ def sweep(base: Path) -> list[str]:
             if entry.name.startswith(".") or entry.suffix == ".lock":
                 continue
             lock = base / f"{entry.name}.lock"
-            if held(lock):
+            if locks.held(lock):
                 continue
             _remove(entry)
             lock.unlink(missing_ok=True)
@@ -92,12 +90,8 @@ def _sweep_lock(base: Path) -> Iterator[None]:
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     if base.is_symlink() or base.stat().st_uid != os.getuid():
         raise SupervisorError(f"{base}: the push directory must be ours and not a link")
-    fd = os.open(base / ".sweep", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locks.locked(base / ".sweep"):
         yield
-    finally:
-        os.close(fd)
 
 
 def token_digests(credential_file: Path) -> list[str]:
@@ -220,10 +214,7 @@ class PushHelper:
         sweep(base)
         name = launch_id.replace("-", "")[:_ID_CHARS]
         with _sweep_lock(base):
-            lock = base / f"{name}.lock"
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            helper = cls(base, name, fd, account)
+            helper = cls(base, name, locks.wait(base / f"{name}.lock"), account)
             helper.directory.mkdir(mode=0o700)
             helper.socket.parent.mkdir(mode=0o700)
             helper.work.mkdir(mode=0o700)

@@ -13,7 +13,6 @@ read) and the source repository's ``offsite.json`` records it. Until one copy ha
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 from collections.abc import Iterator
@@ -22,22 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import ConfigError
+from agentc.files import locks
 from agentc.service import backup, snapshots
 
 
 @contextlib.contextmanager
 def _locked(destination: Path) -> Iterator[None]:
-    fd = os.open(destination / ".copy.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with locks.holding(destination / ".copy.lock") as held:
+        if not held:
             raise ConfigError(
                 f"--destination: another copy to {destination} is running; try again later"
-            ) from None
+            )
         yield
-    finally:
-        os.close(fd)
 
 
 def copy_newest(repository: Path, destination: Path) -> dict[str, Any]:

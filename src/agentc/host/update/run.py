@@ -15,9 +15,7 @@ canary_harnesses``, else ``attention.toml``'s ``[canary] harnesses`` when that f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentc.core.errors import AgentcError, ConfigError
+from agentc.files import locks
 from agentc.files.procs import run_check, system_env
 from agentc.host.servicectl import Manager
 from agentc.host.settings import HostSettings
@@ -56,16 +55,8 @@ def newer(candidate: str, live: str | None) -> bool:
 def locked(settings: HostSettings) -> Iterator[bool]:
     """``<state>/update.lock``, not waited for: False when another run holds it."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(settings.state_dir / "update.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with locks.holding(settings.state_dir / "update.lock") as held:
+        yield held
 
 
 @dataclass

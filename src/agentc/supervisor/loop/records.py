@@ -11,7 +11,6 @@ run, so a live launch is never started twice and a dead one is settled.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentc.core.errors import SupervisorError
-from agentc.files import read_tail, write_atomic
+from agentc.files import locks, read_tail, write_atomic
 from agentc.files.procs import start_ticks
 
 NO_PID_GRACE_MS = 120_000
@@ -101,14 +100,8 @@ class Records:
         """The loop's files read, changed and written back by several launches at once
         (``unsubmitted.json``, ``review-strikes.json``, the kept tails, the vendor marks), one
         launch at a time: an exclusive lock on ``loop/.lock``."""
-        fd = os.open(
-            self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locks.locked(self.root / ".lock"):
             yield
-        finally:
-            os.close(fd)
 
     def write(self, record: LaunchRecord) -> None:
         data = json.dumps(asdict(record), indent=2, sort_keys=True).encode() + b"\n"

@@ -18,13 +18,12 @@ revision, never from the clone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentc.core.errors import SupervisorError
+from agentc.files import locks
 from agentc.files.git import Out, git_env, run_git
 from agentc.files.procs import SYSTEM_PATH
 from agentc.supervisor.contracts import INSTRUCTION_FILES
@@ -74,13 +73,8 @@ def locked(mirror: Path, *, shared: bool = False) -> Iterator[None]:
     """The mirror's lock (``<mirror>.lock`` beside it), exclusive to write, ``shared`` to copy
     or read."""
     mirror.parent.mkdir(parents=True, exist_ok=True)
-    path = mirror.with_name(mirror.name + ".lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    with locks.locked(mirror.with_name(mirror.name + ".lock"), shared=shared):
         yield
-    finally:
-        os.close(fd)
 
 
 # A write to the mirror repacks in the foreground, under the lock, if it repacks at all.
