@@ -22,6 +22,7 @@ from agentc.attention.units import Plan, generate
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import exits, locks
 from agentc.files.exits import INVALID_INPUT
+from agentc.files.options import config_option
 
 PROGRAM = "agentc-attention"
 
@@ -56,13 +57,7 @@ def load(
 
 
 @click.group()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help=f"The configuration file (default {DEFAULT_CONFIG}).",
-)
+@config_option("attention")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None) -> None:
     """Paging, the digest by mail and the end-to-end canary of one agentc project."""

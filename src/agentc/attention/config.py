@@ -13,6 +13,7 @@ from agentc.client.config import normalize_origin
 from agentc.client.errors import SetupRequired
 from agentc.core.addresses import is_loopback_host
 from agentc.core.errors import ConfigError
+from agentc.files.options import default_config
 from agentc.files.settings import (
     Settings,
     absolute_path,
@@ -28,7 +29,7 @@ from agentc.files.settings import (
     string,
 )
 
-DEFAULT_CONFIG = Path("/etc/agentc/attention.toml")
+DEFAULT_CONFIG = default_config("attention")
 SmtpTls = Literal["starttls", "tls", "none"]
 SMTP_TLS: tuple[SmtpTls, ...] = ("starttls", "tls", "none")
 SMTP_PORTS: dict[SmtpTls, int] = {"starttls": 587, "tls": 465, "none": 25}

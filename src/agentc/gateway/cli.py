@@ -9,27 +9,21 @@ import click
 
 from agentc.core.errors import AgentcError
 from agentc.files.exits import INVALID_INPUT, fail
+from agentc.files.options import config_option, default_config
 from agentc.gateway.app import Gateway
 from agentc.gateway.config import load_config
 from agentc.gateway.server import serve_forever
 
 
 @click.command("model-gateway")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("/etc/agentc/gateway.toml"),
-    show_default=True,
-    help="Gateway configuration (TOML).",
-)
+@config_option("gateway")
 @click.option(
     "--check", is_flag=True, help="Validate the configuration and credentials, then exit."
 )
-def command(config_path: Path, check: bool) -> None:
+def command(config_path: Path | None, check: bool) -> None:
     """Hold the real model credentials; forward, meter and cap the launches' model calls."""
     try:
-        config = load_config(config_path)
+        config = load_config(config_path or default_config("gateway"))
         gateway = Gateway(config, log=_open_log(config.log))
         for name, upstream in config.upstreams.items():
             gateway.credentials.get(upstream.credential_file)

@@ -16,6 +16,7 @@ import click
 
 from agentc.core.errors import AgentcError, ConfigError
 from agentc.files import exits
+from agentc.files.options import config_option
 from agentc.host.settings import HostSettings, load_settings
 
 EXIT_PROBLEMS = exits.FAILED
@@ -52,13 +53,7 @@ def need_root() -> None:
 
 
 @click.group(cls=Group)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="The host settings (default /etc/agentc/host.toml; missing: the defaults).",
-)
+@config_option("host", missing="the defaults")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None) -> None:
     """Set up, check and update a supervised agentc host."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentc.core.errors import ConfigError
+from agentc.files.options import ETC, default_config
 from agentc.files.settings import (
     Settings,
     absolute_path,
@@ -29,7 +30,7 @@ from agentc.files.settings import (
     string,
 )
 
-DEFAULT_CONFIG = Path("/etc/agentc/host.toml")
+DEFAULT_CONFIG = default_config("host")
 Init = Literal["auto", "systemd", "cron"]
 INITS: tuple[Init, ...] = ("auto", "systemd", "cron")
 _ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
@@ -134,7 +135,7 @@ class HostSettings(Settings):
     """Every ``host.toml`` key, with its default."""
 
     state_dir: Path = setting(absolute_path, default=Path("/var/lib/agentc"))
-    etc_dir: Path = setting(absolute_path, default=Path("/etc/agentc"))
+    etc_dir: Path = setting(absolute_path, default=ETC)
     opt_dir: Path = setting(absolute_path, default=Path("/opt/agentc"))
     systemd_dir: Path = setting(absolute_path, default=Path("/etc/systemd/system"))
     cron_dir: Path = setting(absolute_path, default=Path("/etc/cron.d"))

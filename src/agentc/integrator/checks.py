@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentc.core.errors import AgentcError
+from agentc.files.options import ETC
 from agentc.integrator.config import CheckConfig, IntegratorConfig
 from agentc.sandbox import confined, seccomp
 from agentc.sandbox.bwrap import LaunchDescription
@@ -37,7 +38,7 @@ STANDARD_MASKS = (
     Path("/root"),
     Path("/home"),
     Path("/var/lib/agentc"),
-    Path("/etc/agentc"),
+    ETC,
 )
 
 

@@ -16,6 +16,7 @@ from agentc.client.transport import Transport
 from agentc.core.errors import AgentcError, ConfigError, CoordinatorError
 from agentc.files import locks
 from agentc.files.exits import CONFLICT, FAILED, INVALID_INPUT, fail
+from agentc.files.options import config_option
 from agentc.integrator import signing
 from agentc.integrator.checks import CheckRunner
 from agentc.integrator.config import DEFAULT_CONFIG, IntegratorConfig, load_config
@@ -30,13 +31,7 @@ def _fail(problem: BaseException | str, status: int) -> NoReturn:
 
 
 @click.group()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="The configuration file (default /etc/agentc/integrator.toml).",
-)
+@config_option("integrator")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None) -> None:
     """The deterministic integrator: lands approved code submissions."""

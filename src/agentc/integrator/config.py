@@ -14,6 +14,7 @@ from typing import Literal
 from agentc.client.config import normalize_origin
 from agentc.client.errors import SetupRequired
 from agentc.core.errors import ConfigError
+from agentc.files.options import default_config
 from agentc.files.procs import SYSTEM_PATH
 from agentc.files.settings import (
     Settings,
@@ -33,7 +34,7 @@ from agentc.files.settings import (
 from agentc.integrator.signing import SigningKey
 from agentc.sandbox.limits import Limits
 
-DEFAULT_CONFIG = Path("/etc/agentc/integrator.toml")
+DEFAULT_CONFIG = default_config("integrator")
 Policy = Literal["fast-forward", "rebase", "merge"]
 POLICIES: tuple[Policy, ...] = ("fast-forward", "rebase", "merge")
 _BRANCH = re.compile(r"^[A-Za-z0-9._/-]{1,255}$")

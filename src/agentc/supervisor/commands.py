@@ -18,6 +18,7 @@ import click
 
 from agentc.core.errors import AgentcError
 from agentc.files.exits import FAILED, fail
+from agentc.files.options import config_option
 from agentc.supervisor.harness import registry
 from agentc.supervisor.launch.request import (
     ROLES,
@@ -104,7 +105,7 @@ class Group(click.Group):
 
 
 @click.group(cls=Group)
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@config_option("supervisor")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None) -> None:
     """Launch agent harnesses in per-launch Bubblewrap sandboxes."""

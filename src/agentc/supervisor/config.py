@@ -27,6 +27,7 @@ from agentc.egress.addresses import (
     parse_host_target,
     parse_loopback_address,
 )
+from agentc.files.options import default_config
 from agentc.files.settings import (
     Check,
     Settings,
@@ -57,7 +58,7 @@ from agentc.supervisor.loop.settings import (
     project_table,
 )
 
-DEFAULT_CONFIG = Path("/etc/agentc/supervisor.toml")
+DEFAULT_CONFIG = default_config("supervisor")
 T = TypeVar("T")
 
 

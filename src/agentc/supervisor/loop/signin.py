@@ -32,6 +32,7 @@ from agentc.core.errors import AgentcError, SupervisorError
 from agentc.core.roles import role_slug
 from agentc.core.rules import rfc3339
 from agentc.files.accounts import become
+from agentc.files.options import default_config
 from agentc.files.procs import run_check, system_env
 from agentc.sandbox import reaper
 from agentc.supervisor.config import SupervisorConfig
@@ -41,7 +42,7 @@ from agentc.supervisor.launch import tokens
 
 CHECK_TIMEOUT = 30.0
 SIGNED_IN_SECONDS = 600.0
-DEFAULT_GATEWAY_CONFIG = Path("/etc/agentc/gateway.toml")
+DEFAULT_GATEWAY_CONFIG = default_config("gateway")
 DAY = 24 * 3600
 
 # (program, token file identity) -> when the sign-in check last passed (monotonic)
