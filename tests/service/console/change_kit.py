@@ -53,18 +53,22 @@ def launched(
 
 
 def code_submission(
-    task: dict[str, Any], attempt: dict[str, Any], change: Change
+    task: dict[str, Any], attempt: dict[str, Any], change: Change, amend: list[str] | None = None
 ) -> dict[str, Any]:
-    """The submission of a change for the task's claimed attempt (criterion "it works")."""
-    return {
+    """The submission of a change for the task's claimed attempt (criterion "it works");
+    ``amend``: it proposes these criteria instead, with evidence for them."""
+    body = {
         "generation": attempt["generation"],
         "kind": "code",
         "summary": "did it",
-        "acceptance_evidence": evidence(["it works"]),
+        "acceptance_evidence": evidence(amend or ["it works"]),
         "candidate_ref": f"refs/agent-coordinator/candidates/{task['id']}/l1",
         "candidate_revision": change.candidate,
         "base_revision": change.base,
     }
+    if amend:
+        body["ac_amendment"] = {"new": amend, "rationale": "the criterion says too little"}
+    return body
 
 
 def submitted(svc: Service, tmp_path: Path, review_mode: str = "human") -> Submitted:
@@ -113,11 +117,13 @@ def submitted_live(
     *,
     steps: bool = False,
     change: Change | None = None,
+    amend: list[str] | None = None,
 ) -> tuple[str, Any, Any]:
     """On a live server (the browser tests'): a code task of a new project, submitted with its
     patch by an agent (that agent's token is closed after); the project id, the task and the
     submission; ``steps``: the attempt's run is recorded too (``steps_body``); ``change``:
-    that one instead of tests.kit.changes' (made under ``tmp_path``)."""
+    that one instead of tests.kit.changes' (made under ``tmp_path``); ``amend``: the
+    submission proposes these criteria (:func:`code_submission`)."""
     change = change or make_change(tmp_path / "repo")
     admin = server.admin_client()
     pid = admin.post(
@@ -140,9 +146,10 @@ def submitted_live(
             f"/api/v1/projects/{pid}/claims", {"task_id": task["id"], "expected_task_revision": 1}
         )["claim"]["attempt"]
         at = f"/api/v1/projects/{pid}/attempts/{attempt['id']}"
-        sub = agent.post(f"{at}/submissions", code_submission(task, attempt, change))["submission"]
-        body = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
-        agent.post(f"{at}/artifacts/patch", {**body, "submission_id": sub["id"]})
+        body = code_submission(task, attempt, change, amend)
+        sub = agent.post(f"{at}/submissions", body)["submission"]
+        patch = of_revisions(change.repo, change.base, change.candidate, 1 << 20)
+        agent.post(f"{at}/artifacts/patch", {**patch, "submission_id": sub["id"]})
         if steps:
             agent.post(f"{at}/artifacts/steps", steps_body())
     return pid, task, sub

@@ -85,3 +85,32 @@ def test_review_on_the_lines_in_the_browser(page: Page, server: LiveServer, tmp_
     assert review["findings"] == [
         {"severity": "required", "remedy": "print nothing here", "path": "app.py", "line": 5}
     ]
+
+
+def test_an_amendment_is_shown_and_decided_in_the_browser(
+    page: Page, server: LiveServer, tmp_path: Path
+):
+    """A submission that proposes new acceptance criteria: the change page shows the proposal
+    (its rationale, the new criteria with the evidence given for them) above the task's
+    criteria it would replace; a person approves it with the amendment accepted, and the task's
+    criteria are the new ones."""
+    amend = ["it works twice", "it says so"]
+    pid, task, sub = submitted_live(server, tmp_path, "human", amend=amend)
+    page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/projects/{pid}/tasks/{task['id']}/submissions/{sub['id']}")
+    proposal = page.locator("#amendment")
+    expect(proposal).to_contain_text("the criterion says too little")
+    for criterion in amend:
+        expect(page.locator("#amended dt", has_text=criterion)).to_be_visible()
+        expect(page.locator("#amended")).to_contain_text(f"checked: {criterion}")
+    expect(page.locator("#criteria dt")).to_have_text(["it works"])
+    expect(page.locator("#criteria dd")).to_have_text(["No evidence given."])
+    page.get_by_label("Approve").check()
+    page.locator("#summary").fill("the new criteria say more")
+    page.get_by_label("Decision on the amendment").select_option("accepted")
+    page.get_by_role("button", name="Send review").click()
+    page.goto(f"{server.url}/console/projects/{pid}/tasks/{task['id']}")
+    expect(page.locator("main ol").first.locator("li")).to_have_text(amend)
+    expect(page.locator("p.amendment")).to_contain_text("the criterion says too little")
+    expect(page.get_by_text('"rationale"')).to_have_count(0)  # no raw JSON
