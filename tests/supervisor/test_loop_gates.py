@@ -14,13 +14,12 @@ from agentc.supervisor.loop.gates import (
     Progress,
     Vendor,
     admission_holds,
-    admission_problems,
     choose_vendor,
     drain_reason,
     progress_age_ms,
 )
 
-LIVE = Progress(alive=True, events_age_seconds=10, progress_age_ms=60_000, elapsed_seconds=300)
+LIVE = Progress(events_age_seconds=10, progress_age_ms=60_000, elapsed_seconds=300)
 
 
 def test_a_live_launch_with_recent_progress_is_renewed() -> None:
@@ -30,7 +29,6 @@ def test_a_live_launch_with_recent_progress_is_renewed() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"alive": False}, "the launch has ended"),
         ({"events_age_seconds": 900}, "no harness events for 15 minutes (limit 15)"),
         ({"progress_age_ms": 3_600_000}, "no checkpoint for 60 minutes (limit 60)"),
         ({"elapsed_seconds": 3600}, "the launch used its budget of 60 minutes"),
@@ -44,7 +42,7 @@ def test_each_gate_drains_at_its_limit_and_names_itself(
 
 
 def test_just_under_each_limit_renews() -> None:
-    edge = Progress(True, 899.9, 3_599_999, 3599.9)
+    edge = Progress(899.9, 3_599_999, 3599.9)
     assert drain_reason(edge, budget_minutes=60) is None
 
 
@@ -69,11 +67,11 @@ def test_vendor_choice_skips_limited_and_signed_out_vendors() -> None:
 
 def test_admission_names_every_problem_together() -> None:
     host = HostState(free_mib=100, kill_switch=True, spent_24h_usd=12.5)
-    vendor, problems = admission_problems(
+    vendor, holds = admission_holds(
         host, min_free_mib=1024, daily_cap_usd=10.0, vendors=[], now_ms=0
     )
     assert vendor is None
-    assert problems == [
+    assert list(holds.values()) == [
         "the kill switch is set",
         "only 100 MiB free (min_free_mib is 1024)",
         "the daily cost cap is reached ($12.50 of $10.00)",
@@ -83,10 +81,10 @@ def test_admission_names_every_problem_together() -> None:
 
 def test_admission_passes_with_a_usable_vendor() -> None:
     host = HostState(free_mib=4096, kill_switch=False, spent_24h_usd=1.0)
-    vendor, problems = admission_problems(
+    vendor, holds = admission_holds(
         host, min_free_mib=1024, daily_cap_usd=None, vendors=[Vendor("pi")], now_ms=0
     )
-    assert vendor == Vendor("pi") and problems == []
+    assert vendor == Vendor("pi") and holds == {}
 
 
 def test_admission_for_one_more_launch_needs_free_memory() -> None:

@@ -71,21 +71,11 @@ class Plan:
         return "token-in-env" if self.token is not None else "none"
 
 
-def default_harness_args(request: LaunchRequest) -> tuple[str, ...]:
-    """Flags per harness; each harness's own sandbox is off because it cannot nest in ours.
-    A ``command:<path>`` agent gets none: the prompt on stdin, the clone as its directory."""
-    return _adapter(request.harness).args(request)
-
-
 def _adapter(harness: str) -> Adapter:
     found = registry.adapter(harness)
     if found is None:
         raise SupervisorError(f"unknown harness {harness!r}")
     return found
-
-
-def is_command(harness: str) -> bool:
-    return registry.is_command(harness)
 
 
 def _agent_cli_dir(config: SupervisorConfig) -> list[str]:
@@ -288,7 +278,10 @@ def _harness_argv(config: SupervisorConfig, request: LaunchRequest) -> tuple[Pat
     if not program.is_absolute() or not os.access(program, os.X_OK):
         raise SupervisorError(f"harness {request.harness}: {program} is not an executable")
     args = request.harness_args
-    return program, [str(program), *(default_harness_args(request) if args is None else args)]
+    return program, [
+        str(program),
+        *(_adapter(request.harness).args(request) if args is None else args),
+    ]
 
 
 def _gateway(

@@ -21,7 +21,6 @@ BACKOFF_CAP_SECONDS = 300.0
 class Progress:
     """What the loop knows about one running launch at a renewal."""
 
-    alive: bool
     events_age_seconds: float  # since the event stream last changed (or the launch started)
     progress_age_ms: int  # since the attempt's last checkpoint or claim, on the service clock
     elapsed_seconds: float  # since the launch started
@@ -35,8 +34,6 @@ def drain_reason(
     checkpoint_stale_ms: int = CHECKPOINT_STALE_MS,
 ) -> str | None:
     """None when the lease may be renewed, else why the launch is drained (for the handoff)."""
-    if not progress.alive:
-        return "the launch has ended"
     if progress.events_age_seconds >= events_stale_seconds:
         return (
             f"no harness events for {int(progress.events_age_seconds // 60)} minutes "
@@ -156,21 +153,6 @@ def _cost_holds(host: HostState, cap: float | None) -> dict[str, str]:
             )
         }
     return {}
-
-
-def admission_problems(
-    host: HostState,
-    *,
-    min_free_mib: int,
-    daily_cap_usd: float | None,
-    vendors: Sequence[Vendor],
-    now_ms: int,
-) -> tuple[Vendor | None, list[str]]:
-    """The vendor to claim with, or None and every reason this host must not claim now."""
-    vendor, holds = admission_holds(
-        host, min_free_mib=min_free_mib, daily_cap_usd=daily_cap_usd, vendors=vendors, now_ms=now_ms
-    )
-    return vendor, list(holds.values())
 
 
 def unusable(vendors: Sequence[Vendor], now_ms: int) -> list[dict[str, object]]:

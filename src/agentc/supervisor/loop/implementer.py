@@ -272,7 +272,6 @@ class ImplementerLaunch(LeasedLaunch):
         def gate(elapsed: float) -> str | None:
             return drain_reason(
                 Progress(
-                    alive=True,
                     events_age_seconds=self._events_age(started_wall),
                     progress_age_ms=lease.progress_age_ms(),
                     elapsed_seconds=elapsed,

@@ -48,9 +48,9 @@ from agentc.core.verdict import (
 )
 from agentc.files import read_tail
 from agentc.supervisor.contracts import reviewer_prompt
+from agentc.supervisor.harness import registry
 from agentc.supervisor.harness.events import summarize
 from agentc.supervisor.launch import execute as launch_execute
-from agentc.supervisor.launch import plan as launch_plan
 from agentc.supervisor.launch import root as launch_root
 from agentc.supervisor.launch import rundir
 from agentc.supervisor.launch.rundir import RunLayout
@@ -362,7 +362,7 @@ class ReviewLaunch(LeasedLaunch):
 
     def _verdict(self) -> Verdict:
         harness = self.vendor["harness"]
-        if launch_plan.is_command(harness):
+        if registry.is_command(harness):
             data = read_tail(self.layout.run / "events.jsonl", LAST_LINE_BYTES)
             lines = [x for x in data.decode("utf-8", "replace").splitlines() if x.strip()]
             return verdict_from_text(None, lines[-1] if lines else None)
