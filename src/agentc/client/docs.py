@@ -122,6 +122,12 @@ def render() -> str:
     for program, statuses in PROGRAM_STATUSES.items():
         used = "; ".join(f"{code} {meaning}" for code, meaning in statuses.items())
         parts.append(f"| `{program}` | {used} |\n")
+    parts.append(
+        "\nThe programs that read a settings file (`agentc-supervisor` and its "
+        "`model-gateway`, `agentc-integrator`, `agentc-attention`, `agentc-host`) take it as "
+        "`--config FILE` before the command, `/etc/agentc/<program>.toml` when it is not given "
+        "(`agentc.files.options`); a folder is refused with status 2 before anything is read.\n"
+    )
     parts.append("\n## Commands\n")
     for ctx in _contexts(cli, PROG, None):
         parts.append(f"\n### `{ctx.command_path}`\n\n```text\n{_help(ctx)}\n```\n")
