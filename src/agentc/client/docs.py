@@ -20,6 +20,7 @@ from agentc.client.mcp_adapter import command as mcp_command
 from agentc.client.ops import Agent
 from agentc.core.model import CANDIDATE_REF_PREFIX
 from agentc.files.exits import EXIT_STATUSES, PROGRAM_STATUSES
+from agentc.files.options import ETC
 
 WIDTH = 100
 
@@ -125,7 +126,7 @@ def render() -> str:
     parts.append(
         "\nThe programs that read a settings file (`agentc-supervisor` and its "
         "`model-gateway`, `agentc-integrator`, `agentc-attention`, `agentc-host`) take it as "
-        "`--config FILE` before the command, `/etc/agentc/<program>.toml` when it is not given "
+        f"`--config FILE` before the command, `{ETC}/<program>.toml` when it is not given "
         "(`agentc.files.options`); a folder is refused with status 2 before anything is read.\n"
     )
     parts.append("\n## Commands\n")

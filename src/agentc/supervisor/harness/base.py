@@ -54,7 +54,9 @@ class Adapter:
     candidate_script: ClassVar[str] = SCRIPT
 
     def args(self, request: LaunchRequest) -> tuple[str, ...]:
-        """Its default flags for ``request`` (the prompt comes on stdin)."""
+        """Its default flags for ``request`` (the prompt comes on stdin): the harness's own
+        sandbox off, because it cannot nest in ours. A ``command:<path>`` agent gets none: the
+        prompt on stdin, the clone as its directory."""
         raise NotImplementedError
 
     def env(self, layout: RunLayout, request: LaunchRequest) -> dict[str, str]:
