@@ -93,8 +93,9 @@ def test_an_amendment_is_shown_and_decided_in_the_browser(
     """A submission that proposes new acceptance criteria: the change page shows the proposal
     (its rationale, the new criteria with the evidence given for them) above the task's
     criteria it would replace; a person approves it with the amendment accepted, and the task's
-    criteria are the new ones."""
-    amend = ["it works twice", "it says so"]
+    criteria are the new ones. The agent's criteria are hostile markup: shown as text, never
+    run."""
+    amend = ["it works twice", "<img src=x onerror=alert(1)> it says so"]
     pid, task, sub = submitted_live(server, tmp_path, "human", amend=amend)
     page.on("dialog", lambda d: (_ for _ in ()).throw(AssertionError("a script ran")))
     sign_in(page, server)
